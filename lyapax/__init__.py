@@ -1,0 +1,41 @@
+"""lyapax: Lyapunov spectra of ODEs, maps, delay equations and networks in JAX."""
+
+from lyapax.__version__ import __version__
+from lyapax.core import (
+    ConvergenceDrift,
+    LyapunovCheckpoint,
+    LyapunovResult,
+    ODEProblem,
+    convergence_drift,
+    kaplan_yorke_dimension,
+    lyapunov_spectrum,
+    ode_problem,
+)
+from lyapax.integrators import (
+    euler_step,
+    get_integrator,
+    heun_step,
+    ode_step,
+    rk4_step,
+    rk6_step,
+)
+from lyapax.utils import simulate_trajectory
+
+__all__ = [
+    "__version__",
+    "ConvergenceDrift",
+    "LyapunovCheckpoint",
+    "LyapunovResult",
+    "ODEProblem",
+    "convergence_drift",
+    "euler_step",
+    "get_integrator",
+    "heun_step",
+    "kaplan_yorke_dimension",
+    "lyapunov_spectrum",
+    "ode_problem",
+    "ode_step",
+    "rk4_step",
+    "rk6_step",
+    "simulate_trajectory",
+]

@@ -1,0 +1,99 @@
+"""Pytree helpers that let numbers travel as traced leaves and code stay static.
+
+The engine compiles one program per *structure* of a problem (its functions,
+integrator names, shapes) and feeds every number (parameters, ``dt``, initial
+state) in as a runtime argument. Rebuilding a problem with new numbers in a loop
+therefore reuses the compiled program instead of retracing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+
+_DYNAMIC_TYPES = (jax.Array, np.ndarray, np.generic, float, complex)
+
+
+def _is_dynamic(leaf: Any) -> bool:
+    # Python ints/bools stay static: they often set shapes or loop counts.
+    if isinstance(leaf, bool | np.bool_):
+        return False
+    return isinstance(leaf, _DYNAMIC_TYPES)
+
+
+def split_static(tree: Any) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
+    """Split ``tree`` into (dynamic leaves, hashable static description)."""
+    leaves, treedef = jax.tree.flatten(tree)
+    dynamic = [leaf if _is_dynamic(leaf) else None for leaf in leaves]
+    static = tuple(None if _is_dynamic(leaf) else _Static(leaf) for leaf in leaves)
+    return dynamic, (treedef, static)
+
+
+def merge_static(dynamic: list[Any], static: tuple[Any, tuple[Any, ...]]) -> Any:
+    """Inverse of :func:`split_static`."""
+    treedef, static_leaves = static
+    leaves = [
+        d if s is None else s.value for d, s in zip(dynamic, static_leaves, strict=True)
+    ]
+    return jax.tree.unflatten(treedef, leaves)
+
+
+class _Static:
+    """Wraps a static leaf so that unhashable objects compare by identity."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __hash__(self) -> int:
+        try:
+            return hash((type(self.value), self.value))
+        except TypeError:
+            return id(self.value)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Static) or type(other.value) is not type(self.value):
+            return False
+        try:
+            return bool(self.value == other.value)
+        except Exception:
+            return self.value is other.value
+
+
+@jax.tree_util.register_pytree_node_class
+class Bound:
+    """A function with its numeric parameters carried as pytree leaves.
+
+    ``Bound(fn, params)(*args)`` calls ``fn(*args, params)``. Two ``Bound`` objects
+    built from the same ``fn`` share one compiled program whatever their numbers.
+    """
+
+    def __init__(self, fn: Callable[..., Any], params: Any) -> None:
+        self.fn = fn
+        self.params = params
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args, self.params)
+
+    def tree_flatten(self):
+        return (self.params,), self.fn
+
+    @classmethod
+    def tree_unflatten(cls, fn, children):
+        return cls(fn, children[0])
+
+    def __repr__(self) -> str:
+        name = getattr(self.fn, "__name__", repr(self.fn))
+        return f"Bound({name}, {self.params!r})"
+
+
+def as_float_params(**params: Any) -> dict[str, Any]:
+    """Python ints become floats so that they are traced leaves, not static."""
+    return {
+        k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
+        for k, v in params.items()
+    }

@@ -1,0 +1,94 @@
+"""Call-time argument checks shared by the public entry points.
+
+Each check raises ``ValueError``/``TypeError`` naming the argument, the value
+received and what is allowed, before anything is traced.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_traced(x: Any) -> bool:
+    """True for values that are abstract inside a jit/vmap/grad trace."""
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(x))
+
+
+def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:
+    """``value`` as a Python int (integral floats accepted), at least ``minimum``."""
+    if isinstance(value, bool) or value is None:
+        raise TypeError(f"{name} must be an integer; got {value!r}")
+    try:
+        out = operator.index(value)
+    except TypeError:
+        if isinstance(value, float | np.floating) and float(value).is_integer():
+            out = int(value)
+        else:
+            raise TypeError(
+                f"{name} must be an integer; got {value!r} "
+                f"of type {type(value).__name__}"
+            ) from None
+    if minimum is not None and out < minimum:
+        raise ValueError(f"{name} must be >= {minimum}; got {name}={out}")
+    return out
+
+
+def as_state(name: str, state: Any) -> jax.Array:
+    """A 1-D inexact state vector; finite when its values are known."""
+    if state is None:
+        raise TypeError(f"{name} is required (a 1-D array of the initial state)")
+    arr = jnp.asarray(state)
+    if arr.ndim != 1:
+        raise ValueError(
+            f"{name} must be a 1-D array of shape (d,); got shape {arr.shape}"
+        )
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} must have at least one entry; got shape (0,)")
+    if not jnp.issubdtype(arr.dtype, jnp.inexact):
+        arr = arr.astype(jnp.result_type(float))
+    if not is_traced(arr) and not bool(jnp.all(jnp.isfinite(arr))):
+        bad = np.flatnonzero(~np.isfinite(np.asarray(arr)))
+        raise ValueError(
+            f"{name} must be finite; entries {bad[:10].tolist()} are nan or inf"
+        )
+    return arr
+
+
+def concrete_float(name: str, value: Any, *, why: str) -> float:
+    """``value`` as a Python float; a clear error if it is a tracer."""
+    if is_traced(value):
+        raise TypeError(
+            f"{name} must be a concrete number {why}; got a traced value. Pass it "
+            "as a Python float (close over it) instead of as a jit argument."
+        )
+    return float(value)
+
+
+def positive_dt(dt: Any) -> Any:
+    """``dt`` must be a finite positive number (checked when concrete)."""
+    if dt is None:
+        raise TypeError("dt is required (the time step; use dt=1.0 for maps)")
+    if not is_traced(dt):
+        arr = np.asarray(dt)
+        if arr.ndim != 0:
+            raise ValueError(f"dt must be a scalar; got an array of shape {arr.shape}")
+        value = float(arr)
+        if not np.isfinite(value) or value <= 0:
+            raise ValueError(f"dt must be a finite number > 0; got dt={value!r}")
+    return dt
+
+
+def same_dt(given: Any, expected: Any) -> None:
+    """A ``dt`` passed beside a problem must agree with the problem's own."""
+    if given is None or is_traced(given) or is_traced(expected):
+        return
+    if not np.isclose(float(given), float(expected), rtol=1e-12, atol=0.0):
+        raise ValueError(
+            f"dt={given!r} and problem.dt={expected!r} have different values; "
+            "omit dt or build the problem with the step you want"
+        )

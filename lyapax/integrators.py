@@ -1,0 +1,225 @@
+"""Fixed-step explicit Runge-Kutta integrators.
+
+Each builder ``X_step(rhs, dt)`` turns an autonomous vector field
+``rhs(state) -> d state/dt`` into a one-step map ``state -> state``. The returned
+step is a pytree (``rhs`` and ``dt`` are leaves), so rebuilding it with new
+numbers reuses compiled programs.
+
+Orders: Euler 1, Heun 2, classical RK4 4, RK6 6 (Verner's 9-stage "most
+efficient" 6(5) pair, the same tableau as Julia's ``Vern6``; only its
+8 stages of the 6th-order solution are evaluated here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+
+__all__ = [
+    "ButcherTableau",
+    "TABLEAUS",
+    "euler_step",
+    "heun_step",
+    "rk4_step",
+    "rk6_step",
+    "ode_step",
+    "get_integrator",
+    "rk_stage_update",
+]
+
+
+class ButcherTableau(NamedTuple):
+    """Explicit Runge-Kutta coefficients (rows of ``a`` are lower-triangular)."""
+
+    name: str
+    order: int
+    a: tuple[tuple[float, ...], ...]
+    b: tuple[float, ...]
+    c: tuple[float, ...]
+
+
+_EULER = ButcherTableau("euler", 1, ((),), (1.0,), (0.0,))
+_HEUN = ButcherTableau("heun", 2, ((), (1.0,)), (0.5, 0.5), (0.0, 1.0))
+_RK4 = ButcherTableau(
+    "rk4",
+    4,
+    ((), (0.5,), (0.0, 0.5), (0.0, 0.0, 1.0)),
+    (1 / 6, 1 / 3, 1 / 3, 1 / 6),
+    (0.0, 0.5, 0.5, 1.0),
+)
+# Verner (2010), "Numerically optimal Runge-Kutta pairs with interpolants",
+# 6(5) "most efficient" pair; the 6th-order weights are its FSAL row.
+_RK6 = ButcherTableau(
+    "rk6",
+    6,
+    (
+        (),
+        (0.06,),
+        (0.019239962962962962, 0.07669337037037037),
+        (0.035975, 0.0, 0.107925),
+        (1.3186834152331484, 0.0, -5.042058063628562, 4.220674648395414),
+        (
+            -41.87259166432751,
+            0.0,
+            159.43256216313748,
+            -122.11921356501004,
+            5.531743066200053,
+        ),
+        (
+            -54.430156935316504,
+            0.0,
+            207.06725136501848,
+            -158.61081378459,
+            6.991816585950242,
+            -0.01859723106220323,
+        ),
+        (
+            -54.66374178728198,
+            0.0,
+            207.95280625538936,
+            -159.2889574744995,
+            7.018743740796944,
+            -0.018338785905045722,
+            -0.0005119484997882099,
+        ),
+    ),
+    (
+        0.03438957868357036,
+        0.0,
+        0.0,
+        0.25826245556335037,
+        0.4209371189673537,
+        4.40539646966931,
+        -176.48311902429865,
+        172.36413340141507,
+    ),
+    (0.0, 0.06, 0.09593333333333333, 0.1439, 0.4973, 0.9725, 0.9995, 1.0),
+)
+
+TABLEAUS: dict[str, ButcherTableau] = {t.name: t for t in (_EULER, _HEUN, _RK4, _RK6)}
+
+
+def _combine(y: Any, dt: Any, coeffs: tuple[float, ...], ks: list[Any]) -> Any:
+    """y + dt * sum_j coeffs[j] * ks[j], skipping zero coefficients (pytrees)."""
+    terms = [(c, k) for c, k in zip(coeffs, ks, strict=False) if c != 0.0]
+    if not terms:
+        return y
+
+    def add(y_leaf, *k_leaves):
+        acc = terms[0][0] * k_leaves[0]
+        for (c, _), k_leaf in zip(terms[1:], k_leaves[1:], strict=True):
+            acc = acc + c * k_leaf
+        return y_leaf + dt * acc
+
+    return jax.tree.map(add, y, *[k for _, k in terms])
+
+
+def rk_stage_update(
+    tableau: ButcherTableau,
+    f: Callable[[Any, int], Any],
+    y: Any,
+    dt: Any,
+) -> Any:
+    """One explicit RK step of ``y`` (any pytree) under ``f(y_stage, stage_index)``.
+
+    ``f`` receives the stage index so that time-dependent inputs (delayed history
+    read at ``t + c_i dt``) can be evaluated at every stage.
+    """
+    ks: list[Any] = []
+    for i, row in enumerate(tableau.a):
+        ks.append(f(_combine(y, dt, row, ks), i))
+    return _combine(y, dt, tableau.b, ks)
+
+
+@jax.tree_util.register_pytree_node_class
+class ODEStep:
+    """``state -> state`` map: one step of ``tableau`` on ``rhs`` with step ``dt``."""
+
+    def __init__(self, rhs: Callable[[Any], Any], dt: Any, method: str) -> None:
+        self.rhs = rhs
+        self.dt = dt
+        self.method = method
+
+    def __call__(self, state: Any) -> Any:
+        tableau = TABLEAUS[self.method]
+        return rk_stage_update(tableau, lambda y, _i: self.rhs(y), state, self.dt)
+
+    def tree_flatten(self):
+        return (self.rhs, self.dt), self.method
+
+    @classmethod
+    def tree_unflatten(cls, method, children):
+        return cls(children[0], children[1], method)
+
+    def __repr__(self) -> str:
+        return f"ODEStep(rhs={self.rhs!r}, dt={self.dt!r}, method={self.method!r})"
+
+
+def euler_step(rhs: Callable[[Any], Any], dt: float) -> ODEStep:
+    """Forward Euler step (order 1)."""
+    return ODEStep(rhs, dt, "euler")
+
+
+def heun_step(rhs: Callable[[Any], Any], dt: float) -> ODEStep:
+    """Heun's (explicit trapezoidal) step (order 2)."""
+    return ODEStep(rhs, dt, "heun")
+
+
+def rk4_step(rhs: Callable[[Any], Any], dt: float) -> ODEStep:
+    """Classical fourth-order Runge-Kutta step."""
+    return ODEStep(rhs, dt, "rk4")
+
+
+def rk6_step(rhs: Callable[[Any], Any], dt: float) -> ODEStep:
+    """Sixth-order Verner step (Vern6 tableau, 8 stages)."""
+    return ODEStep(rhs, dt, "rk6")
+
+
+_BUILDERS: dict[str, Callable[[Callable[[Any], Any], float], Any]] = {
+    "euler": euler_step,
+    "heun": heun_step,
+    "rk4": rk4_step,
+    "rk6": rk6_step,
+}
+
+
+def get_integrator(name: str) -> Callable[[Callable[[Any], Any], float], Any]:
+    """Return the step builder ``(rhs, dt) -> step`` called ``name``.
+
+    Raises:
+        ValueError: if ``name`` is not one of ``euler, heun, rk4, rk6``.
+    """
+    if not isinstance(name, str) or name.lower() not in _BUILDERS:
+        raise ValueError(
+            f"integrator={name!r} is not known; valid names are "
+            f"{', '.join(sorted(_BUILDERS))} (or pass a (rhs, dt) -> step builder)"
+        )
+    return _BUILDERS[name.lower()]
+
+
+def ode_step(
+    rhs: Callable[[Any], Any],
+    dt: float,
+    integrator: str | Callable[[Callable[[Any], Any], float], Any] = "rk4",
+) -> Any:
+    """Build a step ``state -> state`` from ``rhs`` by name or by a builder.
+
+    Raises:
+        ValueError: unknown integrator name. TypeError: neither str nor callable.
+    """
+    if isinstance(integrator, str):
+        return get_integrator(integrator)(rhs, dt)
+    if callable(integrator):
+        return integrator(rhs, dt)
+    raise TypeError(
+        f"integrator must be a name ({', '.join(sorted(_BUILDERS))}) or a callable "
+        f"(rhs, dt) -> step; got {integrator!r} of type {type(integrator).__name__}"
+    )
+
+
+def tableau_of(integrator: str) -> ButcherTableau:
+    """The Butcher tableau behind an integrator name (raises like get_integrator)."""
+    get_integrator(integrator)
+    return TABLEAUS[integrator.lower()]

@@ -1,0 +1,107 @@
+"""Reference systems with known Lyapunov properties.
+
+Flows return a vector field ``rhs(x)`` (use :func:`lyapax.core.ode_problem`);
+maps return a step ``x -> x_next`` (use ``dt=1.0``). Parameters are carried as
+pytree leaves (:class:`lyapax._tree.Bound`), so the same builder with new numbers
+reuses compiled programs and can be differentiated with respect to them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax.numpy as jnp
+
+from lyapax._tree import Bound, as_float_params
+
+__all__ = [
+    "linear_system",
+    "logistic_map",
+    "tent_map",
+    "henon_map",
+    "lorenz",
+    "rossler",
+    "lorenz96",
+]
+
+
+def _linear_rhs(x, p):
+    return p["A"] @ x
+
+
+def linear_system(A: Any) -> Bound:
+    """Vector field ``x -> A x`` for a square ``A (d, d)``; exponents = Re eig(A).
+
+    Raises:
+        ValueError: ``A`` is not a square 2-D array.
+    """
+    A = jnp.asarray(A)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be a square (d, d) matrix; got shape {A.shape}")
+    return Bound(_linear_rhs, {"A": A})
+
+
+def _logistic(x, p):
+    return p["r"] * x * (1.0 - x)
+
+
+def logistic_map(r: float = 4.0) -> Bound:
+    """Map ``x -> r x (1 - x)`` on ``(1,)`` states; exponent ln 2 at r = 4."""
+    return Bound(_logistic, as_float_params(r=r))
+
+
+def _tent(x, p):
+    return jnp.where(x < 0.5, 2.0 * x, 2.0 * (1.0 - x))
+
+
+def tent_map() -> Bound:
+    """Map ``x -> 2 min(x, 1 - x)`` on ``(1,)`` states; exponent exactly ln 2."""
+    return Bound(_tent, {})
+
+
+def _henon(x, p):
+    return jnp.stack([1.0 - p["a"] * x[0] ** 2 + x[1], p["b"] * x[0]])
+
+
+def henon_map(a: float = 1.4, b: float = 0.3) -> Bound:
+    """Hénon map on ``(2,)`` states; exponents sum to ln|b|."""
+    return Bound(_henon, as_float_params(a=a, b=b))
+
+
+def _lorenz(x, p):
+    return jnp.stack(
+        [
+            p["sigma"] * (x[1] - x[0]),
+            x[0] * (p["rho"] - x[2]) - x[1],
+            x[0] * x[1] - p["beta"] * x[2],
+        ]
+    )
+
+
+def lorenz(sigma: float = 10.0, rho: float = 28.0, beta: float = 8.0 / 3.0) -> Bound:
+    """Lorenz (1963) field; exponents sum to -(sigma + 1 + beta)."""
+    return Bound(_lorenz, as_float_params(sigma=sigma, rho=rho, beta=beta))
+
+
+def _rossler(x, p):
+    return jnp.stack(
+        [
+            -x[1] - x[2],
+            x[0] + p["a"] * x[1],
+            p["b"] + x[2] * (x[0] - p["c"]),
+        ]
+    )
+
+
+def rossler(a: float = 0.2, b: float = 0.2, c: float = 5.7) -> Bound:
+    """Rössler (1976) field; exponents sum to a - c + <x> (time average)."""
+    return Bound(_rossler, as_float_params(a=a, b=b, c=c))
+
+
+def _lorenz96(x, p):
+    return (jnp.roll(x, -1) - jnp.roll(x, 2)) * jnp.roll(x, 1) - x + p["F"]
+
+
+def lorenz96(F: float = 8.0) -> Bound:
+    """Lorenz-96 field for any N >= 4 (N = state size); exponents sum to -N."""
+    return Bound(_lorenz96, as_float_params(F=F))

@@ -1,0 +1,76 @@
+"""Trajectory utilities."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from lyapax import _validate as v
+from lyapax._tree import merge_static, split_static
+
+__all__ = ["Trajectory", "simulate_trajectory"]
+
+
+class Trajectory(NamedTuple):
+    """``times (n,)`` and ``states (n, d)``; unpacks as ``times, states``."""
+
+    times: Any
+    states: Any
+
+
+@partial(jax.jit, static_argnames=("static", "n_saved", "decimate", "n_transient"))
+def _simulate(dynamic, state0, *, static, n_saved, decimate, n_transient):
+    step_fn = merge_static(dynamic, static)
+
+    def advance(x, _):
+        return step_fn(x), None
+
+    x, _ = jax.lax.scan(advance, state0, None, length=n_transient)
+
+    def group(x, _):
+        x, _ = jax.lax.scan(advance, x, None, length=decimate)
+        return x, x
+
+    _, states = jax.lax.scan(group, x, None, length=n_saved)
+    return states
+
+
+def simulate_trajectory(
+    step_fn: Any,
+    state0: Any,
+    n_steps: int,
+    dt: float | None = None,
+    decimate: int = 1,
+    n_transient: int = 0,
+) -> Trajectory:
+    """Iterate ``step_fn`` and keep every ``decimate``-th state.
+
+    After ``n_transient`` discarded steps, runs ``n_steps`` steps and returns the
+    states after steps ``decimate, 2*decimate, ...`` with their times (``dt``
+    per step; step counts when ``dt`` is None).
+
+    Raises:
+        ValueError: ``n_steps`` < 1, ``decimate`` < 1 or not dividing
+            ``n_steps``, ``n_transient`` < 0, bad ``state0``.
+    """
+    state0 = v.as_state("state0", state0)
+    n_steps = v.as_int("n_steps", n_steps, minimum=1)
+    decimate = v.as_int("decimate", decimate, minimum=1)
+    n_transient = v.as_int("n_transient", n_transient, minimum=0)
+    if n_steps % decimate:
+        raise ValueError(f"decimate={decimate} must divide n_steps={n_steps}")
+    step = 1.0 if dt is None else v.positive_dt(dt)
+    dynamic, static = split_static(step_fn)
+    states = _simulate(
+        dynamic,
+        state0,
+        static=static,
+        n_saved=n_steps // decimate,
+        decimate=decimate,
+        n_transient=n_transient,
+    )
+    times = step * decimate * jnp.arange(1, n_steps // decimate + 1)
+    return Trajectory(times, states)
