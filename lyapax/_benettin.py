@@ -19,21 +19,30 @@ from lyapax._tree import merge_static
 
 
 class BenettinState(NamedTuple):
-    """Carry of the scan: point, orthonormal frame, accumulated log-growth."""
+    """Carry of the scan: point, orthonormal frame, accumulated log-growth and
+    the integer step counter (read by steps that index a delay ring buffer)."""
 
     state: jax.Array
     Y: jax.Array
     cum: jax.Array
+    step: jax.Array
 
 
-def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array):
-    """Advance ``state`` one step and push the columns of ``Y`` through its JVP."""
+def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
+    """Advance ``state`` one step and push the columns of ``Y`` through its JVP.
+
+    A step function may provide ``tangent_step(state, Y)`` (a fused, cheaper
+    form) and may declare ``uses_step_index = True`` to be called as
+    ``step_fn(state, step)``.
+    """
+    indexed = getattr(step_fn, "uses_step_index", False)
     fused = getattr(step_fn, "tangent_step", None)
     if fused is not None:
-        return fused(state, Y)
+        return fused(state, Y, step) if indexed else fused(state, Y)
+    f = (lambda x: step_fn(x, step)) if indexed else step_fn
 
     def one(v):
-        return jax.jvp(step_fn, (state,), (v,))
+        return jax.jvp(f, (state,), (v,))
 
     new_state, new_Y = jax.vmap(one, in_axes=1, out_axes=(None, 1))(Y)
     return new_state, new_Y
@@ -51,30 +60,32 @@ def _block(step_fn, renorm_every: int, decimate: int, save: bool, carry, _):
     """``renorm_every`` tangent steps then one QR; optionally saves states."""
 
     def one_step(c, _):
-        s, Y = tangent_step(step_fn, c[0], c[1])
-        return (s, Y), None
+        s, Y = tangent_step(step_fn, c[0], c[1], c[2])
+        return (s, Y, c[2] + 1), None
 
     def save_group(c, _):
         c, _ = jax.lax.scan(one_step, c, None, length=decimate)
         return c, c[0]
 
+    start = (carry.state, carry.Y, carry.step)
     if save:
-        (state, Y), saved = jax.lax.scan(
-            save_group, (carry.state, carry.Y), None, length=renorm_every // decimate
+        (state, Y, step), saved = jax.lax.scan(
+            save_group, start, None, length=renorm_every // decimate
         )
     else:
-        (state, Y), _ = jax.lax.scan(
-            one_step, (carry.state, carry.Y), None, length=renorm_every
-        )
+        (state, Y, step), _ = jax.lax.scan(one_step, start, None, length=renorm_every)
         saved = None
     Y, growth = _qr_renormalise(Y)
     cum = carry.cum + growth
-    return BenettinState(state, Y, cum), (cum, saved)
+    return BenettinState(state, Y, cum, step), (cum, saved)
 
 
 def _check_step_output(step_fn: Any, state: jax.Array) -> None:
     # Runs at trace time only, so cached calls pay nothing for it.
-    out = jax.eval_shape(step_fn, state)
+    if getattr(step_fn, "uses_step_index", False):
+        out = jax.eval_shape(step_fn, state, jnp.zeros((), jnp.int32))
+    else:
+        out = jax.eval_shape(step_fn, state)
     shape = getattr(out, "shape", None)
     dtype = getattr(out, "dtype", None)
     if shape != state.shape or dtype != state.dtype:
@@ -104,6 +115,7 @@ def run_benettin(
     seed: Any,
     dt: Any,
     t0: Any,
+    step0: Any = 0,
     *,
     static: Any,
     k: int,
@@ -116,7 +128,7 @@ def run_benettin(
     """Run transient blocks (growth discarded) then ``n_blocks`` measured blocks.
 
     ``Y0``/``cum0`` are ``None`` for a fresh run (frame drawn from ``seed``) or
-    come from a checkpoint. Returns a dict with the final carry (raw column
+    come from a checkpoint; ``step0`` is the step counter at the start. Returns a dict with the final carry (raw column
     order), sorted ``exponents (k,)``, ``history (n_blocks, k)`` with columns in
     the order of the final estimate, ``times (n_blocks,)`` and ``saved`` states.
     """
@@ -126,7 +138,7 @@ def run_benettin(
     if Y0 is None:
         Y0 = initial_basis(seed, d=d, k=k, dtype=state0.dtype)
         cum0 = jnp.zeros((k,), dtype=state0.dtype)
-    carry = BenettinState(state0, Y0, cum0)
+    carry = BenettinState(state0, Y0, cum0, jnp.asarray(step0, jnp.int32))
     if n_transient_blocks:
         block = partial(_block, step_fn, renorm_every, decimate, False)
         carry, _ = jax.lax.scan(block, carry, None, length=n_transient_blocks)
