@@ -128,9 +128,10 @@ def run_benettin(
     """Run transient blocks (growth discarded) then ``n_blocks`` measured blocks.
 
     ``Y0``/``cum0`` are ``None`` for a fresh run (frame drawn from ``seed``) or
-    come from a checkpoint; ``step0`` is the step counter at the start. Returns a dict with the final carry (raw column
-    order), sorted ``exponents (k,)``, ``history (n_blocks, k)`` with columns in
-    the order of the final estimate, ``times (n_blocks,)`` and ``saved`` states.
+    come from a checkpoint; ``step0`` is the step counter at the start. Returns
+    a dict with the final carry (raw column order), sorted ``exponents (k,)``,
+    ``history (n_blocks, k)`` with columns in the order of the final estimate,
+    ``times (n_blocks,)`` and ``saved`` states.
     """
     step_fn = merge_static(dynamic, static)
     _check_step_output(step_fn, state0)
@@ -139,12 +140,27 @@ def run_benettin(
         Y0 = initial_basis(seed, d=d, k=k, dtype=state0.dtype)
         cum0 = jnp.zeros((k,), dtype=state0.dtype)
     carry = BenettinState(state0, Y0, cum0, jnp.asarray(step0, jnp.int32))
-    if n_transient_blocks:
+    if n_transient_blocks and save_states:
         block = partial(_block, step_fn, renorm_every, decimate, False)
         carry, _ = jax.lax.scan(block, carry, None, length=n_transient_blocks)
         carry = carry._replace(cum=cum0)
+        n_transient_blocks = 0
     block = partial(_block, step_fn, renorm_every, decimate, save_states)
-    carry, (cum_hist, saved) = jax.lax.scan(block, carry, None, length=n_blocks)
+    if n_transient_blocks:
+        # One loop for transient and measurement (half the code to compile):
+        # the accumulated growth is reset after the last transient block.
+        def measured_block(c, i):
+            c, (cum, saved) = block(c, None)
+            c = c._replace(cum=jnp.where(i < n_transient_blocks, cum0, c.cum))
+            return c, (c.cum, saved)
+
+        total = n_transient_blocks + n_blocks
+        carry, (cum_hist, saved) = jax.lax.scan(
+            measured_block, carry, jnp.arange(total)
+        )
+        cum_hist = cum_hist[n_transient_blocks:]
+    else:
+        carry, (cum_hist, saved) = jax.lax.scan(block, carry, None, length=n_blocks)
     blocks = jnp.arange(1, n_blocks + 1, dtype=cum_hist.dtype)
     times = t0 + dt * renorm_every * blocks
     history_raw = cum_hist / times[:, None]

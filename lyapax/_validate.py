@@ -51,8 +51,9 @@ def as_state(name: str, state: Any) -> jax.Array:
         raise ValueError(f"{name} must have at least one entry; got shape (0,)")
     if not jnp.issubdtype(arr.dtype, jnp.inexact):
         arr = arr.astype(jnp.result_type(float))
-    if not is_traced(arr) and not bool(jnp.all(jnp.isfinite(arr))):
-        bad = np.flatnonzero(~np.isfinite(np.asarray(arr)))
+    # numpy on the host: an eager jnp reduction would compile a program per shape.
+    if not is_traced(arr) and not np.isfinite(host := np.asarray(arr)).all():
+        bad = np.flatnonzero(~np.isfinite(host))
         raise ValueError(
             f"{name} must be finite; entries {bad[:10].tolist()} are nan or inf"
         )
