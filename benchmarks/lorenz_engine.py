@@ -4,7 +4,7 @@ Lorenz (sigma=10, rho=28, beta=8/3), dt=1e-2, RK4, 50_000 steps, renorm_every=10
 transient 100 time units, full spectrum (k=3). Everything is measured in this
 one process, side by side; JAX timings end in ``jax.block_until_ready``.
 
-    python benchmarks/lorenz_engine.py [--repeats 5] [--steps 50000]
+    python benchmarks/lorenz_engine.py [--repeats 5] [--steps 50000] [--quick]
 """
 
 from __future__ import annotations
@@ -85,7 +85,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--steps", type=int, default=50_000)
+    parser.add_argument("--quick", action="store_true", help="smoke run (CI)")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats, args.steps = 2, 2_000
     x0 = jnp.array([1.0, 1.0, 1.0])
     jax.block_until_ready(jnp.ones(3) + 1)  # backend start-up, not ours to count
 
