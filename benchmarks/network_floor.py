@@ -1,0 +1,175 @@
+"""The seed benchmark against a hand-written floor.
+
+Dense all-to-all Kuramoto network (the user's GPU page), k = 5 exponents,
+200 Heun steps of dt = 1e-2, QR every 10 steps, for growing d = n_nodes:
+
+- ``ours``: the public call ``lyapunov_spectrum(problem, ...)`` on the problem
+  built exactly as the page builds it (ModelSpec -> build_jax_dfun -> Network
+  -> network_problem), warm (compiled beforehand with the same arguments);
+- ``floor``: one hand-written jitted ``lax.scan`` doing, per Heun stage, the
+  single product ``(d, d) @ (d, 2 + 2k)`` of the weights with
+  ``[sin th, cos th, cos th * V, sin th * V]`` and nothing else but the
+  d-sized updates and the QR;
+- ``rebuilt``: the public call with the whole problem (spec, dfun, network,
+  problem) rebuilt from new arrays before each call: it must not recompile.
+
+Times are the best of ``--repeats`` interleaved calls (seconds). Run:
+
+    python benchmarks/network_floor.py [--sizes 20,50,100] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+jax.config.update("jax_enable_x64", True)
+
+from lyapax.core import lyapunov_spectrum  # noqa: E402
+from lyapax.coupling import kuramoto_coupling  # noqa: E402
+from lyapax.network import Network, network_problem  # noqa: E402
+from lyapax.simulator import (  # noqa: E402
+    ModelSpec,
+    Parameter,
+    StateVar,
+    build_jax_dfun,
+)
+
+K, N_STEPS, RENORM, DT = 5, 200, 10, 1e-2
+SIZES = (20, 50, 100, 200, 500, 1000, 2000)
+
+
+def seed_problem(n_nodes: int, shift: float = 0.0):
+    """The page's problem; ``shift`` changes the numbers, not the structure."""
+    weights = jnp.ones((n_nodes, n_nodes)) - jnp.eye(n_nodes)
+    model = ModelSpec(
+        name="kuramoto",
+        state_variables=(StateVar("theta", default_init=0.0),),
+        parameters=(Parameter("omega", 0.0),),
+        cvar=("theta",),
+        dfun_str={"theta": "omega + c"},
+    )
+    dfun = build_jax_dfun(model)
+    params = {"omega": jnp.linspace(-1.0, 1.0, n_nodes) + shift, "G": 1.0}
+    network = Network(weights=weights, cvar_indices=model.cvar_indices)
+    state0 = jnp.linspace(0.0, 2 * jnp.pi, n_nodes, endpoint=False)
+    return network_problem(
+        dfun, network, kuramoto_coupling(alpha=0.0), params=params, state0=state0, dt=DT
+    )
+
+
+def ours(problem):
+    return lyapunov_spectrum(
+        problem, n_steps=N_STEPS, k=K, renorm_every=RENORM, t_transient=0.0
+    ).exponents
+
+
+@partial(jax.jit, static_argnames=("k", "n_blocks", "renorm_every"))
+def floor(weights, omega, theta0, G, dt, *, k, n_blocks, renorm_every):
+    """Benettin for the Kuramoto network by hand: one product per Heun stage."""
+    d = theta0.shape[0]
+    gain = G / d
+    Y0, _ = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(0), (d, k)))
+
+    def f(theta, V):
+        s, c = jnp.sin(theta), jnp.cos(theta)
+        p = weights @ jnp.concatenate(
+            [s[:, None], c[:, None], c[:, None] * V, s[:, None] * V], axis=1
+        )
+        ws, wc, wcv, wsv = p[:, 0], p[:, 1], p[:, 2 : 2 + k], p[:, 2 + k :]
+        dtheta = omega + gain * (c * ws - s * wc)
+        dV = gain * (
+            c[:, None] * wcv + s[:, None] * wsv - (s * ws + c * wc)[:, None] * V
+        )
+        return dtheta, dV
+
+    def heun(carry, _):
+        theta, V = carry
+        k1, l1 = f(theta, V)
+        k2, l2 = f(theta + dt * k1, V + dt * l1)
+        return (theta + 0.5 * dt * (k1 + k2), V + 0.5 * dt * (l1 + l2)), None
+
+    def block(carry, _):
+        theta, V, cum = carry
+        (theta, V), _ = jax.lax.scan(heun, (theta, V), None, length=renorm_every)
+        Q, R = jnp.linalg.qr(V)
+        diag = jnp.diagonal(R)
+        Q = Q * jnp.where(diag < 0, -1.0, 1.0)
+        return (theta, Q, cum + jnp.log(jnp.abs(diag))), None
+
+    start = (theta0, Y0, jnp.zeros(k, theta0.dtype))
+    (_, _, cum), _ = jax.lax.scan(block, start, None, length=n_blocks)
+    return -jnp.sort(-cum / (dt * renorm_every * n_blocks))
+
+
+def floor_call(problem, n_nodes):
+    params = problem.step_fn.params
+    return floor(
+        problem.step_fn.weights,
+        params["omega"],
+        problem.state0,
+        params["G"],
+        problem.dt,
+        k=K,
+        n_blocks=N_STEPS // RENORM,
+        renorm_every=RENORM,
+    )
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    jax.block_until_ready(fn())
+    return time.perf_counter() - t0
+
+
+def measure(n_nodes: int, repeats: int) -> dict[str, float]:
+    problem = seed_problem(n_nodes)
+    a = jax.block_until_ready(ours(problem))  # compile outside the timing
+    b = jax.block_until_ready(floor_call(problem, n_nodes))
+    diff = float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+    times: dict[str, list[float]] = {"ours": [], "floor": [], "rebuilt": []}
+    # Interleaved, so that load from other processes hits all three alike.
+    for r in range(repeats):
+        times["ours"].append(timed(lambda: ours(problem)))
+        times["floor"].append(timed(lambda: floor_call(problem, n_nodes)))
+        rebuilt = partial(seed_problem, n_nodes, 1e-3 * (r + 1))
+        times["rebuilt"].append(timed(lambda: ours(rebuilt())))  # noqa: B023
+    return {**{key: min(ts) for key, ts in times.items()}, "diff": diff}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, SIZES)),
+        help="comma-separated node counts (default: %(default)s)",
+    )
+    parser.add_argument("--repeats", type=int, default=5, help="best of N calls")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    print(
+        f"backend={jax.default_backend()}  k={K}  steps={N_STEPS}  "
+        f"renorm_every={RENORM}  dt={DT}  integrator=heun  best of {args.repeats}"
+    )
+    header = (
+        f"{'d':>6} {'ours s':>9} {'floor s':>9} {'ratio':>6} "
+        f"{'rebuilt s':>10} {'ratio':>6} {'|ours-floor|':>13}"
+    )
+    print(header)
+    for n in sizes:
+        m = measure(n, args.repeats)
+        print(
+            f"{n:>6} {m['ours']:>9.4f} {m['floor']:>9.4f} "
+            f"{m['ours'] / m['floor']:>6.2f} {m['rebuilt']:>10.4f} "
+            f"{m['rebuilt'] / m['floor']:>6.2f} {m['diff']:>13.1e}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

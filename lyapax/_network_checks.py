@@ -1,0 +1,172 @@
+"""Argument checks of the network builders (eager, before anything is traced).
+
+Each raises ``ValueError`` naming the argument, what was received and what is
+expected. :func:`check_shapes` traces the coupling and ``dfun`` abstractly
+(``jax.eval_shape``) once per problem structure, so a problem rebuilt with new
+numbers of the same shapes pays nothing for it.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import sparse
+
+from lyapax import _validate as v
+from lyapax._network_step import NetworkStep
+from lyapax._tree import split_static
+from lyapax.integrators import TABLEAUS
+
+
+def as_weights(weights: Any) -> Any:
+    """Dense float array or BCOO matrix of shape ``(n, n)``; raises on others."""
+    if isinstance(weights, sparse.BCOO):
+        shape = tuple(weights.shape)
+    else:
+        if not isinstance(weights, jax.Array):
+            weights = jnp.asarray(weights)
+        shape = weights.shape
+        if not jnp.issubdtype(weights.dtype, jnp.inexact):
+            weights = weights.astype(jnp.result_type(float))
+    if len(shape) != 2 or shape[0] != shape[1] or shape[0] == 0:
+        raise ValueError(
+            f"weights must be a square (n_nodes, n_nodes) matrix indexed "
+            f"[target, source]; got shape {shape}"
+        )
+    return weights
+
+
+def as_cvar_indices(cvar_indices: Any) -> tuple[int, ...]:
+    if isinstance(cvar_indices, int | np.integer):
+        cvar_indices = (cvar_indices,)
+    try:
+        out = tuple(v.as_int("cvar_indices", i) for i in cvar_indices)
+    except TypeError:
+        raise ValueError(
+            f"cvar_indices must be a tuple of state-variable rows; got {cvar_indices!r}"
+        ) from None
+    if not out or min(out) < 0 or len(set(out)) != len(out):
+        raise ValueError(
+            "cvar_indices must be a non-empty tuple of distinct rows >= 0; "
+            f"got {cvar_indices!r}"
+        )
+    return out
+
+
+def as_integrator(integrator: Any) -> str:
+    if isinstance(integrator, str) and integrator.lower() in TABLEAUS:
+        return integrator.lower()
+    raise ValueError(
+        f"integrator={integrator!r} is not known for networks; valid names are "
+        f"{', '.join(sorted(TABLEAUS))}"
+    )
+
+
+def as_params(params: Any) -> Any:
+    # Python ints become floats so that they are traced leaves, not static.
+    if isinstance(params, Mapping):
+        return {
+            k: float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+            for k, x in params.items()
+        }
+    return params
+
+
+def as_dt(dt: Any) -> Any:
+    v.positive_dt(dt)
+    return float(dt) if isinstance(dt, int) else dt
+
+
+def state_rows(state0: Any, n: int, dfun: Any) -> tuple[jax.Array, int]:
+    """Flat state ``(n_sv * n,)`` and ``n_sv`` from a flat or 2-D ``state0``."""
+    if state0 is None:
+        raise TypeError("state0 is required: shape (n_sv, n_nodes) or flat")
+    x = state0 if isinstance(state0, jax.Array) else jnp.asarray(state0)
+    if not jnp.issubdtype(x.dtype, jnp.inexact):
+        x = x.astype(jnp.result_type(float))
+    n_sv_model = getattr(dfun, "n_sv", None)
+    if x.ndim == 2:
+        if x.shape[1] != n:
+            raise ValueError(
+                f"state0 has shape {x.shape} but weights have n_nodes={n}; "
+                "state0 must be (n_sv, n_nodes) or flat (n_sv * n_nodes,)"
+            )
+        n_sv = x.shape[0]
+    elif x.ndim == 1:
+        if x.size == 0 or x.size % n:
+            raise ValueError(
+                f"state0 has {x.size} entries, not a multiple of n_nodes={n} "
+                "(the size of weights); expected (n_sv * n_nodes,) or "
+                "(n_sv, n_nodes)"
+            )
+        n_sv = x.size // n
+    else:
+        raise ValueError(f"state0 must be 1-D or (n_sv, n_nodes); got shape {x.shape}")
+    if n_sv_model is not None and n_sv != n_sv_model:
+        raise ValueError(
+            f"state0 has shape {x.shape}, but the model has n_sv={n_sv_model} state "
+            f"variables: expected ({n_sv_model}, {n}) or ({n_sv_model * n},)"
+        )
+    return (x if x.ndim == 1 else x.reshape(-1)), n_sv
+
+
+# Structures already checked: a rebuilt problem does not pay for eval_shape.
+_CHECKED: OrderedDict[Any, None] = OrderedDict()
+_CHECKED_MAX = 256
+
+
+def check_shapes(step: NetworkStep, n_sv: int | None, dtype: Any) -> None:
+    """Trace coupling and dfun abstractly once per structure; clear errors.
+
+    Raises:
+        ValueError: ``cvar_indices`` out of range, a coupling or dfun output of
+            the wrong shape, or an error of the dfun itself (e.g. a missing
+            parameter).
+    """
+    n = step.n_nodes
+    if n_sv is not None and max(step.cvar_indices) >= n_sv:
+        raise ValueError(
+            f"cvar_indices={step.cvar_indices} out of range for n_sv={n_sv} state "
+            f"variables (valid rows 0..{n_sv - 1})"
+        )
+    dynamic, static = split_static(step)
+    leaves = tuple(
+        (np.shape(x), getattr(x, "dtype", type(x))) for x in dynamic if x is not None
+    )
+    key = (static, leaves, n_sv, dtype)
+    try:
+        if key in _CHECKED:
+            return
+    except TypeError:  # an unhashable static part: check every time
+        key = None
+    n_cvar = len(step.cvar_indices)
+    cv = jax.ShapeDtypeStruct((n_cvar, n), dtype)
+    c = jax.eval_shape(lambda x: step.coupling(x, step.weights, step.params), cv)
+    if getattr(c, "shape", None) != (n_cvar, n):
+        raise ValueError(
+            f"coupling must return shape (n_cvar, n_nodes) = ({n_cvar}, {n}); "
+            f"{step.coupling!r} returned {getattr(c, 'shape', c)}"
+        )
+    if n_sv is not None:
+        x = jax.ShapeDtypeStruct((n_sv, n), dtype)
+        try:
+            out = jax.eval_shape(lambda y, cy: step.dfun(y, cy, step.params), x, c)
+        except (TypeError, IndexError) as err:
+            raise ValueError(
+                f"dfun failed on a state of shape ({n_sv}, {n}) with coupling "
+                f"({n_cvar}, {n}): {err}"
+            ) from err
+        if getattr(out, "shape", None) != (n_sv, n):
+            raise ValueError(
+                f"dfun must return shape (n_sv, n_nodes) = ({n_sv}, {n}); "
+                f"got {getattr(out, 'shape', out)}"
+            )
+    if key is not None:
+        _CHECKED[key] = None
+        if len(_CHECKED) > _CHECKED_MAX:
+            _CHECKED.popitem(last=False)
