@@ -59,9 +59,13 @@ def _qr_renormalise(Y: jax.Array):
 def _block(step_fn, renorm_every: int, decimate: int, save: bool, carry, _):
     """``renorm_every`` tangent steps then one QR; optionally saves states."""
 
+    indexed = getattr(step_fn, "uses_step_index", False)
+
     def one_step(c, _):
         s, Y = tangent_step(step_fn, c[0], c[1], c[2])
-        return (s, Y, c[2] + 1), None
+        # The counter costs a loop-carried op per step: only steps that read it
+        # (ring buffers) get it incremented per step; others per block.
+        return (s, Y, c[2] + 1 if indexed else c[2]), None
 
     def save_group(c, _):
         c, _ = jax.lax.scan(one_step, c, None, length=decimate)
@@ -75,6 +79,8 @@ def _block(step_fn, renorm_every: int, decimate: int, save: bool, carry, _):
     else:
         (state, Y, step), _ = jax.lax.scan(one_step, start, None, length=renorm_every)
         saved = None
+    if not indexed:
+        step = step + renorm_every
     Y, growth = _qr_renormalise(Y)
     cum = carry.cum + growth
     return BenettinState(state, Y, cum, step), (cum, saved)
