@@ -1,0 +1,300 @@
+"""GPU acceleration: at which problem size does the GPU start to win?
+
+Nothing in lyapax is written for a particular device: JAX decides where the
+arrays live and where the kernels run.  Whether a GPU makes a run *faster* is
+a separate question.  Every call to a GPU pays a fixed price -- launching
+kernels, moving data between host and device -- that a CPU call does not.
+When the state vector is small, that price is larger than the arithmetic
+itself and the CPU finishes first.  As the work per step grows, the fixed
+price is spread over more floating-point operations and the GPU's parallelism
+takes over.  The size at which the two curves cross depends on the CPU and
+GPU at hand, so this script measures it instead of quoting a number.
+
+The workload is a dense all-to-all Kuramoto network: one phase per node and a
+full d x d coupling matrix, so the work per integration step grows like d**2
+while the number of tracked exponents stays at k = 5.  For each network size
+d the script times ``lyapunov_spectrum`` end to end.
+
+JAX reads ``JAX_PLATFORMS`` once, when a process first uses a device, and
+cannot switch afterwards.  So every measurement below runs in a new Python
+process started with the environment variable already set: ``cpu`` for the
+CPU and exactly ``cuda`` for the GPU.  (A list such as ``cuda,cpu`` would let
+JAX quietly fall back to the CPU and produce CPU numbers labelled "GPU"; the
+measuring process also reports ``jax.default_backend()`` and any mismatch is
+rejected.)  Inside that process a first call with the same arguments pays for
+tracing and compilation, and only the second call is timed, with
+``jax.block_until_ready`` so that asynchronous dispatch cannot hide work.
+
+If no GPU is usable here, no GPU number is invented: the figure lists the GPU
+as unavailable, with the reason.
+
+Usage::
+
+    python examples/14_gpu_acceleration.py                       # full sweep
+    python examples/14_gpu_acceleration.py --sizes 10,20 --steps 20  # quick check
+
+The same measurement, as a pytest suite with one worker per backend and a
+merged benchmark report, is ``pytest perf_tests --jax-backend=cpu,gpu``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+THIS_FILE = Path(__file__).resolve()
+PLATFORM_OF = {"cpu": "cpu", "gpu": "cuda"}  # never "cuda,cpu": see above
+DEFAULT_SIZES = (20, 50, 100, 200, 500, 1000, 2000)
+K, RENORM_EVERY, DT = 5, 10, 1e-2
+MARK = "TIMING "
+
+
+# --------------------------------------------------------------------------
+# The measuring process: imports JAX only after JAX_PLATFORMS was set by the
+# parent, builds the network, compiles, then times one call.
+# --------------------------------------------------------------------------
+def measure(n_nodes: int, n_steps: int) -> None:
+    """Print one timing (or the error that prevented it) as a JSON line."""
+    try:
+        payload = _measure(n_nodes, n_steps)
+    except Exception as exc:  # reported to the driving process, which decides
+        payload = {"error_type": type(exc).__name__, "error": str(exc)}
+    print(MARK + json.dumps(payload), flush=True)
+
+
+def _measure(n_nodes: int, n_steps: int) -> dict:
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+
+    from lyapax.core import lyapunov_spectrum
+    from lyapax.coupling import kuramoto_coupling
+    from lyapax.network import Network, network_problem
+    from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
+
+    model = ModelSpec(
+        name="kuramoto",
+        state_variables=(StateVar("theta", default_init=0.0),),
+        parameters=(Parameter("omega", 0.0),),
+        cvar=("theta",),
+        dfun_str={"theta": "omega + c"},
+    )
+    problem = network_problem(
+        build_jax_dfun(model),
+        Network(
+            weights=jnp.ones((n_nodes, n_nodes)) - jnp.eye(n_nodes),
+            cvar_indices=model.cvar_indices,
+        ),
+        kuramoto_coupling(alpha=0.0),
+        params={"omega": jnp.linspace(-1.0, 1.0, n_nodes), "G": 1.0},
+        state0=jnp.linspace(0.0, 2 * jnp.pi, n_nodes, endpoint=False),
+        dt=DT,
+    )
+
+    def run():
+        result = lyapunov_spectrum(
+            problem, n_steps=n_steps, k=K, renorm_every=RENORM_EVERY, t_transient=0.0
+        )
+        return jax.block_until_ready(result.exponents)
+
+    start = time.perf_counter()
+    run()  # same arguments as the timed call: this one compiles
+    first = time.perf_counter() - start
+    start = time.perf_counter()
+    exponents = run()
+    elapsed = time.perf_counter() - start
+    return {
+        "backend": jax.default_backend(),
+        "device": jax.devices()[0].device_kind,
+        "seconds": elapsed,
+        "first_call_seconds": first,
+        "finite": bool(jnp.all(jnp.isfinite(exponents))),
+    }
+
+
+# --------------------------------------------------------------------------
+# The driving process: never imports JAX itself.
+# --------------------------------------------------------------------------
+def time_once(backend: str, n_nodes: int, n_steps: int, timeout: float):
+    """One measurement in a fresh process; returns (payload, None) or (None, reason)."""
+    env = dict(os.environ, JAX_PLATFORMS=PLATFORM_OF[backend])
+    command = [sys.executable, str(THIS_FILE), "--measure", str(n_nodes), str(n_steps)]
+    try:
+        proc = subprocess.run(
+            command, env=env, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return None, f"no result within {timeout:g} s"
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            payload = json.loads(line[len(MARK) :])
+            if "error_type" in payload:
+                return None, explain(backend, payload["error_type"], payload["error"])
+            if payload["backend"] != backend:
+                return None, f"JAX ran on {payload['backend']!r}, not {backend!r}"
+            if not payload["finite"]:
+                return None, "the computed exponents are not finite"
+            return payload, None
+    lines = [s for s in proc.stderr.strip().splitlines() if s.strip()]
+    return None, lines[-1] if lines else f"exit code {proc.returncode}"
+
+
+def explain(backend: str, error_type: str, error: str) -> str:
+    """A readable reason for a backend that could not run."""
+    message = error.strip().splitlines()[0] if error.strip() else ""
+    if backend == "gpu" and not message:
+        # Without a usable GPU, JAX_PLATFORMS=cuda fails with a bare AssertionError.
+        found = "found" if glob.glob("/dev/nvidia*") else "no"
+        return (
+            f"JAX could not start CUDA ({error_type} without a message); "
+            f"{found} /dev/nvidia* devices; is a jax CUDA plugin installed?"
+        )
+    return f"{error_type}: {message}"
+
+
+def crossover(sizes, cpu, gpu):
+    """Smallest measured size from which the GPU is faster at every larger size."""
+    common = [s for s in sizes if s in cpu and s in gpu]
+    winning = [cpu[s] > gpu[s] for s in common]
+    if not common or not winning[-1]:
+        return None
+    j = len(common) - 1
+    while j > 0 and winning[j - 1]:
+        j -= 1
+    return common[j]
+
+
+def plot(sizes, times, unavailable, n_steps, output: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")  # write a file; no window needed
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    styles = {"cpu": ("o-", "C0"), "gpu": ("s-", "C1")}
+    for backend, by_size in times.items():
+        marker, color = styles[backend]
+        xs = [s for s in sizes if s in by_size]
+        ax.plot(
+            xs, [by_size[s] for s in xs], marker, color=color, label=backend.upper()
+        )
+    for backend, reason in unavailable.items():
+        _, color = styles[backend]
+        ax.plot([], [], "--", color=color, label=f"{backend.upper()}: unavailable")
+        ax.text(
+            0.03,
+            0.97,
+            f"{backend.upper()} not measured:\n"
+            + "\n".join(textwrap.wrap(reason, 55)[:3]),
+            transform=ax.transAxes,
+            ha="left",
+            va="top",
+            fontsize=8,
+            bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "alpha": 0.85},
+        )
+    if "cpu" in times and "gpu" in times:
+        at = crossover(sizes, times["cpu"], times["gpu"])
+        if at is not None:
+            ax.axvline(at, color="0.4", linestyle=":")
+            ax.annotate(
+                f"GPU faster from d={at}",
+                (at, 0.05),
+                xycoords=("data", "axes fraction"),
+            )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xticks(sizes, [str(s) for s in sizes])  # label the measured sizes
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("network size d (nodes)")
+    ax.set_ylabel(f"wall time, {n_steps} steps, k={K} (s)")
+    ax.set_title(
+        f"Dense Kuramoto network: lyapunov_spectrum wall time\n{platform.node()}, "
+        f"{platform.processor() or platform.machine()}",
+        fontsize=10,
+    )
+    ax.legend(loc="best")
+    fig.tight_layout()
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(output, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--sizes",
+        default=",".join(map(str, DEFAULT_SIZES)),
+        help="comma-separated network sizes d (default: %(default)s)",
+    )
+    parser.add_argument("--steps", type=int, default=200, help="integration steps")
+    parser.add_argument("--backends", default="cpu,gpu", help="subset of cpu,gpu")
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=Path("lyapax-report/gpu_acceleration.png"),
+        help="where the figure is written (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="per measurement (s)"
+    )
+    args = parser.parse_args(argv)
+    sizes = sorted({int(s) for s in args.sizes.split(",")})
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = set(backends) - set(PLATFORM_OF)
+    if unknown or not sizes or min(sizes) < 1 or args.steps % RENORM_EVERY:
+        parser.error(
+            f"sizes must be positive, steps a multiple of {RENORM_EVERY}, "
+            f"backends among {', '.join(PLATFORM_OF)}"
+        )
+
+    times: dict[str, dict[int, float]] = {}
+    unavailable: dict[str, str] = {}
+    for backend in backends:
+        # A small, real run first: is this backend usable at all?
+        payload, reason = time_once(backend, sizes[0], RENORM_EVERY, args.timeout)
+        if payload is None:
+            unavailable[backend] = reason
+            print(f"{backend}: unavailable ({reason}); it is not timed")
+        else:
+            times[backend] = {}
+            print(f"{backend}: {payload['device']}")
+
+    print(f"\n{'d':>6}" + "".join(f"{b + ' (s)':>14}" for b in times))
+    for n_nodes in sizes:
+        row = f"{n_nodes:>6}"
+        for backend in times:
+            payload, reason = time_once(backend, n_nodes, args.steps, args.timeout)
+            if payload is None:
+                print(f"{backend} failed at d={n_nodes}: {reason}", file=sys.stderr)
+                row += f"{'-':>14}"
+                continue
+            times[backend][n_nodes] = payload["seconds"]
+            row += f"{payload['seconds']:>14.4g}"
+        print(row)
+
+    both = [s for s in sizes if s in times.get("cpu", {}) and s in times.get("gpu", {})]
+    if both:
+        at = crossover(sizes, times["cpu"], times["gpu"])
+        speedup = times["cpu"][both[-1]] / times["gpu"][both[-1]]
+        where = f"from d={at}" if at is not None else "at no measured size"
+        print(f"\nGPU faster {where}; speedup {speedup:.3g}x at d={both[-1]}")
+    plot(sizes, times, unavailable, args.steps, args.output)
+    print(f"figure written to {args.output}")
+    return 0 if any(times.values()) else 1
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--measure":
+        measure(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        sys.exit(main())

@@ -1,0 +1,80 @@
+"""Per-backend timings of the small validation systems.
+
+Tiny state vectors (Lorenz, Henon) show the fixed per-call cost of each
+backend; the linear network is a second size-parametrized case whose per-step
+work is a dense matrix-vector product.  Each benchmark also checks one exact
+property of its result, so a fast but wrong computation cannot pass.
+"""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from lyapax.core import lyapunov_spectrum, ode_problem
+from lyapax.coupling import linear_coupling
+from lyapax.network import Network, network_problem
+from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
+from lyapax.systems import henon_map, lorenz
+
+SIGMA, RHO, BETA = 10.0, 28.0, 8.0 / 3.0
+
+
+def test_lorenz(benchmark, jax_backend):
+    problem = ode_problem(
+        lorenz(SIGMA, RHO, BETA), jnp.array([1.0, 1.0, 1.0]), 0.01, integrator="rk4"
+    )
+
+    def spectrum():
+        return lyapunov_spectrum(problem, n_steps=5000, renorm_every=10).exponents
+
+    exponents = benchmark(spectrum)
+    # The Lorenz flow contracts volume at the constant rate sigma + 1 + beta.
+    assert float(exponents.sum()) == pytest.approx(-(SIGMA + 1 + BETA), abs=1e-3)
+
+
+def test_henon(benchmark, jax_backend):
+    step = henon_map()
+
+    def spectrum():
+        state0 = jnp.array([0.1, 0.1])
+        return lyapunov_spectrum(step, state0, dt=1.0, n_steps=10_000).exponents
+
+    exponents = benchmark(spectrum)
+    # The Henon map's Jacobian determinant is -b everywhere.
+    assert float(exponents.sum()) == pytest.approx(math.log(0.3), abs=1e-6)
+
+
+def linear_network_problem(n_nodes: int):
+    """Stable linear network dx/dt = gamma x + G W x with random weights."""
+    model = ModelSpec(
+        name="linear",
+        state_variables=(StateVar("x", default_init=0.0),),
+        parameters=(Parameter("gamma", -1.0),),
+        cvar=("x",),
+        dfun_str={"x": "gamma * x + c"},
+    )
+    key = jax.random.PRNGKey(0)
+    weights = jax.random.normal(key, (n_nodes, n_nodes)) / jnp.sqrt(n_nodes)
+    network = Network(weights=weights, cvar_indices=model.cvar_indices)
+    return network_problem(
+        build_jax_dfun(model),
+        network,
+        linear_coupling(a=1.0, b=0.0),
+        params={"gamma": -1.0, "G": 0.5},
+        state0=jnp.ones(n_nodes),
+        dt=1e-2,
+    )
+
+
+@pytest.mark.jax_sizes(20, 200, 2000, label="network size n (nodes)")
+def test_linear_network(benchmark, jax_backend, jax_size):
+    problem = linear_network_problem(jax_size)
+
+    def leading_exponents():
+        return lyapunov_spectrum(problem, n_steps=200, k=5, renorm_every=10).exponents
+
+    exponents = benchmark(leading_exponents)
+    assert exponents.shape == (5,)
+    assert bool(jnp.all(jnp.isfinite(exponents)))

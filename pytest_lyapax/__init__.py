@@ -1,0 +1,1 @@
+"""pytest_lyapax: per-backend (CPU, GPU, ...) performance testing for JAX code."""

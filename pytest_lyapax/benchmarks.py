@@ -1,0 +1,262 @@
+"""Make pytest-benchmark measure JAX code correctly, in xdist workers too.
+
+pytest-benchmark switches itself off in every xdist process and would let
+each worker write ``--benchmark-json``/``--benchmark-save`` files of its own.
+This module turns measuring back on in the workers, keeps their file output
+off, and hands each result to the controller inside the test report (so the
+results of a worker that later crashes are not lost).  The controller feeds
+them back into its own pytest-benchmark session, which then writes
+``--benchmark-json``/``--benchmark-save`` once and prints its usual table.
+
+JAX specifics: JAX dispatches asynchronously, so every timed call is wrapped
+in ``jax.block_until_ready``; the first call (tracing and compilation) runs
+before pytest-benchmark's calibration and rounds, and its duration is kept in
+``extra_info["first_call_s"]``.
+
+The pieces of pytest-benchmark used here that are not documented API are the
+``config._benchmarksession`` object (its ``disabled``/``json``/``save``/...
+attributes and ``benchmarks`` list) and ``BenchmarkFixture`` (its ``stats``,
+``extra_info``, ``enabled``, ``has_error``); ``tests/test_plugin`` checks them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+RECORD_ATTR = "pytest_lyapax_benchmark"
+_ONLY_ATTR = "_pytest_lyapax_benchmark_only"
+_STATS_FIELDS = (
+    "min",
+    "max",
+    "mean",
+    "stddev",
+    "rounds",
+    "median",
+    "iqr",
+    "q1",
+    "q3",
+    "iqr_outliers",
+    "stddev_outliers",
+    "outliers",
+    "ld15iqr",
+    "hd15iqr",
+    "ops",
+    "total",
+)
+
+
+def benchmark_session(config: pytest.Config) -> Any | None:
+    """pytest-benchmark's session object, or None when it is not loaded."""
+    return getattr(config, "_benchmarksession", None)
+
+
+def defer_benchmark_only(config: pytest.Config) -> None:
+    """Hide ``--benchmark-only`` from pytest-benchmark's start-up check.
+
+    pytest-benchmark refuses ``--benchmark-only`` when it believes xdist
+    disables it; we re-enable it, so the flag is restored after start-up.
+    """
+    if getattr(config.option, "benchmark_only", False):
+        setattr(config, _ONLY_ATTR, True)
+        config.option.benchmark_only = False
+
+
+def enable_in_worker(config: pytest.Config) -> None:
+    """Turn pytest-benchmark back on in an xdist worker, without file output."""
+    bs = benchmark_session(config)
+    if bs is None:
+        return
+    user_disabled = bool(config.getoption("benchmark_disable", False)) and not bool(
+        config.getoption("benchmark_enable", False)
+    )
+    bs.disabled = user_disabled
+    if getattr(config, _ONLY_ATTR, False):
+        bs.only = True
+    # The controller writes every file and checks every comparison, once.
+    bs.json = None
+    bs.save = None
+    bs.autosave = None
+    bs.compare = None
+    bs.compare_fail = []
+    bs.compared_mapping = {}
+    bs.histogram = False
+
+
+def restore_benchmark_only(config: pytest.Config) -> None:
+    """Give a non-worker process its ``--benchmark-only`` back (see above)."""
+    bs = benchmark_session(config)
+    if bs is not None and getattr(config, _ONLY_ATTR, False):
+        bs.only = True
+
+
+def _blocking(function: Callable[..., Any]) -> Callable[..., Any]:
+    import jax
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return jax.block_until_ready(function(*args, **kwargs))
+
+    return call
+
+
+def _first_call(
+    fixture: Any, function: Callable[..., Any], args: Any, kwargs: Any
+) -> None:
+    start = time.perf_counter()
+    function(*args, **kwargs)
+    fixture.extra_info["first_call_s"] = time.perf_counter() - start
+
+
+@functools.cache
+def jax_fixture_class() -> type:
+    """A ``BenchmarkFixture`` subclass that blocks on results and compiles first."""
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    class JaxBenchmarkFixture(BenchmarkFixture):  # type: ignore[misc]
+        """``benchmark`` for JAX: warm-up call first, every timed call blocked."""
+
+        def __call__(self, function_to_benchmark: Callable[..., Any], *args, **kwargs):
+            blocking = _blocking(function_to_benchmark)
+            if self.enabled and not getattr(self, "_mode", None):
+                _first_call(self, blocking, args, kwargs)
+            return super().__call__(blocking, *args, **kwargs)
+
+        def pedantic(
+            self, target, args=(), kwargs=None, setup=None, teardown=None, **rest
+        ):
+            blocking = _blocking(target)
+            if self.enabled and not getattr(self, "_mode", None):
+                call_args, call_kwargs = args, kwargs or {}
+                if setup is not None:
+                    made = setup()
+                    if made:
+                        call_args, call_kwargs = made
+                _first_call(self, blocking, call_args, call_kwargs)
+                if teardown is not None:
+                    teardown(*call_args, **call_kwargs)
+            return super().pedantic(blocking, args, kwargs, setup, teardown, **rest)
+
+    return JaxBenchmarkFixture
+
+
+def device_info() -> dict[str, Any]:
+    """Backend, device kind and versions of the JAX in this process."""
+    import jax
+
+    devices = jax.devices()
+    return {
+        "jax_backend": jax.default_backend(),
+        "device": devices[0].device_kind,
+        "device_count": len(devices),
+        "jax_version": jax.__version__,
+    }
+
+
+def instrument(item: pytest.Item, label: str | None) -> None:
+    """Make the item's ``benchmark`` JAX-aware and label it (after fixture setup)."""
+    funcargs = getattr(item, "funcargs", None) or {}
+    fixture = funcargs.get("benchmark")
+    if fixture is None:
+        return
+    from pytest_benchmark.fixture import BenchmarkFixture
+
+    if type(fixture) is BenchmarkFixture:
+        fixture.__class__ = jax_fixture_class()
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    marker = item.get_closest_marker("jax_sizes")
+    info = fixture.extra_info
+    info.setdefault("backend", label)
+    info.update({k: v for k, v in device_info().items() if k not in info})
+    info.setdefault("size", params.get("jax_size"))
+    if marker is not None and marker.kwargs.get("label"):
+        info.setdefault("size_label", str(marker.kwargs["label"]))
+
+
+def record_of(item: pytest.Item) -> dict[str, Any] | None:
+    """The finished benchmark of an item as a pytest-benchmark JSON entry."""
+    fixture = (getattr(item, "funcargs", None) or {}).get("benchmark")
+    stats = getattr(fixture, "stats", None)
+    if fixture is None or stats is None or not stats or fixture.has_error:
+        return None
+    record = stats.as_dict(include_data=True)
+    first = record["extra_info"].get("first_call_s")
+    if first is not None:
+        # What the first call cost beyond a steady-state call: mostly compilation.
+        record["extra_info"]["compile_s"] = max(0.0, first - record["stats"]["median"])
+    return record
+
+
+def encode(record: dict[str, Any]) -> str:
+    return json.dumps(record, default=repr)
+
+
+class RecordedBenchmark:
+    """A benchmark measured in a worker, as pytest-benchmark's controller sees it.
+
+    It offers the parts of ``pytest_benchmark.stats.Metadata`` that the
+    controller's pytest-benchmark session uses to save, compare and display.
+    """
+
+    has_error = False
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+        self.name = record["name"]
+        self.fullname = record["fullname"]
+        self.group = record.get("group")
+        self.param = record.get("param")
+        self.params = record.get("params")
+        self.extra_info = record.get("extra_info", {})
+        self.options = record.get("options", {})
+        self.iterations = record["stats"].get("iterations", 1)
+
+    def __bool__(self) -> bool:
+        return bool(self.record["stats"].get("rounds"))
+
+    def __getitem__(self, key: str) -> Any:
+        stats = self.record["stats"]
+        return stats[key] if key in stats else getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except AttributeError:
+            return default
+
+    def as_dict(
+        self,
+        include_data: bool = True,
+        flat: bool = False,
+        stats: bool = True,
+        cprofile: Any = None,
+    ) -> dict[str, Any]:
+        result = {
+            k: self.record.get(k)
+            for k in ("group", "name", "fullname", "params", "param", "extra_info")
+        }
+        result["options"] = dict(self.options)
+        if "cprofile" in self.record:
+            result["cprofile"] = self.record["cprofile"]
+        if stats:
+            values = {k: self.record["stats"][k] for k in _STATS_FIELDS}
+            if include_data and "data" in self.record["stats"]:
+                values["data"] = list(self.record["stats"]["data"])
+            values["iterations"] = self.iterations
+            if flat:
+                result.update(values)
+            else:
+                result["stats"] = values
+        return result
+
+
+def hand_to_benchmark_session(config: pytest.Config, record: dict[str, Any]) -> None:
+    """Add a worker's result to the controller's pytest-benchmark session."""
+    bs = benchmark_session(config)
+    if bs is not None:
+        bs.benchmarks.append(RecordedBenchmark(record))

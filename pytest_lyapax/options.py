@@ -1,0 +1,296 @@
+"""Pure parsers for the plugin's options, and the one function that resolves them.
+
+Every parser raises :class:`pytest.UsageError` with a message that names the
+option, repeats the offending value and says what is allowed, so a mistake is
+reported before any worker starts or anything is timed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .backends import (
+    DEFAULT_PLATFORMS,
+    LABEL_ALIASES,
+    LABEL_PATTERN,
+    PLATFORM_BACKENDS,
+    Backend,
+)
+
+STAT_FIELDS = ("min", "max", "mean", "median", "stddev", "iqr")
+_THRESHOLD = re.compile(
+    r"^(?P<field>[a-z]+):(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(?P<unit>%|s)?$"
+)
+
+
+@dataclass(frozen=True)
+class CompareThreshold:
+    """A regression limit such as ``median:25%`` (relative) or ``median:0.01s``."""
+
+    field: str
+    limit: float
+    relative: bool
+
+    def excess(self, saved: float, now: float) -> float:
+        """Return the change from ``saved`` to ``now``: percent if relative, else s."""
+        if self.relative:
+            return (now / saved - 1.0) * 100.0 if saved > 0 else float("inf")
+        return now - saved
+
+    def exceeded(self, saved: float, now: float) -> bool:
+        """Whether ``now`` is slower than ``saved`` by more than the limit."""
+        return self.excess(saved, now) > self.limit
+
+    def __str__(self) -> str:
+        unit = "%" if self.relative else "s"
+        return f"{self.field}:{self.limit:g}{unit}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the command line and ini file asked of the plugin."""
+
+    backends: tuple[Backend, ...] = ()
+    sizes: tuple[int, ...] | None = None
+    report_dir: Path | None = None
+    compare_path: Path | None = None
+    compare_data: Mapping[str, Any] | None = field(default=None, compare=False)
+    compare_fail: CompareThreshold | None = None
+
+    @property
+    def active(self) -> bool:
+        """The plugin does nothing unless backends were requested."""
+        return bool(self.backends)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(b.label for b in self.backends)
+
+
+def parse_platform_mappings(values: Sequence[str]) -> dict[str, str]:
+    """Parse ``LABEL=PLATFORM`` entries (from ``--jax-backend-platform``).
+
+    PLATFORM is a ``JAX_PLATFORMS`` value: one platform name or a comma list.
+    """
+    mapping: dict[str, str] = {}
+    allowed = ", ".join(PLATFORM_BACKENDS)
+    for raw in values:
+        label, sep, platform = raw.partition("=")
+        label, platform = label.strip().lower(), platform.strip().lower()
+        if not sep or not label or not platform:
+            raise pytest.UsageError(
+                f"--jax-backend-platform: {raw!r} is not LABEL=PLATFORM; "
+                "write it like --jax-backend-platform=cpu2=cpu"
+            )
+        if not LABEL_PATTERN.match(label):
+            raise pytest.UsageError(
+                f"--jax-backend-platform: label {label!r} in {raw!r} must start with "
+                "a lowercase letter and use only a-z, 0-9 and _ (it becomes part "
+                "of the test id)"
+            )
+        names = [p.strip() for p in platform.split(",")]
+        bad = [p for p in names if p not in PLATFORM_BACKENDS]
+        if bad:
+            raise pytest.UsageError(
+                f"--jax-backend-platform: unknown JAX platform {bad[0]!r} in {raw!r}; "
+                f"a JAX_PLATFORMS value is a comma list of: {allowed}"
+            )
+        if label in mapping and mapping[label] != ",".join(names):
+            raise pytest.UsageError(
+                f"--jax-backend-platform: label {label!r} is mapped twice "
+                f"({mapping[label]!r} and {','.join(names)!r}); give it once"
+            )
+        mapping[label] = ",".join(names)
+    return mapping
+
+
+def parse_backends(text: str, platforms: Mapping[str, str]) -> tuple[Backend, ...]:
+    """Parse the ``--jax-backend`` list into backends, in run order.
+
+    ``platforms`` holds the user's ``LABEL=PLATFORM`` mappings; they override
+    the built-in ones and are the only way to introduce a new label.
+    """
+    known = {**DEFAULT_PLATFORMS, **platforms}
+    allowed = ", ".join([*DEFAULT_PLATFORMS, *LABEL_ALIASES])
+    entries = [e.strip().lower() for e in text.split(",")]
+    if not any(entries):
+        raise pytest.UsageError(
+            f"--jax-backend: got an empty list; give comma-separated labels "
+            f"from {allowed}, e.g. --jax-backend=cpu,gpu"
+        )
+    backends: list[Backend] = []
+    for entry in entries:
+        if not entry:
+            raise pytest.UsageError(
+                f"--jax-backend: empty entry in {text!r}; separate labels "
+                "with single commas, e.g. --jax-backend=cpu,gpu"
+            )
+        label = LABEL_ALIASES.get(entry, entry)
+        if label not in known:
+            raise pytest.UsageError(
+                f"--jax-backend: unknown backend {entry!r}; choose from {allowed}, "
+                f"or define a label with --jax-backend-platform={entry}=PLATFORM"
+            )
+        if any(b.label == label for b in backends):
+            raise pytest.UsageError(
+                f"--jax-backend: backend {label!r} is listed twice in {text!r}"
+            )
+        backends.append(Backend(label, known[label]))
+    return tuple(backends)
+
+
+def parse_sizes(text: str, option: str = "--jax-sizes") -> tuple[int, ...]:
+    """Parse a comma-separated list of distinct positive integer sizes."""
+    sizes: list[int] = []
+    for entry in text.split(","):
+        entry = entry.strip()
+        try:
+            size = int(entry)
+        except ValueError:
+            size = 0
+        if size <= 0:
+            raise pytest.UsageError(
+                f"{option}: {entry!r} is not a positive integer; give a comma-"
+                f"separated list of sizes, e.g. {option}=20,50,100"
+            )
+        if size in sizes:
+            raise pytest.UsageError(f"{option}: size {size} is listed twice")
+        sizes.append(size)
+    return tuple(sizes)
+
+
+def validate_marker_sizes(args: Sequence[object], where: str) -> tuple[int, ...]:
+    """Check the sizes given to ``@pytest.mark.jax_sizes`` (raises ValueError)."""
+    if not args:
+        raise ValueError(f"{where}: @pytest.mark.jax_sizes() needs at least one size")
+    sizes: list[int] = []
+    for arg in args:
+        if isinstance(arg, bool) or not isinstance(arg, int) or arg <= 0:
+            raise ValueError(
+                f"{where}: @pytest.mark.jax_sizes takes positive integers, got {arg!r}"
+            )
+        if arg in sizes:
+            raise ValueError(f"{where}: @pytest.mark.jax_sizes lists {arg} twice")
+        sizes.append(arg)
+    return tuple(sizes)
+
+
+def parse_compare_fail(text: str) -> CompareThreshold:
+    """Parse ``FIELD:N%`` (relative) or ``FIELD:SECONDS[s]`` (absolute)."""
+    match = _THRESHOLD.match(text.strip())
+    if not match or match["field"] not in STAT_FIELDS:
+        raise pytest.UsageError(
+            f"--jax-compare-fail: cannot read {text!r}; write FIELD:PERCENT% or "
+            f"FIELD:SECONDS, with FIELD one of {', '.join(STAT_FIELDS)} "
+            "(e.g. median:25% or median:0.05)"
+        )
+    return CompareThreshold(
+        field=match["field"],
+        limit=float(match["value"]),
+        relative=match["unit"] == "%",
+    )
+
+
+def resolve_report_dir(path: Path, option: str = "--jax-report-dir") -> Path:
+    """Create the report directory if needed and check that it is writable."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"{option}: cannot write reports to {str(path)!r} "
+            f"({type(exc).__name__}: {exc.strerror or exc}); give a writable directory"
+        ) from None
+    return path
+
+
+def load_compare_file(path: Path) -> dict[str, Any]:
+    """Read a saved ``benchmark.json`` to compare this run against."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise pytest.UsageError(
+            f"--jax-compare: cannot read {str(path)!r} ({exc.strerror or exc}); give "
+            "the path of a benchmark.json written by an earlier run"
+        ) from None
+    except ValueError as exc:
+        raise pytest.UsageError(
+            f"--jax-compare: {str(path)!r} is not valid JSON ({exc}); give the "
+            "path of a benchmark.json written by an earlier run"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise pytest.UsageError(
+            f"--jax-compare: {str(path)!r} has no 'benchmarks' list; give a "
+            "benchmark.json written by pytest-lyapax or pytest-benchmark"
+        )
+    return data
+
+
+def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Settings:
+    """Resolve command line, ini file and defaults into :class:`Settings`.
+
+    ``check_paths=False`` skips the side effects (creating the report directory,
+    reading the compare file) for processes that only need the backend list.
+    """
+    invocation_dir = config.invocation_params.dir
+    ini_dir = config.inipath.parent if config.inipath else config.rootpath
+
+    mappings = list(config.getini("jax_backend_platform") or [])
+    mappings += config.getoption("jax_backend_platform") or []
+    platforms = parse_platform_mappings(mappings)
+
+    text = config.getoption("jax_backend")
+    if text is None:
+        text = str(config.getini("jax_backend") or "").strip() or None
+    backends = parse_backends(text, platforms) if text is not None else ()
+
+    sizes_text = config.getoption("jax_sizes")
+    sizes = parse_sizes(sizes_text) if sizes_text is not None else None
+
+    fail_text = config.getoption("jax_compare_fail")
+    compare_fail = parse_compare_fail(fail_text) if fail_text is not None else None
+    compare_text = config.getoption("jax_compare")
+    if compare_fail is not None and compare_text is None:
+        raise pytest.UsageError(
+            "--jax-compare-fail needs a saved run to compare with: add "
+            "--jax-compare=PATH/benchmark.json"
+        )
+
+    report_dir = compare_path = compare_data = None
+    if backends:
+        cli_dir = config.getoption("jax_report_dir")
+        ini_value = str(config.getini("jax_report_dir") or "").strip()
+        if cli_dir is not None:
+            report_dir = invocation_dir / cli_dir
+        elif ini_value:
+            report_dir = ini_dir / ini_value
+        else:
+            report_dir = config.rootpath / "lyapax-report"
+        if compare_text is not None:
+            compare_path = invocation_dir / compare_text
+        if check_paths:
+            option = "--jax-report-dir" if cli_dir is not None else "jax_report_dir"
+            report_dir = resolve_report_dir(report_dir.resolve(), option)
+            if compare_path is not None:
+                compare_data = load_compare_file(compare_path)
+    elif compare_text is not None:
+        raise pytest.UsageError(
+            "--jax-compare compares per-backend runs: also give --jax-backend=LIST"
+        )
+    return Settings(
+        backends=backends,
+        sizes=sizes,
+        report_dir=report_dir,
+        compare_path=compare_path,
+        compare_data=compare_data,
+        compare_fail=compare_fail,
+    )

@@ -1,0 +1,241 @@
+"""pytest-lyapax entry point: options, markers, fixtures and run set-up.
+
+``pytest --jax-backend=cpu,gpu`` runs every test once per backend, each
+backend in its own pytest-xdist worker whose ``JAX_PLATFORMS`` is set before
+JAX is imported, one backend after another; benchmarks are measured with
+pytest-benchmark and merged into one report.  Without ``--jax-backend`` (or the
+``jax_backend`` ini key) the plugin stays out of the way.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from . import benchmarks, runplan
+from .backends import LABEL_ALIASES
+from .options import read_settings, validate_marker_sizes
+from .session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
+
+SIZES_KEY = pytest.StashKey["tuple[int, ...] | None"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lyapax", "per-backend JAX performance testing")
+    group.addoption(
+        "--jax-backend",
+        dest="jax_backend",
+        metavar="LIST",
+        default=None,
+        help="Run every test once per JAX backend, each in its own worker process, "
+        "in this order: comma-separated labels from cpu, gpu (=cuda), tpu, rocm "
+        "or labels defined with --jax-backend-platform. Ini: jax_backend.",
+    )
+    group.addoption(
+        "--jax-backend-platform",
+        dest="jax_backend_platform",
+        action="append",
+        default=[],
+        metavar="LABEL=PLATFORM",
+        help="Run backend LABEL with JAX_PLATFORMS=PLATFORM (repeatable), e.g. "
+        "cpu2=cpu. Ini: jax_backend_platform (one mapping per line).",
+    )
+    group.addoption(
+        "--jax-sizes",
+        dest="jax_sizes",
+        metavar="LIST",
+        default=None,
+        help="Comma-separated problem sizes replacing the defaults of every test "
+        "that uses the jax_size fixture.",
+    )
+    group.addoption(
+        "--jax-report-dir",
+        dest="jax_report_dir",
+        metavar="DIR",
+        default=None,
+        help="Where benchmark.json and crossover.png are written. Default: "
+        "lyapax-report/ under the rootdir. Ini: jax_report_dir.",
+    )
+    group.addoption(
+        "--jax-compare",
+        dest="jax_compare",
+        metavar="PATH",
+        default=None,
+        help="Compare this run with a saved benchmark.json, per backend and size.",
+    )
+    group.addoption(
+        "--jax-compare-fail",
+        dest="jax_compare_fail",
+        metavar="EXPR",
+        default=None,
+        help="Fail the session when a benchmark is slower than in --jax-compare "
+        "by more than EXPR: FIELD:PERCENT% or FIELD:SECONDS, e.g. median:25%%.",
+    )
+    parser.addini("jax_backend", "Default for --jax-backend.", default="")
+    parser.addini(
+        "jax_backend_platform",
+        "LABEL=PLATFORM mappings, one per line (see --jax-backend-platform).",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "jax_report_dir",
+        "Report directory, relative to the ini file (see --jax-report-dir).",
+        default="",
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "jax_backend(*labels): run this test only on these of the requested "
+        "JAX backends (default: all of them)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "jax_sizes(*sizes, label=None): default problem sizes for the jax_size "
+        "fixture (overridden by --jax-sizes); label names the size axis",
+    )
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if WORKERINPUT_KEY in workerinput:
+            session = runplan.configure_worker(config, workerinput[WORKERINPUT_KEY])
+            config.stash[SIZES_KEY] = session.settings.sizes
+        return
+    settings = read_settings(config, check_paths=not runplan.informational(config))
+    config.stash[SIZES_KEY] = settings.sizes
+    if settings.active:
+        runplan.configure_controller(config, settings)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    # tryfirst: parametrize ids are joined in call order, and the backend
+    # label must be the first field of every id (the scheduler routes on it).
+    session = get_session(metafunc.config)
+    if session is not None and "jax_backend" in metafunc.fixturenames:
+        labels = list(session.labels)
+        marker = metafunc.definition.get_closest_marker("jax_backend")
+        if marker is not None and marker.args:
+            wanted = {LABEL_ALIASES.get(str(a), str(a)) for a in marker.args}
+            labels = [label for label in labels if label in wanted]
+        metafunc.parametrize("jax_backend", labels, indirect=True, ids=labels)
+    if "jax_size" in metafunc.fixturenames:
+        where = metafunc.definition.nodeid
+        sizes = metafunc.config.stash.get(SIZES_KEY, None)
+        if sizes is None:
+            marker = metafunc.definition.get_closest_marker("jax_sizes")
+            if marker is None:
+                raise pytest.Collector.CollectError(
+                    f"{where} uses the jax_size fixture but declares no sizes: add "
+                    "@pytest.mark.jax_sizes(20, 50, ...) or pass --jax-sizes=LIST"
+                )
+            try:
+                sizes = validate_marker_sizes(marker.args, where)
+            except ValueError as exc:
+                raise pytest.Collector.CollectError(str(exc)) from None
+        metafunc.parametrize(
+            "jax_size", sizes, indirect=True, ids=[str(s) for s in sizes]
+        )
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    session = get_session(config)
+    if session is None or session.role not in (WORKER, INPROCESS):
+        return
+    for item in items:
+        label = _item_label(item)
+        reason = session.skip_reason(label) if label is not None else None
+        if reason is not None:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    lsession = get_session(session.config)
+    if lsession is not None and lsession.role == WORKER:
+        benchmarks.enable_in_worker(session.config)
+    elif lsession is not None and lsession.role == INPROCESS:
+        runplan.settle_inprocess_backend(lsession)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    lsession = get_session(session.config)
+    if lsession is not None and lsession.role == WORKER:
+        runplan.release_worker_memory()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item):
+    result = yield
+    names = getattr(item, "fixturenames", ())
+    session = get_session(item.config)
+    if "benchmark" in names and (
+        session is not None or "jax_backend" in names or "jax_size" in names
+    ):
+        benchmarks.instrument(item, _item_label(item) or _own_label(item))
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if call.when == "call" and get_session(item.config) is not None:
+        record = benchmarks.record_of(item)
+        if record is not None:
+            setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
+    return report
+
+
+def _item_label(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("jax_backend") if callspec is not None else None
+
+
+def _own_label(item: pytest.Item) -> str | None:
+    session = get_session(item.config)
+    if session is not None:
+        return session.own_label
+    return (getattr(item, "funcargs", None) or {}).get("jax_backend")
+
+
+@pytest.fixture
+def jax_backend(request: pytest.FixtureRequest) -> str:
+    """Label of the JAX backend this test runs on, e.g. ``"cpu"`` or ``"gpu"``.
+
+    With ``--jax-backend`` every test runs once per listed backend, in that
+    backend's own process; the fixture fails the test if JAX in this process
+    is not on the requested backend (a silent fallback).  Without it, it
+    returns ``jax.default_backend()`` of the current process.
+    """
+    session = get_session(request.config)
+    label = getattr(request, "param", None)
+    if session is None:
+        import jax
+
+        return jax.default_backend()
+    if label is None:
+        label = session.own_label
+    if label is None:
+        import jax
+
+        return jax.default_backend()
+    if session.role == WORKER and label != session.own_label:
+        pytest.fail(
+            f"pytest-lyapax routed a {label!r} test to the {session.own_label!r} "
+            "worker; please report this",
+            pytrace=False,
+        )
+    runplan.check_process_backend(session, label)
+    return label
+
+
+@pytest.fixture
+def jax_size(request: pytest.FixtureRequest) -> int:
+    """Problem size of this test instance.
+
+    Declared with ``@pytest.mark.jax_sizes(20, 50, ...)`` and overridden for
+    every such test by ``--jax-sizes``; recorded as ``extra_info["size"]``.
+    """
+    return request.param

@@ -1,0 +1,182 @@
+"""Find out, without touching JAX in this process, which backends really work.
+
+Each backend is probed once, in a fresh interpreter whose environment is the
+one its worker will get, by running a small real computation.  The pytest
+controller never initialises a JAX backend itself: on a GPU host that would
+reserve GPU memory the GPU worker needs.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+
+from .backends import FALLBACK, OK, UNAVAILABLE, Backend
+
+PROBE_TIMEOUT_S = 180.0
+_MARK = "PYTEST_LYAPAX_PROBE "
+
+# Runs in the probed interpreter.  It reports failures itself so that the
+# controller sees the exception type even when the message is empty.
+_PROBE_CODE = f"""
+import json
+out = {{}}
+try:
+    import jax
+    import jax.numpy as jnp
+    out["jax_version"] = jax.__version__
+    x = jnp.arange(16.0)
+    total = float(jax.block_until_ready(jnp.dot(x, x)))
+    if total != 1240.0:
+        raise RuntimeError("probe computation returned %r, expected 1240.0" % total)
+    device = jax.devices()[0]
+    out.update(ok=True, backend=jax.default_backend(), device=device.device_kind,
+               device_count=jax.device_count())
+except BaseException as exc:
+    out.update(ok=False, error_type=type(exc).__name__, error=str(exc))
+print({_MARK!r} + json.dumps(out), flush=True)
+"""
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """What a probe found: a status (ok/unavailable/fallback), why, and details."""
+
+    status: str
+    reason: str = ""
+    info: dict[str, object] = field(default_factory=dict)
+
+
+def _installed_gpu_plugins() -> list[str]:
+    names = set()
+    for dist in metadata.distributions():
+        name = (dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name.startswith(("jax-cuda", "jax-rocm", "jaxlib-cuda")):
+            names.add(f"{name} {dist.version}")
+    return sorted(names)
+
+
+def gpu_diagnosis() -> str:
+    """Say which jax GPU plugin packages are installed and whether a GPU is visible."""
+    plugins = _installed_gpu_plugins()
+    devices = sorted(glob.glob("/dev/nvidia*"))
+    parts = [
+        "installed jax GPU plugins: " + ", ".join(plugins)
+        if plugins
+        else "no jax CUDA plugin is installed (pip install 'jax[cuda12]' or "
+        "'jax[cuda13]')",
+        "NVIDIA device files: " + ", ".join(devices[:4])
+        if devices
+        else "no /dev/nvidia* device files (no NVIDIA driver or GPU visible)",
+    ]
+    return "; ".join(parts)
+
+
+def explain_failure(backend: Backend, error_type: str, error: str) -> str:
+    """Turn a failed probe's exception into a reason a user can act on."""
+    first_line = error.strip().splitlines()[0] if error.strip() else ""
+    wants_gpu = backend.expected == "gpu"
+    if not first_line:
+        # JAX_PLATFORMS=cuda without a usable GPU fails with a bare AssertionError.
+        reason = (
+            f"JAX could not start platform {backend.platform!r} "
+            f"(it raised {error_type} with no message)"
+        )
+    else:
+        reason = f"JAX could not start platform {backend.platform!r}: {first_line}"
+    if wants_gpu:
+        reason += f"; {gpu_diagnosis()}"
+    return reason
+
+
+def interpret(
+    backend: Backend, returncode: int, stdout: str, stderr: str
+) -> ProbeResult:
+    """Classify one probe's output (pure; separated out for testing)."""
+    payload = None
+    for line in stdout.splitlines():
+        if line.startswith(_MARK):
+            payload = json.loads(line[len(_MARK) :])
+    if payload is None:
+        tail = " | ".join(stderr.strip().splitlines()[-3:]) or "no output"
+        reason = (
+            f"the probe process for JAX_PLATFORMS={backend.platform!r} exited with "
+            f"code {returncode} before reporting ({tail})"
+        )
+        if backend.expected == "gpu":
+            reason += f"; {gpu_diagnosis()}"
+        return ProbeResult(UNAVAILABLE, reason)
+    if not payload.get("ok"):
+        reason = explain_failure(
+            backend, payload.get("error_type", "Error"), payload.get("error", "")
+        )
+        return ProbeResult(
+            UNAVAILABLE, reason, {"jax_version": payload.get("jax_version")}
+        )
+    info = {k: payload.get(k) for k in ("device", "device_count", "jax_version")}
+    info["jax_backend"] = payload["backend"]
+    if payload["backend"] != backend.expected:
+        first = backend.platform.split(",")[0]
+        reason = (
+            f"silent fallback: JAX_PLATFORMS={backend.platform!r} ran on "
+            f"{payload['backend']!r} instead of {backend.expected!r} (JAX moves on to "
+            f"the next platform in a list when the first cannot start); map "
+            f"{backend.label!r} to one platform, e.g. "
+            f"--jax-backend-platform={backend.label}={first}"
+        )
+        return ProbeResult(FALLBACK, reason, info)
+    return ProbeResult(OK, "", info)
+
+
+def probe_environment(backend: Backend) -> dict[str, str]:
+    """The environment a backend's processes get (probe and worker alike)."""
+    env = dict(os.environ)
+    env["JAX_PLATFORMS"] = backend.platform
+    return env
+
+
+def probe_backends(
+    backends: Sequence[Backend], timeout: float = PROBE_TIMEOUT_S
+) -> dict[str, ProbeResult]:
+    """Probe all backends concurrently, once per distinct platform; key by label."""
+    procs = {}
+    for backend in backends:
+        if backend.platform in procs:
+            continue
+        env = probe_environment(backend)
+        # A probe needs only a few bytes of device memory: don't reserve most of it.
+        env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+        procs[backend.platform] = subprocess.Popen(
+            [sys.executable, "-c", _PROBE_CODE],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    outputs: dict[str, tuple[int | None, str, str]] = {}
+    for platform, proc in procs.items():
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+            outputs[platform] = (proc.returncode, stdout, stderr)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            outputs[platform] = (None, "", "")
+    results = {}
+    for backend in backends:
+        returncode, stdout, stderr = outputs[backend.platform]
+        if returncode is None:
+            results[backend.label] = ProbeResult(
+                UNAVAILABLE,
+                f"probing JAX_PLATFORMS={backend.platform!r} took longer than "
+                f"{timeout:g} s",
+            )
+        else:
+            results[backend.label] = interpret(backend, returncode, stdout, stderr)
+    return results

@@ -1,0 +1,173 @@
+"""Deciding how a run executes: which process plays which role, with which workers.
+
+Called from ``pytest_configure``.  The controller probes the requested
+backends, starts one xdist worker per runnable backend (or falls back to
+running in this process) and registers the hooks its role needs; a worker
+reads what the controller decided from ``workerinput``.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sys
+import warnings
+
+import pytest
+
+from . import benchmarks
+from .collector import ResultCollector
+from .options import Settings
+from .probe import probe_backends
+from .scheduling import XdistHooks, worker_spec
+from .session import (
+    COLLECT,
+    CONTROLLER,
+    INPROCESS,
+    STASH_KEY,
+    BackendState,
+    LyapaxSession,
+    PytestLyapaxWarning,
+    mark_inprocess_states,
+)
+
+
+class PerBackendTests:
+    """Registered only while the plugin is active: puts every test on the
+    per-backend axis by making it depend on ``jax_backend``."""
+
+    @pytest.fixture(autouse=True)
+    def _pytest_lyapax_every_test(self, jax_backend: str) -> None:
+        """Parametrizes every test by backend and checks the process's backend."""
+
+
+def informational(config: pytest.Config) -> bool:
+    """Runs that only list things (help, collect-only, ...) probe and time nothing."""
+    option = config.option
+    names = ("help", "version", "collectonly", "showfixtures", "markers")
+    return any(getattr(option, name, False) for name in names) or bool(
+        getattr(option, "show_fixtures_per_test", False)
+    )
+
+
+def why_not_xdist(config: pytest.Config) -> str | None:
+    """Why this run cannot use one xdist worker per backend (None if it can)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return "pytest-xdist is not active (disabled with -p no:xdist or not installed)"
+    if config.getoption("numprocesses", None) == 0:
+        return "-n 0 asks for no worker processes"
+    if config.getoption("usepdb", False):
+        return "--pdb runs the tests in this process"
+    return None
+
+
+def _silence_benchmark_xdist_warning() -> None:
+    # pytest-benchmark warns that xdist disables it; the plugin turns it back on.
+    warnings.filterwarnings(
+        "ignore",
+        message="Benchmarks are automatically disabled because xdist",
+        category=pytest.PytestWarning,
+    )
+
+
+def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
+    """Set up an xdist worker from what its controller sent."""
+    session = LyapaxSession.for_worker(payload)
+    config.stash[STASH_KEY] = session
+    config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
+    benchmarks.defer_benchmark_only(config)
+    _silence_benchmark_xdist_warning()
+    return session
+
+
+def _start_workers(
+    config: pytest.Config, session: LyapaxSession, order: list[str]
+) -> None:
+    opt = config.option
+    if opt.tx or opt.numprocesses or opt.dist != "no":
+        config.issue_config_time_warning(
+            PytestLyapaxWarning(
+                "pytest-lyapax starts one xdist worker per backend itself and "
+                "overrides -n/--tx/--dist; drop them when using --jax-backend"
+            ),
+            stacklevel=2,
+        )
+    opt.tx = [worker_spec(session.backend(label)) for label in order]
+    opt.dist = "load"  # any mode other than "no"; our scheduler replaces it
+    opt.numprocesses = None
+    if opt.maxworkerrestart is None:
+        # Replace crashed workers, but do not loop forever on one that
+        # cannot even collect.
+        opt.maxworkerrestart = str(4 * len(order))
+    benchmarks.defer_benchmark_only(config)
+    _silence_benchmark_xdist_warning()
+    config.pluginmanager.register(XdistHooks(session, order), "pytest-lyapax-xdist")
+
+
+def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSession:
+    """Set up the main process of an active run and decide its role."""
+    states = {b.label: BackendState(b) for b in settings.backends}
+    session = LyapaxSession(settings, COLLECT, states)
+    config.stash[STASH_KEY] = session
+    config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
+    if informational(config):
+        return session
+    reason = why_not_xdist(config)
+    if reason is None:
+        for label, result in probe_backends(settings.backends).items():
+            state = states[label]
+            state.status, state.reason = result.status, result.reason
+            state.info = result.info
+        order = [label for label, state in states.items() if state.runnable]
+        if order:
+            session.role = CONTROLLER
+            _start_workers(config, session, order)
+        else:
+            session.role = INPROCESS  # nothing can run: every backend is skipped
+    else:
+        # Which backend this process runs is settled at session start, after
+        # every pytest_configure (conftests may still configure JAX).
+        session.role = INPROCESS
+        session.pending_detection = reason
+    collector = ResultCollector(config, session)
+    config.pluginmanager.register(collector, "pytest-lyapax-results")
+    return session
+
+
+def settle_inprocess_backend(session: LyapaxSession) -> None:
+    """In a run without xdist, find this process's backend; the others skip."""
+    if session.pending_detection:
+        mark_inprocess_states(session, session.pending_detection)
+        session.pending_detection = ""
+
+
+def check_process_backend(session: LyapaxSession, label: str) -> None:
+    """Fail the test if JAX in this process is not on ``label``'s backend."""
+    import jax
+
+    backend = session.backend(label)
+    actual = jax.default_backend()
+    if actual != backend.expected:
+        first = backend.platform.split(",")[0]
+        env = os.environ.get("JAX_PLATFORMS")
+        pytest.fail(
+            f"silent JAX fallback: backend {label!r} runs with JAX_PLATFORMS={env!r} "
+            f"and must be on {backend.expected!r}, but jax.default_backend() is "
+            f"{actual!r}; its timings would be mislabelled. Map {label!r} to a "
+            f"single platform, e.g. --jax-backend-platform={label}={first}",
+            pytrace=False,
+        )
+
+
+def release_worker_memory() -> None:
+    """Free JAX's compiled programs and buffers in a finishing worker.
+
+    Done before the worker reports that it finished (and the next backend
+    starts timing): left to interpreter exit, this can take seconds, during
+    which execnet may interrupt the worker.
+    """
+    if "jax" in sys.modules:
+        import jax
+
+        jax.clear_caches()
+    gc.collect()

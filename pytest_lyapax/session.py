@@ -1,0 +1,176 @@
+"""The plugin's per-run state, kept on ``config.stash``.
+
+One :class:`LyapaxSession` exists in every process of a run.  Its ``role`` says
+which part that process plays:
+
+``controller``  starts one xdist worker per runnable backend, merges results
+                and writes the report; it never initialises JAX.
+``worker``      runs the tests of exactly one backend (its ``own_label``).
+``inprocess``   no xdist: runs the backend of the current process, skips others.
+``collect``     ``--collect-only``/``--help`` and friends: parametrize only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .backends import NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend, label_from_nodeid
+from .options import Settings
+
+CONTROLLER, WORKER, INPROCESS, COLLECT = "controller", "worker", "inprocess", "collect"
+LABEL_ENV = "PYTEST_LYAPAX_LABEL"
+WORKERINPUT_KEY = "pytest_lyapax"
+
+
+@dataclass
+class BackendState:
+    """What is known about one backend in this run."""
+
+    backend: Backend
+    status: str = OK
+    reason: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    outcomes: Counter[str] = field(default_factory=Counter)
+    crashes: list[str] = field(default_factory=list)
+
+    @property
+    def runnable(self) -> bool:
+        return self.status in RUNNABLE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.backend.label,
+            "platform": self.backend.platform,
+            "expected_backend": self.backend.expected,
+            "status": self.status,
+            "reason": self.reason,
+            **{k: v for k, v in self.info.items() if v is not None},
+            "outcomes": dict(self.outcomes),
+            "crashes": list(self.crashes),
+        }
+
+
+@dataclass
+class LyapaxSession:
+    """Settings, backend states and collected benchmark records of one run."""
+
+    settings: Settings
+    role: str
+    states: dict[str, BackendState]
+    own_label: str | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    figure_written: bool = False
+    pending_detection: str = ""  # why xdist is not used, until detection ran
+    figure_error: str = ""
+    regressions: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.settings.labels
+
+    def backend(self, label: str) -> Backend:
+        return self.states[label].backend
+
+    def label_of(self, nodeid: str) -> str | None:
+        return label_from_nodeid(nodeid, self.labels)
+
+    def skip_reason(self, label: str) -> str | None:
+        """Why items of ``label`` must not run in this process (None: run them)."""
+        state = self.states[label]
+        if state.status == UNAVAILABLE:
+            return f"jax backend {label!r} unavailable: {state.reason}"
+        if self.role == INPROCESS and label != self.own_label:
+            return f"jax backend {label!r} not run: {state.reason}"
+        return None
+
+    def worker_payload(self, label: str) -> str:
+        """Serialise what a worker needs (as a JSON string, as xdist prefers)."""
+        return json.dumps(
+            {
+                "label": label,
+                "sizes": self.settings.sizes,
+                "states": [
+                    {
+                        "label": s.backend.label,
+                        "platform": s.backend.platform,
+                        "status": s.status,
+                        "reason": s.reason,
+                    }
+                    for s in self.states.values()
+                ],
+            }
+        )
+
+    @classmethod
+    def for_worker(cls, payload: str) -> LyapaxSession:
+        data = json.loads(payload)
+        states = {
+            s["label"]: BackendState(
+                Backend(s["label"], s["platform"]), s["status"], s["reason"]
+            )
+            for s in data["states"]
+        }
+        sizes = tuple(data["sizes"]) if data["sizes"] is not None else None
+        settings = Settings(
+            backends=tuple(s.backend for s in states.values()), sizes=sizes
+        )
+        return cls(settings, WORKER, states, own_label=data["label"])
+
+
+def detect_process_label(session: LyapaxSession) -> tuple[str | None, str]:
+    """Find which requested backend this (non-xdist) process itself runs.
+
+    Returns the label (or None) and a description of the process's backend.
+    Reads ``JAX_PLATFORMS`` first; only if it is unset does it ask JAX, which
+    initialises a backend -- acceptable here because this process runs tests.
+    """
+    env = os.environ.get("JAX_PLATFORMS", "").strip().lower()
+    backends = [s.backend for s in session.states.values()]
+    if env:
+        for backend in backends:
+            if backend.platform == env:
+                return backend.label, f"JAX_PLATFORMS={env!r}"
+        first = env.split(",")[0]
+        for backend in backends:
+            if backend.platform.split(",")[0] == first:
+                return backend.label, f"JAX_PLATFORMS={env!r}"
+        return None, f"JAX_PLATFORMS={env!r}"
+    import jax  # deferred: only in-process runs may initialise JAX here
+
+    actual = jax.default_backend()
+    for backend in backends:
+        if backend.expected == actual:
+            return backend.label, f"JAX default backend {actual!r}"
+    return None, f"JAX default backend {actual!r}"
+
+
+def mark_inprocess_states(session: LyapaxSession, why_no_xdist: str) -> None:
+    """Record which backend an in-process run covers and why the others do not run."""
+    label, described = detect_process_label(session)
+    session.own_label = label
+    for state in session.states.values():
+        if state.backend.label == label or state.status == UNAVAILABLE:
+            continue
+        state.status = NOT_RUN
+        here = f"this process runs {described}"
+        if label is not None:
+            here += f" (backend {label!r})"
+        state.reason = f"{why_no_xdist}; {here}"
+
+
+STASH_KEY = pytest.StashKey[LyapaxSession]()
+
+
+def get_session(config: pytest.Config) -> LyapaxSession | None:
+    """Return the run's session object, or None if the plugin is inactive."""
+    return config.stash.get(STASH_KEY, None)
+
+
+class PytestLyapaxWarning(pytest.PytestWarning):
+    """Warnings issued by pytest-lyapax (e.g. when it overrides -n/--tx)."""
