@@ -1,6 +1,7 @@
 """lyapax: Lyapunov spectra of ODEs, maps, delay equations and networks in JAX."""
 
 from lyapax.__version__ import __version__
+from lyapax.converge import ConvergedRun, ConvergenceProgress, run_until_converged
 from lyapax.core import (
     ConvergenceDrift,
     LyapunovCheckpoint,
@@ -19,6 +20,7 @@ from lyapax.integrators import (
     rk4_step,
     rk6_step,
 )
+from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
 from lyapax.utils import simulate_trajectory
 
 __all__ = [
@@ -38,4 +40,11 @@ __all__ = [
     "rk4_step",
     "rk6_step",
     "simulate_trajectory",
+    # sweeps and convergence
+    "ConvergedRun",
+    "ConvergenceProgress",
+    "problem_family",
+    "run_until_converged",
+    "sweep_lyapunov_spectrum",
+    "sweep_trajectory",
 ]

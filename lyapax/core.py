@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax import _stats
 from lyapax import _validate as v
 from lyapax._benettin import run_benettin
 from lyapax._tree import split_static
@@ -90,7 +91,18 @@ class LyapunovResult(NamedTuple):
     running estimates after each renormalisation, columns ordered like the final
     row; ``times (n_renorm,)`` elapsed time since the transient (offset by the
     checkpoint on resume); ``checkpoint`` to resume; ``trajectory
-    (n_steps // decimate, d)`` and ``save_times`` when ``save_states=True``.
+    (n_steps // decimate, d)`` and ``save_times`` when ``save_states=True``;
+    ``stderr (k,)`` standard error of each exponent (same order), NaN when the
+    run has fewer than 2 renormalisation blocks.
+
+    ``stderr`` comes from non-overlapping batch means over the renormalisation
+    blocks with the square-root rule: the ``n`` blocks form
+    ``b = max(2, floor(sqrt(n)))`` consecutive batches of ``n // b`` blocks, so
+    batches lengthen (and decorrelate) as the run grows while enough remain to
+    estimate a variance; the error is ``sqrt(tau * var(batch rates) / T)`` with
+    ``tau`` the batch duration and ``T`` the elapsed time (see
+    :mod:`lyapax._stats`). It measures statistical scatter only, not the bias
+    of a finite step ``dt``.
     """
 
     exponents: Any
@@ -99,6 +111,7 @@ class LyapunovResult(NamedTuple):
     checkpoint: LyapunovCheckpoint
     trajectory: Any = None
     save_times: Any = None
+    stderr: Any = None
 
 
 def _is_problem(obj: Any) -> bool:
@@ -162,6 +175,143 @@ def _check_resume(resume: LyapunovCheckpoint, d: int, k: int, dt: Any, t_tr: flo
             )
 
 
+class _RunArgs(NamedTuple):
+    """Validated run sizes shared by the ODE and DDE entry points."""
+
+    n_steps: int
+    k: int
+    renorm_every: int
+    decimate: int
+    t_transient: float
+    n_transient_blocks: int
+
+
+def _check_run_args(
+    *,
+    d: int,
+    dt: Any,
+    n_steps: Any,
+    k: Any,
+    renorm_every: Any,
+    t_transient: Any,
+    save_states: bool,
+    decimate: Any,
+    dtype: Any,
+    min_transient_steps: int = 0,
+) -> _RunArgs:
+    """Range checks of the run arguments (``k`` already defaulted by the caller).
+
+    ``min_transient_steps`` raises the transient to at least that many steps,
+    rounded up to whole renormalisation blocks (used by delay equations).
+    """
+    n_steps = v.as_int("n_steps", n_steps, minimum=1)
+    renorm_every = v.as_int("renorm_every", renorm_every, minimum=1)
+    if n_steps % renorm_every:
+        raise ValueError(
+            f"n_steps={n_steps} must be a multiple of renorm_every={renorm_every}"
+        )
+    k = v.as_int("k", k)
+    if not 1 <= k <= d:
+        raise ValueError(f"k must satisfy 1 <= k <= d={d}; got k={k}")
+    decimate = v.as_int("decimate", decimate, minimum=1)
+    if save_states and renorm_every % decimate:
+        raise ValueError(
+            f"decimate={decimate} must divide renorm_every={renorm_every} "
+            "when save_states=True"
+        )
+    if v.is_traced(t_transient):
+        raise TypeError("t_transient must be a concrete number, not a traced value")
+    t_transient = float(t_transient)
+    if not np.isfinite(t_transient) or t_transient < 0:
+        raise ValueError(f"t_transient must be a finite number >= 0; got {t_transient}")
+    if dtype == jnp.float32 and not jax.config.jax_enable_x64:
+        warnings.warn(
+            "state0 is float32 and jax_enable_x64 is off: exponents will carry "
+            "single-precision errors; call jax.config.update('jax_enable_x64', True)",
+            UserWarning,
+            stacklevel=3,
+        )
+
+    n_transient_blocks = 0
+    if t_transient > 0:
+        dt_value = v.concrete_float("dt", dt, why="when t_transient > 0")
+        n_transient_blocks = max(1, round(t_transient / dt_value / renorm_every))
+    if min_transient_steps > 0:
+        n_transient_blocks = max(
+            n_transient_blocks, -(-min_transient_steps // renorm_every)
+        )
+    return _RunArgs(n_steps, k, renorm_every, decimate, t_transient, n_transient_blocks)
+
+
+def _run_and_assemble(
+    step_fn: Any,
+    start_state: Any,
+    Y0: Any,
+    cum0: Any,
+    seed: Any,
+    dt: Any,
+    t0: Any,
+    args: _RunArgs,
+    *,
+    save_states: bool,
+    check_finite: bool,
+    make_checkpoint: Callable[[Any, Any], Any],
+    step0: Any = 0,
+    n_state: int | None = None,
+) -> LyapunovResult:
+    """Run the kernel and build the :class:`LyapunovResult`.
+
+    ``make_checkpoint(carry, elapsed_time)`` builds the checkpoint from the
+    kernel's final carry; ``n_state`` keeps only the first ``n_state``
+    coordinates of saved states (the present state of a delay equation).
+    """
+    n_steps, k, renorm_every = args.n_steps, args.k, args.renorm_every
+    decimate, n_transient_blocks = args.decimate, args.n_transient_blocks
+    dynamic, static = split_static(step_fn)
+    out = run_benettin(
+        dynamic,
+        start_state,
+        Y0,
+        cum0,
+        seed,
+        dt,
+        t0,
+        step0,
+        static=static,
+        k=k,
+        n_blocks=n_steps // renorm_every,
+        n_transient_blocks=n_transient_blocks,
+        renorm_every=renorm_every,
+        decimate=decimate,
+        save_states=bool(save_states),
+    )
+    carry = out["carry"]
+    times = out["times"]
+    checkpoint = make_checkpoint(carry, times[-1])
+    trajectory = save_times = None
+    if save_states:
+        trajectory = out["saved"]
+        if n_state is not None:
+            trajectory = trajectory[:, :n_state]
+        n_saved = n_steps // decimate
+        save_times = t0 + dt * decimate * jnp.arange(1, n_saved + 1, dtype=times.dtype)
+    exponents = out["exponents"]
+    if check_finite and not v.is_traced(exponents):
+        bad = ~np.isfinite(np.asarray(exponents))
+        if bad.any():
+            raise FloatingPointError(
+                f"non-finite Lyapunov estimates at positions "
+                f"{np.flatnonzero(bad).tolist()}: the trajectory or tangent frame "
+                "overflowed; reduce dt or renorm_every, or check the model"
+            )
+    stderr = _block_stderr(
+        out["history"], times, out["carry"].cum, cum0, dt * renorm_every
+    )
+    return LyapunovResult(
+        exponents, out["history"], times, checkpoint, trajectory, save_times, stderr
+    )
+
+
 def lyapunov_spectrum(
     step_fn_or_problem: Any,
     state0: Any = None,
@@ -205,44 +355,42 @@ def lyapunov_spectrum(
     batched by ``jax.vmap`` and the exponents are the time averages of
     ``log|diag R|`` of its QR factors.
     """
+    if _is_problem(step_fn_or_problem) and hasattr(step_fn_or_problem, "buf0"):
+        # A delay problem: its phase space includes the history ring buffer.
+        from lyapax.dde import lyapunov_spectrum_dde  # lazy: lyapax.dde imports core
+
+        return lyapunov_spectrum_dde(
+            step_fn_or_problem,
+            state0,
+            dt,
+            n_steps,
+            k,
+            renorm_every,
+            t_transient,
+            seed,
+            check_finite,
+            resume,
+            save_states,
+            decimate,
+        )
     step_fn, state0, dt, n_steps = _resolve_call(step_fn_or_problem, state0, dt, n_steps)
     state0 = v.as_state("state0", state0)
     dt = v.positive_dt(dt)
     d = state0.shape[0]
-    n_steps = v.as_int("n_steps", n_steps, minimum=1)
-    renorm_every = v.as_int("renorm_every", renorm_every, minimum=1)
-    if n_steps % renorm_every:
-        raise ValueError(
-            f"n_steps={n_steps} must be a multiple of renorm_every={renorm_every}"
-        )
     if resume is not None and k is None:
         k = int(jnp.shape(resume.Y)[1])
-    k = d if k is None else v.as_int("k", k)
-    if not 1 <= k <= d:
-        raise ValueError(f"k must satisfy 1 <= k <= d={d}; got k={k}")
-    decimate = v.as_int("decimate", decimate, minimum=1)
-    if save_states and renorm_every % decimate:
-        raise ValueError(
-            f"decimate={decimate} must divide renorm_every={renorm_every} "
-            "when save_states=True"
-        )
-    if v.is_traced(t_transient):
-        raise TypeError("t_transient must be a concrete number, not a traced value")
-    t_transient = float(t_transient)
-    if not np.isfinite(t_transient) or t_transient < 0:
-        raise ValueError(f"t_transient must be a finite number >= 0; got {t_transient}")
-    if state0.dtype == jnp.float32 and not jax.config.jax_enable_x64:
-        warnings.warn(
-            "state0 is float32 and jax_enable_x64 is off: exponents will carry "
-            "single-precision errors; call jax.config.update('jax_enable_x64', True)",
-            UserWarning,
-            stacklevel=2,
-        )
-
-    n_transient_blocks = 0
-    if t_transient > 0:
-        dt_value = v.concrete_float("dt", dt, why="when t_transient > 0")
-        n_transient_blocks = max(1, round(t_transient / dt_value / renorm_every))
+    args = _check_run_args(
+        d=d,
+        dt=dt,
+        n_steps=n_steps,
+        k=d if k is None else k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        save_states=save_states,
+        decimate=decimate,
+        dtype=state0.dtype,
+    )
+    k, t_transient = args.k, args.t_transient
 
     if resume is not None:
         _check_resume(resume, d, k, dt, t_transient)
@@ -260,40 +408,38 @@ def lyapunov_spectrum(
         t0 = 0.0
         start_state = state0
 
-    dynamic, static = split_static(step_fn)
-    out = run_benettin(
-        dynamic,
+    return _run_and_assemble(
+        step_fn,
         start_state,
         Y0,
         cum0,
         seed,
         dt,
         t0,
-        static=static,
-        k=k,
-        n_blocks=n_steps // renorm_every,
-        n_transient_blocks=n_transient_blocks,
-        renorm_every=renorm_every,
-        decimate=decimate,
-        save_states=bool(save_states),
+        args,
+        save_states=save_states,
+        check_finite=check_finite,
+        make_checkpoint=lambda carry, t_end: LyapunovCheckpoint(
+            carry.state, carry.Y, carry.cum, t_end, dt
+        ),
     )
-    carry = out["carry"]
-    times = out["times"]
-    checkpoint = LyapunovCheckpoint(carry.state, carry.Y, carry.cum, times[-1], dt)
-    trajectory = save_times = None
-    if save_states:
-        trajectory = out["saved"]
-        n_saved = n_steps // decimate
-        save_times = t0 + dt * decimate * jnp.arange(1, n_saved + 1, dtype=times.dtype)
-    exponents = out["exponents"]
-    if check_finite and not v.is_traced(exponents):
-        bad = ~np.isfinite(np.asarray(exponents))
-        if bad.any():
-            raise FloatingPointError(
-                f"non-finite Lyapunov estimates at positions "
-                f"{np.flatnonzero(bad).tolist()}: the trajectory or tangent frame "
-                "overflowed; reduce dt or renorm_every, or check the model"
-            )
-    return LyapunovResult(
-        exponents, out["history"], times, checkpoint, trajectory, save_times
-    )
+
+
+@jax.jit
+def _block_stderr(
+    history: Any, times: Any, cum_end: Any, cum0: Any, block_time: Any
+) -> jax.Array:
+    """Batch-means standard error ``(k,)`` of the sorted exponents of one run.
+
+    ``cum0`` is the checkpoint's raw accumulated growth on resume, else None.
+    Jitted so that the handful of reductions is one dispatch per call.
+    """
+    if cum0 is None:
+        cum_start = jnp.zeros(history.shape[1], history.dtype)
+    else:
+        # The checkpoint's columns are raw; sort them as the kernel sorted its
+        # final estimate, so the first block's growth is taken column by column.
+        order = jnp.argsort(-(cum_end / times[-1]))
+        cum_start = cum0[order]
+    growth = _stats.block_growths(history, times, cum_start)
+    return _stats.batch_means_stderr(growth, block_time, times[-1])

@@ -105,3 +105,92 @@ def _lorenz96(x, p):
 def lorenz96(F: float = 8.0) -> Bound:
     """Lorenz-96 field for any N >= 4 (N = state size); exponents sum to -N."""
     return Bound(_lorenz96, as_float_params(F=F))
+
+
+def _kuramoto_dfun(theta, c, p):
+    return p["omega"] + c
+
+
+def kuramoto_network(
+    weights: Any,
+    omega: Any = 0.0,
+    K: float = 1.0,
+    alpha: float = 0.0,
+    theta0: Any = None,
+    dt: float = 0.01,
+    integrator: str = "heun",
+):
+    """Kuramoto(-Sakaguchi) network problem, ready for ``lyapunov_spectrum``.
+
+    ``dtheta_i/dt = omega_i + (K / N) sum_j w_ij sin(theta_j - theta_i + alpha)``
+    with N the node count (see :func:`lyapax.coupling.kuramoto_coupling`).
+
+    Args:
+        weights: ``(N, N)`` weights ``[target, source]`` (dense or BCOO), or an
+            int ``N`` for all-to-all coupling without self-loops (ones - eye).
+        omega: natural frequencies, scalar or ``(N,)`` (rad per time unit).
+        K: coupling strength (the coupling's ``G``).
+        alpha: phase lag (rad).
+        theta0: initial phases ``(N,)``; default evenly spaced on [0, 2 pi).
+        dt: time step. integrator: network integrator name (default Heun).
+
+    Returns:
+        :class:`lyapax.core.ODEProblem` whose state is the ``N`` phases. In
+        sync with identical ``omega`` and all-to-all weights its exponents are
+        ``{0, -K (N - 1 times)}``.
+    """
+    from lyapax.coupling import kuramoto_coupling
+    from lyapax.network import Network, network_problem
+
+    if isinstance(weights, int) and not isinstance(weights, bool):
+        weights = jnp.ones((weights, weights)) - jnp.eye(weights)
+    network = Network(weights, (0,))
+    n = network.n_nodes
+    if theta0 is None:
+        theta0 = jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False)
+    params = as_float_params(omega=omega, G=K)
+    return network_problem(
+        _kuramoto_dfun,
+        network,
+        kuramoto_coupling(alpha=alpha),
+        params,
+        theta0,
+        dt,
+        integrator,
+    )
+
+
+__all__ += ["kuramoto_network"]
+
+
+def _mackey_glass(x, x_delayed, p):
+    # |x|**n keeps a float exponent defined; the model lives on x > 0.
+    xd = x_delayed
+    return p["beta"] * xd / (1.0 + jnp.abs(xd) ** p["n"]) - p["gamma"] * x
+
+
+def mackey_glass(beta: float = 0.2, gamma: float = 0.1, n: float = 10.0) -> Bound:
+    """Mackey-Glass (1977) delayed field ``rhs(x_now, x_delayed)`` on ``(1,)`` states.
+
+    ``dx/dt = beta x(t - tau) / (1 + x(t - tau)^n) - gamma x(t)``, for ``x > 0``;
+    use with :func:`lyapax.dde.dde_problem`. At ``tau = 17`` (the usual
+    benchmark) it is chaotic with one small positive exponent, one near zero and
+    a Kaplan-Yorke dimension a little above 2 (Farmer 1982).
+    """
+    return Bound(_mackey_glass, as_float_params(beta=beta, gamma=gamma, n=n))
+
+
+def _linear_scalar_dde(x, x_delayed, p):
+    return -p["a"] * x_delayed
+
+
+def linear_scalar_dde(a: float = 1.0) -> Bound:
+    """Delayed field ``rhs(x_now, x_delayed) = -a x(t - tau)``.
+
+    Its leading exponent is ``Re W0(-a tau) / tau`` (principal Lambert W branch),
+    the rightmost root of ``lambda = -a exp(-lambda tau)``.
+    """
+    return Bound(_linear_scalar_dde, as_float_params(a=a))
+
+
+__all__ += ["mackey_glass", "linear_scalar_dde"]

@@ -1,0 +1,258 @@
+"""Shared pieces of the DDE problem builders: states, delays, initial buffers.
+
+Every check here runs eagerly, before anything is traced, and names the
+argument, the value received and what is allowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lyapax import _delays
+from lyapax import _history as h
+from lyapax import _validate as v
+from lyapax._dde_step import _cvar_rows
+from lyapax.integrators import tableau_of
+
+
+class Delays(NamedTuple):
+    """Resolved delays: what the step reads, the buffer length, and reports."""
+
+    delay: Any  # int / float (uniform) or (n, n) array (per edge), in steps
+    horizon: int
+    tau_steps: Any  # delay in steps, as reported on the problem
+    tau_eff: Any  # delay actually simulated, model time units
+    edges: bool
+
+
+def method_name(integrator: Any) -> str:
+    """The tableau name behind ``integrator`` (names only for delay equations)."""
+    if not isinstance(integrator, str):
+        raise TypeError(
+            "integrator must be a name (euler, heun, rk4, rk6) for delay equations, "
+            "whose stages read the history at their own times; got "
+            f"{integrator!r}"
+        )
+    return tableau_of(integrator).name
+
+
+def as_dt(dt: Any) -> Any:
+    """A checked ``dt``; Python ints become floats (traced leaves, not static)."""
+    v.positive_dt(dt)
+    return float(dt) if isinstance(dt, int) and not isinstance(dt, bool) else dt
+
+
+def as_params(params: Any) -> Any:
+    """Python ints in a parameter dict become floats, for the same reason."""
+    if isinstance(params, dict):
+        return {
+            key: float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+            for key, x in params.items()
+        }
+    return params
+
+
+def scalar_state0(state0: Any) -> jax.Array:
+    """``state0`` of a scalar/vector DDE as the ``(m, 1)`` carry state."""
+    x = jnp.asarray(state0)
+    if x.ndim == 0:
+        x = x[None]
+    return v.as_state("state0", x)[:, None]
+
+
+def network_state0(state0: Any, n: int) -> jax.Array:
+    """``state0`` flat ``(n_sv * n,)`` or ``(n_sv, n)`` as ``(n_sv, n)``."""
+    if state0 is None:
+        raise TypeError("state0 is required: the present network state")
+    x = jnp.asarray(state0)
+    if x.ndim == 2 and x.shape[1] == n:
+        flat = v.as_state("state0", x.reshape(-1))
+        return flat.reshape(x.shape)
+    if x.ndim == 1 and x.shape[0] % n == 0 and x.shape[0] > 0:
+        return v.as_state("state0", x).reshape(-1, n)
+    raise ValueError(
+        f"state0 must have shape (n_sv, n_nodes) = (n_sv, {n}) or be flat with a "
+        f"multiple of n_nodes={n} entries; got shape {x.shape}"
+    )
+
+
+def check_cvar(cvar: Any, n_sv: int) -> tuple[int, ...]:
+    cvar = tuple(int(c) for c in cvar)
+    if not cvar or any(not 0 <= c < n_sv for c in cvar):
+        raise ValueError(
+            f"cvar_indices={cvar} must be a non-empty tuple of state-variable rows "
+            f"in [0, {n_sv})"
+        )
+    return cvar
+
+
+def dense_weights(weights: Any) -> jax.Array:
+    if hasattr(weights, "todense"):  # sparse (BCOO) weights: edges need a grid
+        weights = weights.todense()
+    W = jnp.asarray(weights)
+    if W.ndim != 2 or W.shape[0] != W.shape[1]:
+        raise ValueError(f"weights must be a square (n, n) matrix; got {W.shape}")
+    if not jnp.issubdtype(W.dtype, jnp.inexact):
+        W = W.astype(jnp.result_type(float))
+    return W
+
+
+def uniform_delays(tau: Any, dt: Any, interpolate: bool, stacklevel: int) -> Delays:
+    """One delay ``tau`` (model time) shared by every edge.
+
+    ``stacklevel`` (here and below) is what a warning raised in this function
+    would need to point at the user's call; each call deeper adds one.
+    """
+    dt_value = float(dt)
+    if interpolate:
+        q = _delays.interpolated_tau_steps(tau, dt)
+        return Delays(q, _delays.horizon_for(q), q, q * dt_value, False)
+    s = _delays.grid_tau_steps(tau, dt, stacklevel=stacklevel + 1)
+    return Delays(s, s + 1, s, s * dt_value, False)
+
+
+def edge_delays(
+    W: jax.Array,
+    dt: Any,
+    *,
+    tau: Any = None,
+    delay_steps: Any = None,
+    interpolate: bool,
+    stacklevel: int,
+) -> Delays:
+    """Per-edge delays from ``tau (n, n)`` (time) or ``delay_steps (n, n)``."""
+    steps = _delays.edge_delay_steps(
+        np.asarray(W),
+        dt,
+        tau=tau,
+        delay_steps=delay_steps,
+        interpolate=interpolate,
+        stacklevel=stacklevel + 1,
+    )
+    horizon = _delays.horizon_for(float(np.max(steps, initial=0.0)))
+    delay = jnp.asarray(steps, dtype=float if interpolate else jnp.int32)
+    return Delays(delay, horizon, steps, steps * float(dt), True)
+
+
+def check_horizon(horizon: Any, needed: int) -> int:
+    horizon = v.as_int("horizon", horizon, minimum=1)
+    if horizon < needed:
+        raise ValueError(
+            f"horizon={horizon} ring-buffer slots cannot hold the largest delay: it "
+            f"needs at least {needed} (largest delay in steps, rounded up, + 1)"
+        )
+    return horizon
+
+
+def initial_buffer(
+    history: Any,
+    X0: jax.Array,
+    cvar: tuple[int, ...],
+    horizon: int,
+    dt: Any,
+    interpolate: bool,
+) -> jax.Array:
+    """The ring buffer at ``t = 0`` (slot order: see :mod:`lyapax._history`).
+
+    ``history`` is None (constant history equal to ``X0``), a callable
+    ``history(t)`` returning the state at time ``t <= 0`` (shape of ``X0`` or
+    flat), or a ready ring buffer of exactly the buffer's shape.
+    """
+    now = _cvar_rows(X0, cvar)
+    shape = h.buffer_shape(horizon, now.shape, interpolate)
+    if history is None:
+        return h.constant_history_buf0(now, horizon, interpolate)
+    if callable(history):
+
+        def cvar_of(x):
+            try:
+                x = jnp.reshape(x, X0.shape)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"history(t) must return the state at time t, of shape "
+                    f"{X0.shape} (or {X0.size} values); got shape {jnp.shape(x)}"
+                ) from None
+            return _cvar_rows(x, cvar)
+
+        buf = h.sampled_history_buf0(
+            history,
+            cvar_of,
+            now,
+            horizon,
+            v.concrete_float("dt", dt, why=""),
+            interpolate,
+        )
+    else:
+        buf = jnp.asarray(history, dtype=X0.dtype)
+        if buf.shape != shape:
+            raise ValueError(
+                f"history array must be the ring buffer itself, of shape {shape} "
+                "(horizon slots of the coupled variables; slot 0 = now, slot "
+                "horizon - j = j steps ago"
+                + (", [:, 0] value, [:, 1] derivative" if interpolate else "")
+                + f"); got shape {buf.shape}. Or pass a function history(t)."
+            )
+    if not v.is_traced(buf) and not bool(jnp.all(jnp.isfinite(buf))):
+        raise ValueError("the initial history must be finite; it holds nan or inf")
+    return buf
+
+
+def check_field(
+    field: Callable[..., Any],
+    X0: jax.Array,
+    D_shape: tuple[int, ...],
+    params: Any,
+    what: str,
+) -> None:
+    """Trace the field once on shapes only, so a bad rhs fails here, clearly."""
+    D = jax.ShapeDtypeStruct(D_shape, X0.dtype)
+    out = jax.eval_shape(field, X0, D, params)
+    if getattr(out, "shape", None) != X0.shape:
+        raise ValueError(
+            f"{what} returned shape {getattr(out, 'shape', None)}; expected "
+            f"{X0.shape}, the shape of the state"
+        )
+
+
+def resolve_call(obj, state0, dt, n_steps, buf0, params):
+    """Both call forms as ``(step, state0, buf0, params, dt, n_steps)``."""
+    if all(hasattr(obj, a) for a in ("step_fn", "state0", "buf0", "dt")):
+        if state0 is not None:
+            if n_steps is not None:
+                raise TypeError(
+                    "lyapunov_spectrum_dde(problem, ...) got n_steps twice: as the "
+                    "second positional argument and as n_steps="
+                )
+            n_steps = state0
+        v.same_dt(dt, obj.dt)
+        params = getattr(obj, "params", None) if params is None else params
+        buf0 = obj.buf0 if buf0 is None else buf0
+        return obj.step_fn, obj.state0, buf0, params, obj.dt, n_steps
+    if not callable(obj):
+        raise TypeError(
+            "lyapunov_spectrum_dde expects a DDEProblem or a step function "
+            f"step(carry, _) -> (carry, state); got {type(obj).__name__}"
+        )
+    given = (("state0", state0), ("buf0", buf0), ("dt", dt), ("n_steps", n_steps))
+    missing = [name for name, val in given if val is None]
+    if missing:
+        raise TypeError(
+            "lyapunov_spectrum_dde(step_fn, ...) requires " + ", ".join(missing)
+        )
+    return obj, state0, buf0, params, dt, n_steps
+
+
+def finite_array(name: str, x: Any, dtype: Any = None) -> Any:
+    arr = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
+    if arr.ndim == 0 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty array; got shape {arr.shape}")
+    if not jnp.issubdtype(arr.dtype, jnp.inexact):
+        arr = arr.astype(jnp.result_type(float))
+    if not v.is_traced(arr) and not bool(jnp.all(jnp.isfinite(arr))):
+        raise ValueError(f"{name} must be finite; it holds nan or inf")
+    return arr

@@ -1,0 +1,389 @@
+"""One method-of-steps step of a delay equation on the ring buffer.
+
+:class:`RingStep` advances the present state ``X (n_sv, n)`` and the ring buffer
+of its coupled rows (convention in :mod:`lyapax._history`) by one explicit
+Runge-Kutta step. The right-hand side is a *field* ``field(X, D, params)``,
+where ``D`` holds the delayed coupled variables: ``(n_cvar, n)`` for one delay
+shared by every node (``edges=False``) or ``(n_cvar, n_target, n_source)`` per
+edge (``edges=True``).
+
+Grid mode reads ``D`` once per step from a stored sample (the delay rounded to
+whole steps) and holds it over all stages: first order in ``dt`` whatever the
+integrator. Interpolated mode reads ``D`` by cubic Hermite interpolation at each
+stage's own time ``t + c_i dt - tau``, so the integrator keeps its order (up to
+the interpolant's fourth order). Every object here is a pytree whose numbers are
+leaves, so rebuilding with new numbers reuses the compiled program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from lyapax import _history as h
+from lyapax.integrators import TABLEAUS, rk_stage_update
+
+
+def _cvar_rows(X: jax.Array, cvar: tuple[int, ...]) -> jax.Array:
+    if cvar == tuple(range(X.shape[0])):
+        return X
+    return X[jnp.asarray(cvar)]
+
+
+@jax.tree_util.register_pytree_node_class
+class ScalarField:
+    """``rhs(x_now (m,), x_delayed (m,)) -> (m,)`` as a field on ``(m, 1)`` states."""
+
+    def __init__(self, rhs: Callable[[Any, Any], Any]) -> None:
+        self.rhs = rhs
+
+    def __call__(self, X, D, params):
+        m = X.shape[0]
+        out = jnp.asarray(self.rhs(X[:, 0], D[:, 0]))
+        if out.shape != (m,) and not (m == 1 and out.shape == ()):
+            raise ValueError(
+                f"rhs_delayed(x_now, x_delayed) must return shape ({m},) like the "
+                f"state; it returned shape {out.shape}"
+            )
+        return jnp.reshape(out, (m, 1)).astype(X.dtype)
+
+    def tree_flatten(self):
+        return (self.rhs,), None
+
+    @classmethod
+    def tree_unflatten(cls, _aux, children):
+        return cls(*children)
+
+
+@jax.tree_util.register_pytree_node_class
+class NetworkField:
+    """``dfun(X, coupling(D, X[cvar], weights, params), params)``.
+
+    ``coupling`` is edge-aware (:mod:`lyapax._edge_coupling`); with ``edges=False``
+    its ``uniform`` form receives the delayed sources ``(n_cvar, n)``.
+    """
+
+    def __init__(self, dfun, coupling, weights, cvar: tuple[int, ...], edges: bool):
+        self.dfun = dfun
+        self.coupling = coupling
+        self.weights = weights
+        self.cvar = cvar
+        self.edges = edges
+
+    def __call__(self, X, D, params):
+        current = _cvar_rows(X, self.cvar)
+        if self.edges:
+            c = self.coupling(D, current, self.weights, params)
+        else:
+            c = self.coupling.uniform(D, current, self.weights, params)
+        return self.dfun(X, c, params)
+
+    def tree_flatten(self):
+        return (self.dfun, self.coupling, self.weights), (self.cvar, self.edges)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+
+@jax.tree_util.register_pytree_node_class
+class RingStep:
+    """``(X, buf, t, params) -> (X_next, buf_next)``: one step on the ring buffer.
+
+    Args:
+        field: ``field(X, D, params) -> dX`` (pytree).
+        dt: step (model time units).
+        delay: steps of delay. Grid mode: an int (uniform) or an integer
+            ``(n, n)`` array (per edge). Interpolated: a float >= 1 or a real
+            ``(n, n)`` array >= 1. ``None`` for an undelayed network (the
+            coupling then reads each stage's own state; the buffer is still
+            written so that the compatibility carry keeps its meaning).
+        method: integrator name (key of ``TABLEAUS``).
+        horizon: ring-buffer slots.
+        cvar: rows of ``X`` stored in the buffer.
+        interpolate: Hermite reads at every stage (buffer ``(H, 2, ...)``).
+        edges: ``delay`` is per edge.
+    """
+
+    def __init__(
+        self,
+        field: Any,
+        dt: Any,
+        delay: Any,
+        method: str,
+        horizon: int,
+        cvar: tuple[int, ...],
+        interpolate: bool,
+        edges: bool,
+    ) -> None:
+        self.field = field
+        self.dt = dt
+        self.delay = delay
+        self.method = method
+        self.horizon = horizon
+        self.cvar = cvar
+        self.interpolate = interpolate
+        self.edges = edges
+
+    # Integer uniform delays in grid mode set which slot is read; keeping them
+    # static costs nothing because they also fix the horizon (a shape).
+    def tree_flatten(self):
+        static_delay = isinstance(self.delay, int) or self.delay is None
+        children = (self.field, self.dt, None if static_delay else self.delay)
+        aux = (
+            self.delay if static_delay else _DYNAMIC,
+            self.method,
+            self.horizon,
+            self.cvar,
+            self.interpolate,
+            self.edges,
+        )
+        return children, aux
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        field, dt, dyn_delay = children
+        delay = dyn_delay if aux[0] is _DYNAMIC else aux[0]
+        return cls(field, dt, delay, *aux[1:])
+
+    def _read_grid(self, buf, t):
+        if self.edges:
+            return h.read_edges(buf, t, self.delay)
+        return h.read_slot(buf, t, self.delay)
+
+    def _read_at(self, buf, t, c: float, slope_now=None):
+        position = c - jnp.asarray(self.delay, dtype=buf.dtype)
+        if self.edges:
+            return h.hermite_edges(buf, t, position, self.dt, slope_now)
+        return h.hermite_uniform(buf, t, position, self.dt, slope_now)
+
+    def write_slots(self, t) -> tuple[tuple[Any, int | None], ...]:
+        """``(slot, part)`` of each buffer write of step ``t``, as in :meth:`advance`.
+
+        ``part`` is None for a grid buffer, else 1 (derivative) or 0 (value).
+        """
+        value = (h.value_slot(t, self.horizon), 0 if self.interpolate else None)
+        if self.interpolate and self.delay is not None:
+            return ((h.slope_slot(t, self.horizon), 1), value)
+        return (value,)
+
+    def advance(self, X, buf, t, params):
+        """``(X_next, writes)``: the new state and the values :meth:`write_slots`
+        places in the buffer (the buffer itself is only read)."""
+        tableau = TABLEAUS[self.method]
+        if self.delay is None:
+            # Undelayed network: the coupling sees each stage's own state.
+            def f(Y, _i):
+                return self.field(Y, _cvar_rows(Y, self.cvar), params)
+
+        elif not self.interpolate:
+            D = self._read_grid(buf, t)  # held over the step: first order
+
+            def f(Y, _i):
+                return self.field(Y, D, params)
+
+        else:
+            return self._interpolated(tableau, X, buf, t, params)
+        X_next = rk_stage_update(tableau, f, X, self.dt)
+        return X_next, (_cvar_rows(X_next, self.cvar),)
+
+    def _interpolated(self, tableau, X, buf, t, params):
+        # Stage 0 sits at time t*dt: its slope is x'(t), which later stages
+        # read at the right end of their Hermite bracket (slope_now), before
+        # it is stored in the buffer.
+        k0 = self.field(X, self._read_at(buf, t, tableau.c[0]), params)
+        slope = _cvar_rows(k0, self.cvar)
+        reads: dict[float, Any] = {}
+
+        def f(Y, i):
+            if i == 0:
+                return k0
+            c = tableau.c[i]
+            if c not in reads:  # stages sharing a time share one read
+                reads[c] = self._read_at(buf, t, c, slope)
+            return self.field(Y, reads[c], params)
+
+        X_next = rk_stage_update(tableau, f, X, self.dt)
+        return X_next, (slope, _cvar_rows(X_next, self.cvar))
+
+    def __call__(self, X, buf, t, params):
+        X_next, writes = self.advance(X, buf, t, params)
+        for (slot, part), value in zip(self.write_slots(t), writes, strict=True):
+            buf = h.put(buf, slot, part, value)
+        return X_next, buf
+
+
+class _DynamicMarker:
+    def __repr__(self) -> str:
+        return "<dynamic>"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _DynamicMarker)
+
+    def __hash__(self) -> int:
+        return hash(_DynamicMarker)
+
+
+_DYNAMIC = _DynamicMarker()
+
+
+@jax.tree_util.register_pytree_node_class
+class CarryStep:
+    """The compatibility step ``step(carry, _) -> (new_carry, new_state)``.
+
+    ``carry = (state (n_sv, n), buf, t (int32 step counter), params)``; the
+    returned ``new_state`` is the new present state.
+    """
+
+    def __init__(self, ring: RingStep) -> None:
+        self.ring = ring
+
+    @property
+    def horizon(self) -> int:
+        return self.ring.horizon
+
+    def __call__(self, carry, _=None):
+        X, buf, t, params = carry
+        X_next, buf_next = self.ring(X, buf, t, params)
+        return (X_next, buf_next, t + 1, params), X_next
+
+    def tree_flatten(self):
+        return (self.ring,), None
+
+    @classmethod
+    def tree_unflatten(cls, _aux, children):
+        return cls(*children)
+
+
+@jax.tree_util.register_pytree_node_class
+class FlatStep:
+    """A carry step seen by the Benettin kernel: flat phase point -> flat point.
+
+    The phase point is ``concat(state.ravel(), buf.ravel())`` (Farmer 1982: the
+    discretised history is part of the phase space) and the kernel's step
+    counter is the ring-buffer index ``t``. For the steps built by this
+    package (:class:`CarryStep`) a step rewrites only the state and one or two
+    buffer slots, so only those rows of the flat point and of the tangent
+    frame are written (one in-place scatter) instead of rebuilding both: the
+    per-step cost does not grow with the buffer length. Any other carry step
+    goes through the generic split / step / concatenate path.
+    """
+
+    uses_step_index = True
+
+    def __init__(self, step, params, state_shape, buf_shape) -> None:
+        self.step = step
+        self.params = params
+        self.state_shape = tuple(state_shape)
+        self.buf_shape = tuple(buf_shape)
+
+    @property
+    def n_state(self) -> int:
+        return _size(self.state_shape)
+
+    def split(self, z):
+        n = self.n_state
+        return z[:n].reshape(self.state_shape), z[n:].reshape(self.buf_shape)
+
+    def _ring(self) -> RingStep | None:
+        return self.step.ring if isinstance(self.step, CarryStep) else None
+
+    def _advance(self, X, buf, t):
+        carry, _ = self.step((X, buf, t, self.params), None)
+        X_next, buf_next = carry[0], carry[1]
+        _check_carry(X_next, X, "state")
+        _check_carry(buf_next, buf, "buffer")
+        return X_next, buf_next
+
+    def _rows(self, ring: RingStep, t, writes):
+        """Flat indices of the present state and of the buffer slots written."""
+        n = self.n_state
+        rows = [jnp.arange(n, dtype=jnp.int32)]
+        for (slot, part), w in zip(ring.write_slots(t), writes, strict=True):
+            start = n + h.flat_offset(self.buf_shape, slot, part)
+            rows.append(start + jnp.arange(w.size, dtype=jnp.int32))
+        return jnp.concatenate(rows)
+
+    def __call__(self, z, t):
+        ring = self._ring()
+        X, buf = self.split(z)
+        if ring is None:
+            X_next, buf_next = self._advance(X, buf, t)
+            return jnp.concatenate([X_next.ravel(), buf_next.ravel()]).astype(z.dtype)
+        X_next, writes = ring.advance(X, buf, t, self.params)
+        return _put_rows(z, self._rows(ring, t, writes), (X_next, *writes))
+
+    def tangent_step(self, z, Y, t):
+        """``(z_next, J Y)`` for the frame ``Y (d, k)``: ``jax.jvp`` batched by vmap.
+
+        The tangents enter the structured step as ``(state, buf)`` with the
+        batch axis last, so the frame is never transposed; with a ring step
+        only the rows that change are written back.
+        """
+        k = Y.shape[1]
+        n = self.n_state
+        X, buf = self.split(z)
+        dX = Y[:n].reshape(self.state_shape + (k,))
+        dB = Y[n:].reshape(self.buf_shape + (k,))
+        ring = self._ring()
+        if ring is None:
+            move = self._advance
+        else:
+
+            def move(x, b, t):
+                return ring.advance(x, b, t, self.params)
+
+        def one(vx, vb):
+            return jax.jvp(lambda x, b: move(x, b, t), (X, buf), (vx, vb))
+
+        out, d_out = jax.vmap(one, in_axes=(-1, -1), out_axes=(None, -1))(dX, dB)
+        if ring is None:
+            (X1, buf1), (dX1, dB1) = out, d_out
+            z1 = jnp.concatenate([X1.ravel(), buf1.ravel()]).astype(z.dtype)
+            Y1 = jnp.concatenate([dX1.reshape(n, k), dB1.reshape(-1, k)], axis=0)
+            return z1, Y1.astype(Y.dtype)
+        (X1, writes), (dX1, d_writes) = out, d_out
+        rows = self._rows(ring, t, writes)
+        return _put_rows(z, rows, (X1, *writes)), _put_rows(Y, rows, (dX1, *d_writes))
+
+    def tree_flatten(self):
+        return (self.step, self.params), (self.state_shape, self.buf_shape)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+
+def _put_rows(target, rows, parts):
+    """``target[rows] = concat(parts)`` along axis 0; ``target`` is (d,) or (d, k).
+
+    One scatter with unique indices: XLA updates the loop-carried phase point
+    and frame in place, where two slice updates made it copy the whole frame
+    every step.
+    """
+    tail = target.shape[1:]
+    values = jnp.concatenate([jnp.reshape(p, (-1, *tail)) for p in parts])
+    return target.at[rows].set(
+        values.astype(target.dtype), unique_indices=True, mode="promise_in_bounds"
+    )
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def _check_carry(new, old, what: str) -> None:
+    # Trace time only: a step that changes shapes would otherwise fail deep in
+    # the kernel with a reshape error.
+    if jnp.shape(new) != old.shape:
+        raise ValueError(
+            f"the DDE step returned a {what} of shape {jnp.shape(new)}, but the "
+            f"carry holds shape {old.shape}; step(carry, _) must return "
+            "((state, buf, t, params), state) with unchanged shapes"
+        )

@@ -1,0 +1,161 @@
+"""The jitted, vmapped (and optionally shard_mapped) programs behind sweeps.
+
+Both kernels take ``(dynamic, params, states, seeds, dt)``: the row builder's
+traced leaves (shared by every row), three batched inputs with a leading row
+axis, and the shared step ``dt``. The builder's static part, the mesh and the
+run sizes are static arguments, so a second sweep with new numbers of the same
+shapes reuses the compiled program.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import PartitionSpec
+
+from lyapax import _stats
+from lyapax._batching import BATCH_AXIS
+from lyapax._benettin import run_benettin
+from lyapax._tree import merge_static, split_static
+from lyapax.core import LyapunovCheckpoint, LyapunovResult
+from lyapax.utils import Trajectory
+
+
+def _spread(f, mesh):
+    """``f(dynamic, params, states, seeds, dt)`` split over ``mesh`` along the
+    row axis of the three batched arguments (unchanged when ``mesh`` is None)."""
+    if mesh is None:
+        return f
+    rows, whole = PartitionSpec(BATCH_AXIS), PartitionSpec()
+    # check_vma=False: the engine starts its carry from constants (zeros) that
+    # become per-device values inside its scan; rows are independent, so there
+    # is nothing for the varying-axis check to protect.
+    return jax.shard_map(
+        f,
+        mesh=mesh,
+        in_specs=(whole, rows, rows, rows, whole),
+        out_specs=rows,
+        check_vma=False,
+    )
+
+
+def _checkpoint(row, carry, t_end, dt):
+    if row.dde_shapes is None:
+        return LyapunovCheckpoint(carry.state, carry.Y, carry.cum, t_end, dt)
+    from lyapax.dde import DDECheckpoint  # lazy: delay support is optional
+
+    (state_shape, buf_shape), n = row.dde_shapes, row.step.n_state
+    state = carry.state[:n].reshape(state_shape)
+    buf = carry.state[n:].reshape(buf_shape)
+    return DDECheckpoint(state, buf, carry.step, carry.Y, carry.cum, t_end, dt)
+
+
+@partial(
+    jax.jit,
+    static_argnames=(
+        "static",
+        "mesh",
+        "k",
+        "n_blocks",
+        "n_transient_blocks",
+        "renorm_every",
+        "decimate",
+        "save_states",
+    ),
+)
+def spectrum_kernel(
+    dynamic,
+    params,
+    states,
+    seeds,
+    dt,
+    *,
+    static,
+    mesh,
+    k,
+    n_blocks,
+    n_transient_blocks,
+    renorm_every,
+    decimate,
+    save_states,
+):
+    """One Benettin run per row; returns a LyapunovResult with a row axis."""
+
+    def one(dyn, p, x0, seed, dt):
+        row = merge_static(dyn, static).build(p, x0)
+        step_dyn, step_static = split_static(row.step)
+        out = run_benettin(
+            step_dyn,
+            row.z0,
+            None,
+            None,
+            seed,
+            dt,
+            0.0,
+            static=step_static,
+            k=k,
+            n_blocks=n_blocks,
+            n_transient_blocks=n_transient_blocks,
+            renorm_every=renorm_every,
+            decimate=decimate,
+            save_states=save_states,
+        )
+        carry, times, history = out["carry"], out["times"], out["history"]
+        growth = _stats.block_growths(history, times, jnp.zeros_like(carry.cum))
+        stderr = _stats.batch_means_stderr(growth, dt * renorm_every, times[-1])
+        saved = save_times = None
+        if save_states:
+            saved = out["saved"]
+            if row.dde_shapes is not None:
+                saved = saved[:, : row.step.n_state]
+            every = dt * decimate
+            save_times = every * jnp.arange(1, saved.shape[0] + 1, dtype=times.dtype)
+        return LyapunovResult(
+            out["exponents"],
+            history,
+            times,
+            _checkpoint(row, carry, times[-1], dt),
+            saved,
+            save_times,
+            stderr,
+        )
+
+    batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None))
+    return _spread(batched, mesh)(dynamic, params, states, seeds, dt)
+
+
+@partial(
+    jax.jit,
+    static_argnames=("static", "mesh", "n_transient", "n_saved", "decimate"),
+)
+def trajectory_kernel(
+    dynamic, params, states, seeds, dt, *, static, mesh, n_transient, n_saved, decimate
+):
+    """Iterate each row's step (no tangents); returns a Trajectory with a row
+    axis. ``seeds`` is unused: the signature matches ``spectrum_kernel``."""
+
+    def one(dyn, p, x0, _seed, dt):
+        row = merge_static(dyn, static).build(p, x0)
+        step = row.step
+        indexed = getattr(step, "uses_step_index", False)
+
+        def advance(c, _):
+            z, i = c
+            return ((step(z, i) if indexed else step(z)), i + 1), None
+
+        c, _ = jax.lax.scan(advance, (row.z0, jnp.int32(0)), None, length=n_transient)
+
+        def group(c, _):
+            c, _ = jax.lax.scan(advance, c, None, length=decimate)
+            return c, c[0]
+
+        _, saved = jax.lax.scan(group, c, None, length=n_saved)
+        if row.dde_shapes is not None:
+            saved = saved[:, : step.n_state]
+        times = dt * decimate * jnp.arange(1, n_saved + 1, dtype=saved.dtype)
+        return Trajectory(times, saved)
+
+    batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None))
+    return _spread(batched, mesh)(dynamic, params, states, seeds, dt)

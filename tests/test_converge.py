@@ -1,0 +1,85 @@
+"""run_until_converged: chunks joined exactly, stopping rules, progress."""
+
+import io
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lyapax.converge import ConvergenceProgress, run_until_converged
+from lyapax.core import ODEProblem, lyapunov_spectrum
+from lyapax.systems import henon_map
+
+HENON = henon_map()
+X0 = jnp.array([0.1, 0.1])
+KW = dict(chunk_steps=400, renorm_every=4, t_transient=20.0)
+
+
+def test_stops_when_every_stderr_is_below_tol_and_equals_one_long_run():
+    out = run_until_converged(HENON, X0, 1.0, tol=0.01, max_steps=40_000, **KW)
+    assert out.converged and out.reason == "tol"
+    assert out.n_steps % 400 == 0 and out.n_chunks == out.n_steps // 400 > 1
+    assert np.all(np.asarray(out.result.stderr) < 0.01)
+    one = lyapunov_spectrum(
+        HENON, X0, 1.0, out.n_steps, renorm_every=4, t_transient=20.0
+    )
+    np.testing.assert_allclose(out.result.exponents, one.exponents, atol=1e-8)
+    np.testing.assert_allclose(out.result.history, one.history, atol=1e-8)
+    np.testing.assert_allclose(out.result.times, one.times, rtol=1e-12)
+    # The pooled error bar is the one of the equivalent single run.
+    np.testing.assert_allclose(out.result.stderr, one.stderr, rtol=1e-6)
+    np.testing.assert_allclose(out.result.exponents, [0.419, -1.623], atol=0.02)
+
+
+def test_budget_runs_out_with_a_shortened_last_chunk_and_a_progress_bar():
+    bar = io.StringIO()
+    problem = ODEProblem(HENON, X0, 1.0)
+    out = run_until_converged(problem, tol=1e-9, max_steps=1000, progress=bar, **KW)
+    assert not out.converged and out.reason == "max_steps"
+    assert out.n_steps == 1000 and out.n_chunks == 3  # 400 + 400 + 200
+    assert out.result.history.shape == (250, 2)
+    text = bar.getvalue()
+    assert "1000/1000 steps" in text and "100.0%" in text and text.endswith("\n")
+    assert text.count("\r") == 3
+
+
+def test_callback_sees_progress_and_can_stop_the_run():
+    seen = []
+
+    def callback(info):
+        seen.append(info)
+        return len(seen) == 2
+
+    out = run_until_converged(
+        HENON, X0, 1.0, tol=1e-9, max_steps=4000, callback=callback, **KW
+    )
+    assert out.reason == "callback" and out.n_chunks == 2 and not out.converged
+    assert all(isinstance(info, ConvergenceProgress) for info in seen)
+    assert [info.n_steps for info in seen] == [400, 800]
+    assert seen[-1].stderr.shape == (2,) and seen[-1].tol.shape == (2,)
+    np.testing.assert_array_equal(seen[-1].exponents, out.result.exponents)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (dict(tol=0.0), ValueError, "tol must be a positive number"),
+        (dict(tol=np.ones((2, 2))), ValueError, "tol must be a positive number"),
+        (dict(chunk_steps=402), ValueError, "chunk_steps=402 must be a multiple"),
+        (dict(max_steps=2), ValueError, "max_steps=2 must be at least renorm_every"),
+        (dict(chunk_steps=0), ValueError, "chunk_steps must be >= 1"),
+        (dict(min_blocks=1), ValueError, "min_blocks must be >= 2"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(kwargs, error, match):
+    args = dict(tol=0.01, max_steps=4000, chunk_steps=400, renorm_every=4)
+    args.update(kwargs)
+    with pytest.raises(error, match=match):
+        run_until_converged(HENON, X0, 1.0, **args)
+
+
+def test_problem_form_refuses_a_state0():
+    with pytest.raises(TypeError, match="takes no state0"):
+        run_until_converged(
+            ODEProblem(HENON, X0, 1.0), X0, tol=0.01, max_steps=400, chunk_steps=400
+        )

@@ -1,0 +1,34 @@
+"""The public surface: every exported name imports; one version everywhere."""
+
+import importlib
+import importlib.metadata
+
+import pytest
+
+import lyapax
+
+PUBLIC_MODULES = [
+    "lyapax.core",
+    "lyapax.integrators",
+    "lyapax.systems",
+    "lyapax.utils",
+    "lyapax.diagnostics",
+]
+
+
+@pytest.mark.parametrize("name", lyapax.__all__)
+def test_every_name_in_all_is_importable(name):
+    assert getattr(lyapax, name) is not None
+
+
+@pytest.mark.parametrize("module", PUBLIC_MODULES)
+def test_public_modules_export_what_they_list(module):
+    mod = importlib.import_module(module)
+    for name in getattr(mod, "__all__", []):
+        assert hasattr(mod, name), f"{module}.{name}"
+
+
+def test_version_is_defined_once_and_matches_the_distribution():
+    version_module = importlib.import_module("lyapax.__version__")
+    assert version_module.__version__ == lyapax.__version__
+    assert importlib.metadata.version("lyapax") == lyapax.__version__

@@ -1,0 +1,53 @@
+"""The small-frame Householder QR used by the Benettin kernel (and so by sweeps)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lyapax._smallqr import SMALL_K, thin_qr
+from lyapax._smallqr import householder_qr as _householder_qr
+
+# Jitted: run eagerly, every small op would compile on its own.
+householder_qr = jax.jit(_householder_qr)
+
+
+@pytest.mark.parametrize(("d", "k"), [(1, 1), (3, 3), (3, 1), (50, 5)])
+def test_householder_qr_matches_lapack_up_to_column_signs(d, k):
+    Y = jax.random.normal(jax.random.PRNGKey(10 * d + k), (d, k))
+    Q, R = householder_qr(Y)
+    Q_ref, R_ref = jnp.linalg.qr(Y)
+    s = np.sign(np.diag(R)) * np.sign(np.diag(R_ref))
+    np.testing.assert_allclose(Q * s, Q_ref, atol=1e-14)
+    np.testing.assert_allclose(R * s[:, None], R_ref, atol=1e-13)
+    np.testing.assert_allclose(np.triu(R), R)
+
+
+def test_nearly_parallel_columns_stay_orthonormal():
+    # Condition number ~1e12: Gram-Schmidt would lose orthogonality here.
+    Y = jnp.array([[1.0, 1.0 + 1e-13], [1e-3, 1e-3], [0.0, 1e-12]])
+    Q, R = householder_qr(Y)
+    np.testing.assert_allclose(Q.T @ Q, np.eye(2), atol=1e-15)
+    np.testing.assert_allclose(Q @ R, Y, atol=1e-15)
+
+
+def test_a_vanishing_column_gives_a_zero_diagonal_and_a_finite_gradient():
+    Q, R = householder_qr(jnp.array([[1.0, 2.0], [0.0, 0.0], [0.0, 0.0]]))
+    assert float(R[1, 1]) == 0.0
+    np.testing.assert_allclose(Q.T @ Q, np.eye(2), atol=1e-15)
+    grad = jax.grad(
+        lambda a: householder_qr(jnp.array([[a, 1.0], [0.0, 0.0]]))[1][0, 1]
+    )
+    assert np.isfinite(float(grad(2.0)))
+
+
+def test_vmap_and_the_large_k_fallback():
+    Ys = jax.random.normal(jax.random.PRNGKey(0), (16, 5, 3))
+    Q, _ = jax.jit(jax.vmap(_householder_qr))(Ys)
+    np.testing.assert_allclose(
+        jnp.einsum("bij,bik->bjk", Q, Q),
+        np.broadcast_to(np.eye(3), (16, 3, 3)),
+        atol=1e-14,
+    )
+    big = jax.random.normal(jax.random.PRNGKey(1), (12, SMALL_K + 1))
+    np.testing.assert_array_equal(thin_qr(big)[0], jnp.linalg.qr(big)[0])
