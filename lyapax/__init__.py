@@ -12,6 +12,13 @@ from lyapax.core import (
     lyapunov_spectrum,
     ode_problem,
 )
+from lyapax.dde import (
+    DDECheckpoint,
+    DDEProblem,
+    dde_problem,
+    lyapunov_spectrum_dde,
+    network_dde_problem,
+)
 from lyapax.integrators import (
     euler_step,
     get_integrator,
@@ -20,6 +27,7 @@ from lyapax.integrators import (
     rk4_step,
     rk6_step,
 )
+from lyapax.network import Network, network_problem
 from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
 from lyapax.utils import simulate_trajectory
 
@@ -40,6 +48,14 @@ __all__ = [
     "rk4_step",
     "rk6_step",
     "simulate_trajectory",
+    # networks and delays
+    "DDECheckpoint",
+    "DDEProblem",
+    "Network",
+    "dde_problem",
+    "lyapunov_spectrum_dde",
+    "network_dde_problem",
+    "network_problem",
     # sweeps and convergence
     "ConvergedRun",
     "ConvergenceProgress",

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from lyapax._smallqr import thin_qr
+from lyapax._stats import batch_means_stderr, block_growths
 from lyapax._tree import merge_static
 
 
@@ -49,17 +50,22 @@ def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
     return new_state, new_Y
 
 
-def _qr_renormalise(Y: jax.Array):
+def _qr_renormalise(Y: jax.Array, small_qr: bool = False):
     # Small frames: Householder in jnp ops (fused, vectorised under vmap);
     # LAPACK's per-call overhead dominated sweeps of small systems.
-    Q, R = thin_qr(Y)
+    # LAPACK for a single run (its compiled program is smaller: faster first
+    # call); under vmap (sweeps) LAPACK runs one small call per row, so sweeps
+    # ask for the fused jnp Householder QR of small frames instead.
+    Q, R = thin_qr(Y) if small_qr else jnp.linalg.qr(Y)
     diag = jnp.diagonal(R)
     # Positive diagonal keeps each column's identity continuous between blocks.
     sign = jnp.where(diag < 0, -1.0, 1.0).astype(Y.dtype)
     return Q * sign, jnp.log(jnp.abs(diag))
 
 
-def _block(step_fn, renorm_every: int, decimate: int, save: bool, carry, _):
+def _block(
+    step_fn, renorm_every: int, decimate: int, save: bool, small_qr: bool, carry, _
+):
     """``renorm_every`` tangent steps then one QR; optionally saves states."""
 
     indexed = getattr(step_fn, "uses_step_index", False)
@@ -84,7 +90,7 @@ def _block(step_fn, renorm_every: int, decimate: int, save: bool, carry, _):
         saved = None
     if not indexed:
         step = step + renorm_every
-    Y, growth = _qr_renormalise(Y)
+    Y, growth = _qr_renormalise(Y, small_qr)
     cum = carry.cum + growth
     return BenettinState(state, Y, cum, step), (cum, saved)
 
@@ -114,6 +120,7 @@ def _check_step_output(step_fn: Any, state: jax.Array) -> None:
         "renorm_every",
         "decimate",
         "save_states",
+        "small_qr",
     ),
 )
 def run_benettin(
@@ -133,6 +140,7 @@ def run_benettin(
     renorm_every: int,
     decimate: int,
     save_states: bool,
+    small_qr: bool = False,
 ):
     """Run transient blocks (growth discarded) then ``n_blocks`` measured blocks.
 
@@ -150,11 +158,11 @@ def run_benettin(
         cum0 = jnp.zeros((k,), dtype=state0.dtype)
     carry = BenettinState(state0, Y0, cum0, jnp.asarray(step0, jnp.int32))
     if n_transient_blocks and save_states:
-        block = partial(_block, step_fn, renorm_every, decimate, False)
+        block = partial(_block, step_fn, renorm_every, decimate, False, small_qr)
         carry, _ = jax.lax.scan(block, carry, None, length=n_transient_blocks)
         carry = carry._replace(cum=cum0)
         n_transient_blocks = 0
-    block = partial(_block, step_fn, renorm_every, decimate, save_states)
+    block = partial(_block, step_fn, renorm_every, decimate, save_states, small_qr)
     if n_transient_blocks:
         # One loop for transient and measurement (half the code to compile):
         # the accumulated growth is reset after the last transient block.
@@ -174,14 +182,24 @@ def run_benettin(
     times = t0 + dt * renorm_every * blocks
     history_raw = cum_hist / times[:, None]
     order = jnp.argsort(-history_raw[-1])
+    history = history_raw[:, order]
+    # Error bars, the checkpoint time and save times are computed here so that
+    # a call is one compiled program (no eager ops compiled on the first call).
+    growth = block_growths(history, times, cum0[order])
+    save_times = None
     if saved is not None:
         saved = saved.reshape((-1, d))
+        every = dt * decimate
+        save_times = t0 + every * jnp.arange(1, saved.shape[0] + 1, dtype=times.dtype)
     return {
         "carry": carry,
-        "exponents": history_raw[-1][order],
-        "history": history_raw[:, order],
+        "exponents": history[-1],
+        "history": history,
         "times": times,
+        "elapsed": times[-1],
+        "stderr": batch_means_stderr(growth, dt * renorm_every, times[-1]),
         "saved": saved,
+        "save_times": save_times,
     }
 
 

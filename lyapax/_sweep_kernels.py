@@ -15,7 +15,6 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from lyapax import _stats
 from lyapax._batching import BATCH_AXIS
 from lyapax._benettin import run_benettin
 from lyapax._tree import merge_static, split_static
@@ -101,25 +100,20 @@ def spectrum_kernel(
             renorm_every=renorm_every,
             decimate=decimate,
             save_states=save_states,
+            small_qr=True,
         )
-        carry, times, history = out["carry"], out["times"], out["history"]
-        growth = _stats.block_growths(history, times, jnp.zeros_like(carry.cum))
-        stderr = _stats.batch_means_stderr(growth, dt * renorm_every, times[-1])
-        saved = save_times = None
-        if save_states:
-            saved = out["saved"]
-            if row.dde_shapes is not None:
-                saved = saved[:, : row.step.n_state]
-            every = dt * decimate
-            save_times = every * jnp.arange(1, saved.shape[0] + 1, dtype=times.dtype)
+        carry, times = out["carry"], out["times"]
+        saved = out["saved"]
+        if saved is not None and row.dde_shapes is not None:
+            saved = saved[:, : row.step.n_state]
         return LyapunovResult(
             out["exponents"],
-            history,
+            out["history"],
             times,
-            _checkpoint(row, carry, times[-1], dt),
+            _checkpoint(row, carry, out["elapsed"], dt),
             saved,
-            save_times,
-            stderr,
+            out["save_times"],
+            out["stderr"],
         )
 
     batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None))

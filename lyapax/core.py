@@ -20,7 +20,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax import _stats
 from lyapax import _validate as v
 from lyapax._benettin import run_benettin
 from lyapax._tree import split_static
@@ -286,15 +285,13 @@ def _run_and_assemble(
         save_states=bool(save_states),
     )
     carry = out["carry"]
-    times = out["times"]
-    checkpoint = make_checkpoint(carry, times[-1])
+    checkpoint = make_checkpoint(carry, out["elapsed"])
     trajectory = save_times = None
     if save_states:
         trajectory = out["saved"]
         if n_state is not None:
             trajectory = trajectory[:, :n_state]
-        n_saved = n_steps // decimate
-        save_times = t0 + dt * decimate * jnp.arange(1, n_saved + 1, dtype=times.dtype)
+        save_times = out["save_times"]
     exponents = out["exponents"]
     if check_finite and not v.is_traced(exponents):
         bad = ~np.isfinite(np.asarray(exponents))
@@ -304,11 +301,14 @@ def _run_and_assemble(
                 f"{np.flatnonzero(bad).tolist()}: the trajectory or tangent frame "
                 "overflowed; reduce dt or renorm_every, or check the model"
             )
-    stderr = _block_stderr(
-        out["history"], times, out["carry"].cum, cum0, dt * renorm_every
-    )
     return LyapunovResult(
-        exponents, out["history"], times, checkpoint, trajectory, save_times, stderr
+        exponents,
+        out["history"],
+        out["times"],
+        checkpoint,
+        trajectory,
+        save_times,
+        out["stderr"],
     )
 
 
@@ -373,7 +373,9 @@ def lyapunov_spectrum(
             save_states,
             decimate,
         )
-    step_fn, state0, dt, n_steps = _resolve_call(step_fn_or_problem, state0, dt, n_steps)
+    step_fn, state0, dt, n_steps = _resolve_call(
+        step_fn_or_problem, state0, dt, n_steps
+    )
     state0 = v.as_state("state0", state0)
     dt = v.positive_dt(dt)
     d = state0.shape[0]
@@ -423,23 +425,3 @@ def lyapunov_spectrum(
             carry.state, carry.Y, carry.cum, t_end, dt
         ),
     )
-
-
-@jax.jit
-def _block_stderr(
-    history: Any, times: Any, cum_end: Any, cum0: Any, block_time: Any
-) -> jax.Array:
-    """Batch-means standard error ``(k,)`` of the sorted exponents of one run.
-
-    ``cum0`` is the checkpoint's raw accumulated growth on resume, else None.
-    Jitted so that the handful of reductions is one dispatch per call.
-    """
-    if cum0 is None:
-        cum_start = jnp.zeros(history.shape[1], history.dtype)
-    else:
-        # The checkpoint's columns are raw; sort them as the kernel sorted its
-        # final estimate, so the first block's growth is taken column by column.
-        order = jnp.argsort(-(cum_end / times[-1]))
-        cum_start = cum0[order]
-    growth = _stats.block_growths(history, times, cum_start)
-    return _stats.batch_means_stderr(growth, block_time, times[-1])

@@ -13,6 +13,12 @@ PUBLIC_MODULES = [
     "lyapax.systems",
     "lyapax.utils",
     "lyapax.diagnostics",
+    "lyapax.network",
+    "lyapax.coupling",
+    "lyapax.simulator",
+    "lyapax.dde",
+    "lyapax.sweep",
+    "lyapax.converge",
 ]
 
 
