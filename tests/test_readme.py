@@ -33,3 +33,21 @@ def test_readme_lorenz_example_prints_the_documented_spectrum(tmp_path):
     shown = re.search(r"prints\n\n```\n(.*?)```", README.read_text(), flags=re.S)
     documented = np.array(_numbers(shown.group(1)))
     np.testing.assert_allclose(printed, documented, atol=2e-2)
+
+
+def test_readme_delay_and_sweep_snippets_run(tmp_path):
+    blocks = _blocks("python")
+    delay = next(b for b in blocks if "dde_problem" in b)
+    sweep = next(b for b in blocks if "sweep_lyapunov_spectrum" in b)
+    checks = (
+        "import numpy as np\n"
+        "lam = np.asarray(result.exponents)\n"
+        "assert 0 < lam[0] < 0.02 and abs(lam[1]) < 5e-3 and lam[2] < 0, lam\n"
+        "assert res.exponents.shape == (1024, 3)\n"
+        "print('ok')\n"
+    )
+    script = tmp_path / "readme_snippets.py"
+    script.write_text("\n".join([_blocks("python")[0], delay, sweep, checks]))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().endswith("ok")
