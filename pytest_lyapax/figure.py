@@ -57,8 +57,10 @@ def build_figure(
         _draw_panel(ax, bench, legends, colors)
 
     names = ", ".join(b.name for b in benches) or "no sized benchmark"
+    # Wrapped: with several benchmarks one line would run off the figure.
+    wrapped = "\n".join(textwrap.wrap(f"benchmarks: {names}", width=80))
     fig.suptitle(
-        f"Wall time per JAX backend (CPU/GPU crossover): {names}\nmachine: {machine}",
+        f"Wall time per JAX backend (CPU/GPU crossover)\n{wrapped}\nmachine: {machine}",
         fontsize=11,
     )
     return fig
