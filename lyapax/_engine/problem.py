@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
 from lyapax._engine import validate
+from lyapax._engine.shapes import Scalar, StateLike, StepFn
 
 
 class EngineView(NamedTuple):
@@ -46,9 +47,9 @@ class EngineView(NamedTuple):
             None to accept anything with the checkpoint's fields.
     """
 
-    step: Any
+    step: StepFn
     z0: Float[Array, " d"]
-    dt: Any
+    dt: Scalar
     n_state: int
     min_transient_steps: int
     checkpoint: Callable[..., Any]
@@ -74,10 +75,10 @@ class LyapunovCheckpoint(NamedTuple):
     ``elapsed_time`` since the end of the transient, ``dt``.
     """
 
-    state: Any
-    Y: Any
-    cum_log_growth: Any
-    elapsed_time: Any
+    state: Float[Array, "*batch d"]
+    Y: Float[Array, "*batch d k"]
+    cum_log_growth: Float[Array, "*batch k"]
+    elapsed_time: Float[Array, " *batch"]
     dt: Any
 
 
@@ -88,9 +89,9 @@ def _ode_checkpoint(state, Y, cum, _step, elapsed_time, dt) -> LyapunovCheckpoin
 class ODEProblem(NamedTuple):
     """A discrete-time problem: ``step_fn`` advances ``state0`` by ``dt``."""
 
-    step_fn: Callable[[Any], Any]
-    state0: Any
-    dt: Any
+    step_fn: StepFn
+    state0: StateLike
+    dt: Scalar
 
     def for_engine(self) -> EngineView:
         """The step itself on the state ``(d,)``; no minimum transient."""
