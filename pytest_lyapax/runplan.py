@@ -108,6 +108,10 @@ def _start_workers(
         session.notes.append(
             f"-n/--dist/--tx from {where} replaced by one xdist worker per backend"
         )
+    # This runs in our tryfirst pytest_configure: after xdist's
+    # pytest_cmdline_main turned -n into --tx, and before xdist's own
+    # pytest_configure reads tx/dist to create its session.  Both orders are
+    # what make replacing the options here work.
     opt.tx = [worker_spec(session.backend(label)) for label in order]
     opt.dist = "load"  # any mode other than "no"; our scheduler replaces it
     opt.numprocesses = None
