@@ -8,6 +8,8 @@ median over the repeats, and the ratio of the medians.  Also times the
 bare ``import jax`` that each backend's worker pays, for scale.
 
     python benchmarks/plugin_startup.py [--repeats 5] [--json OUT]
+        [--baseline-path DIR]   # also time the plugin found in DIR (e.g. an
+                                # older checkout's tree), side by side
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -39,6 +42,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", type=Path, default=None, help="write results here")
+    parser.add_argument(
+        "--baseline-path",
+        type=Path,
+        default=None,
+        help="directory holding another pytest_lyapax to time alongside",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
@@ -47,6 +56,13 @@ def main() -> None:
     env.pop("JAX_PLATFORMS", None)
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     runs: dict[str, list[float]] = {"plain": [], "plugin": [], "import jax": []}
+    baseline_env = None
+    if args.baseline_path is not None:
+        runs["baseline plugin"] = []
+        path = str(args.baseline_path.resolve())
+        baseline_env = dict(
+            env, PYTHONPATH=os.pathsep.join([path, env.get("PYTHONPATH", "")])
+        )
     with tempfile.TemporaryDirectory() as tmp:
         suite = Path(tmp)
         (suite / "test_one.py").write_text(SUITE)
@@ -56,12 +72,17 @@ def main() -> None:
             runs["import jax"].append(
                 _time([sys.executable, "-c", "import jax"], suite, env)
             )
+            if baseline_env is not None:
+                runs["baseline plugin"].append(
+                    _time(pytest_cmd + PLUGIN, suite, baseline_env)
+                )
+                shutil.rmtree(suite / "lyapax-report", ignore_errors=True)
         assert not (suite / "lyapax-report").exists(), "a run without benchmarks wrote"
 
     print(f"1-test suite, {args.repeats} repeat(s), wall time per pytest run")
-    print(f"{'run':<12} {'min (s)':>8} {'median (s)':>11}")
+    print(f"{'run':<16} {'min (s)':>8} {'median (s)':>11}")
     for name, times in runs.items():
-        print(f"{name:<12} {min(times):8.2f} {statistics.median(times):11.2f}")
+        print(f"{name:<16} {min(times):8.2f} {statistics.median(times):11.2f}")
     ratio = statistics.median(runs["plugin"]) / statistics.median(runs["plain"])
     print(f"plugin / plain (medians): {ratio:.2f}x")
     if args.json is not None:

@@ -189,6 +189,15 @@ def pytest_collection_modifyitems(
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    lsession = get_session(session.config)
+    if lsession is not None and lsession.role == WORKER and session.items:
+        # Start JAX now: all workers collect at the same time, before any
+        # backend's phase begins, so no later backend pays its start-up
+        # (~1 s) while an earlier one waits, and nothing is being timed yet.
+        runplan.start_jax()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     lsession = get_session(session.config)
     if lsession is not None and lsession.role == WORKER:

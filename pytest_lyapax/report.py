@@ -259,12 +259,16 @@ def summary_lines(
                 entry["label"],
                 f"JAX_PLATFORMS={entry['platform']}",
                 entry["status"],
+                ", ".join(f"{n} {k}" for k, n in sorted(entry["outcomes"].items()))
+                or "-",
                 str(entry["n_benchmarks"]),
                 details.strip(", ") or "-",
             ]
         )
     lines = analysis.render_table(
-        ["backend", "environment", "status", "benchmarks", "device"], rows, left=5
+        ["backend", "environment", "status", "tests", "benchmarks", "device"],
+        rows,
+        left=6,
     )
     for state in session.states.values():
         if state.reason:

@@ -195,6 +195,17 @@ def check_process_backend(session: LyapaxSession, label: str) -> None:
         )
 
 
+def start_jax() -> None:
+    """Import JAX and start this process's backend; failures are left to the
+    per-test check (:func:`check_process_backend`), which reports them."""
+    try:
+        import jax
+
+        jax.devices()
+    except Exception:  # noqa: BLE001, S110 - reported by the first test instead
+        pass
+
+
 def release_worker_memory() -> None:
     """Free JAX's compiled programs and buffers in a finishing worker.
 
