@@ -404,6 +404,10 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _size_order(item: tuple[int | None, Any]) -> tuple[bool, int]:
+    return (item[0] is None, item[0] or 0)
+
+
 def render_history(
     reports: Sequence[Report],
     series: Mapping[tuple[str, str], Mapping[int | None, list[tuple[int, Any]]]],
@@ -425,7 +429,9 @@ def render_history(
     flagged = {(s.series, s.size, s.after) for s in steps}
     names = [r.path.name for r in reports]
     for ax, key in zip(axes, keys, strict=False):
-        for n, (size, points) in enumerate(sorted(series[key].items(), key=str)):
+        for n, (size, points) in enumerate(
+            sorted(series[key].items(), key=_size_order)
+        ):
             xs = [i for i, _ in points]
             color = f"C{n % 10}"
             ax.plot(
