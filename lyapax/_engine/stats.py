@@ -56,17 +56,21 @@ def _xp(*arrays: Any) -> Any:
 
 
 def block_growths(history: Any, times: Any, cum_start: Any) -> jax.Array:
-    """Per-block log-growths ``(n, k)`` from running estimates.
+    """Per-block log-growths ``(..., n, k)`` from running estimates.
 
     Args:
-        history: ``(n, k)`` running exponent estimates ``cum_j / times_j``.
-        times: ``(n,)`` elapsed times at each renormalisation.
-        cum_start: ``(k,)`` accumulated log-growth before the first block, in
-            the column order of ``history`` (zeros for a fresh run).
+        history: ``(..., n, k)`` running exponent estimates ``cum_j / times_j``.
+        times: ``(..., n)`` elapsed times at each renormalisation.
+        cum_start: ``(..., k)`` accumulated log-growth before the first block,
+            in the column order of ``history`` (zeros for a fresh run).
+
+    Leading axes (sweep rows) broadcast.
     """
     xp = _xp(history, times, cum_start)
-    cum = history * times[:, None]
-    previous = xp.concatenate([xp.asarray(cum_start, cum.dtype)[None], cum[:-1]])
+    cum = history * times[..., :, None]
+    start = xp.asarray(cum_start, cum.dtype)[..., None, :]
+    start = xp.broadcast_to(start, (*cum.shape[:-2], 1, cum.shape[-1]))
+    previous = xp.concatenate([start, cum[..., :-1, :]], axis=-2)
     return cum - previous
 
 
@@ -82,20 +86,20 @@ def batch_means_stderr(growth: Any, block_time: Any, total_time: Any) -> jax.Arr
     length for the average.
 
     Args:
-        growth: ``(n, k)`` log-growth of each renormalisation block.
+        growth: ``(..., n, k)`` log-growth of each renormalisation block.
         block_time: model time per block (``dt * renorm_every``).
-        total_time: model time the estimate averages over.
+        total_time: model time the estimate averages over (scalar or ``(...)``).
 
     Returns:
-        ``(k,)`` standard errors in 1/time units; NaN when ``n < 2``.
+        ``(..., k)`` standard errors in 1/time units; NaN when ``n < 2``.
     """
     xp = _xp(growth, block_time, total_time)
-    n, k = growth.shape
+    *lead, n, k = growth.shape
     b = batch_count(n)
     if b == 0:
-        return xp.full((k,), xp.nan, dtype=growth.dtype)
+        return xp.full((*lead, k), xp.nan, dtype=growth.dtype)
     m = n // b
     tau = m * block_time
-    rates = growth[: b * m].reshape(b, m, k).sum(axis=1) / tau
-    var = xp.var(rates, axis=0, ddof=1)
-    return xp.sqrt(var * tau / total_time)
+    rates = growth[..., : b * m, :].reshape(*lead, b, m, k).sum(axis=-2) / tau
+    var = xp.var(rates, axis=-2, ddof=1)
+    return xp.sqrt(var * tau / xp.asarray(total_time)[..., None])

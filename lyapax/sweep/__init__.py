@@ -32,10 +32,14 @@ import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import run, validate
+from lyapax._engine.benettin import resolve_qr
 from lyapax._engine.run import LyapunovResult
+from lyapax._engine.summary import estimates, saved_states
 from lyapax._engine.tree import split_static
 from lyapax.sweep import _batching as batching
 from lyapax.sweep._kernels import spectrum_kernel, trajectory_kernel
@@ -157,6 +161,7 @@ def sweep_lyapunov_spectrum(
     *,
     devices: Any = None,
     pad: bool = True,
+    qr: str = "auto",
 ) -> LyapunovResult:
     """Lyapunov spectra of a batch of parameter sets and/or initial states.
 
@@ -211,6 +216,10 @@ def sweep_lyapunov_spectrum(
         pad: when a chunk does not divide evenly over the devices, pad it with
             copies of its last row (computed, then discarded). With
             ``pad=False`` that is an error instead.
+        qr: re-orthonormalisation, as in ``lyapunov_spectrum``; ``"auto"``
+            here is the fused Householder QR for frames with ``k <= 8`` and
+            ``d <= 256`` (one vectorised computation for all rows) and LAPACK
+            for larger ones.
 
     Returns:
         :class:`~lyapax.core.LyapunovResult` with a leading batch axis ``n`` on
@@ -257,15 +266,99 @@ def sweep_lyapunov_spectrum(
         dtype=found.dtype,
         min_transient_steps=_min_transient(found),
     )
+    method = resolve_qr(qr, batched=True)
+    sizes = args.kernel_lengths()
+    lengths = sizes.pop("lengths")
     if save_states:
-        n_saved = args.n_steps // args.decimate
-        _warn_trajectory(plan, n_saved, found.n_state, found.dtype, trajectory_to_host)
+        # The device holds the kernel's buffer, rounded up (see kernel_lengths).
+        n_rows = sizes["save_capacity"]
+        _warn_trajectory(plan, n_rows, found.n_state, found.dtype, trajectory_to_host)
     dynamic, static = split_static(setup.builder)
     kernel = partial(
-        spectrum_kernel, dynamic, static=static, mesh=plan.mesh, **args.kernel_kwargs()
+        spectrum_kernel, dynamic, static=static, mesh=plan.mesh, k=args.k, qr=method
     )
     to_host = ("trajectory",) if save_states and trajectory_to_host else ()
-    return plan.run(lambda *rows: kernel(*rows, setup.dt), setup.batched, to_host)
+    raw = plan.run(
+        lambda *rows: kernel(*rows, setup.dt, lengths, **sizes), setup.batched, to_host
+    )
+    return _finish(raw, args, setup.dt, found.n_state, plan, trajectory_to_host)
+
+
+def _finish(
+    raw: LyapunovResult,
+    args: run.RunArgs,
+    dt: Any,
+    n_state: int,
+    plan: batching.Plan,
+    trajectory_to_host: bool,
+) -> LyapunovResult:
+    """The sweep's result from the kernel's buffers (see
+    :mod:`lyapax._engine.summary`), placed like the rows were."""
+    if not _addressable((raw.history, raw.trajectory)):
+        # Rows on other processes: finish on the devices (compiled per length).
+        return _finish_on_devices(raw, dt, args=args, n_state=n_state)
+    est = estimates(
+        raw.history,
+        np.zeros(args.k),
+        n_blocks=args.n_blocks,
+        dt=dt,
+        renorm_every=args.renorm_every,
+        t0=0.0,
+    )
+    trajectory = save_times = None
+    if args.save_states:
+        trajectory, save_times = saved_states(
+            raw.trajectory,
+            n_saved=args.n_saved,
+            n_state=n_state,
+            dt=dt,
+            decimate=args.decimate,
+            t0=0.0,
+        )
+    fields = (est["exponents"], est["history"], est["times"], save_times)
+    fields += (est["stderr"],)
+    exponents, history, times, save_times, stderr = plan.place(fields)
+    if not trajectory_to_host:
+        trajectory = plan.place(trajectory)
+    return LyapunovResult(
+        exponents, history, times, raw.checkpoint, trajectory, save_times, stderr
+    )
+
+
+def _addressable(buffers: Any) -> bool:
+    """Every shard of ``buffers`` is readable by this process."""
+    return all(getattr(b, "is_fully_addressable", True) for b in buffers)
+
+
+@partial(jax.jit, static_argnames=("args", "n_state"))
+def _finish_on_devices(raw, dt, *, args, n_state):
+    est = estimates(
+        raw.history,
+        jnp.zeros(args.k, raw.history.dtype),
+        n_blocks=args.n_blocks,
+        dt=dt,
+        renorm_every=args.renorm_every,
+        t0=jnp.zeros((), raw.history.dtype),
+    )
+    trajectory = save_times = None
+    if args.save_states:
+        trajectory, save_times = saved_states(
+            raw.trajectory,
+            n_saved=args.n_saved,
+            n_state=n_state,
+            dt=dt,
+            decimate=args.decimate,
+            t0=jnp.zeros((), raw.history.dtype),
+        )
+    return LyapunovResult(
+        est["exponents"],
+        est["history"],
+        est["times"],
+        raw.checkpoint,
+        trajectory,
+        save_times,
+        est["stderr"],
+    )
 
 
 def sweep_trajectory(
