@@ -8,6 +8,7 @@ numbers of the same shapes pays nothing for it.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
@@ -15,7 +16,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import sparse
 
 from lyapax._engine import validate
 from lyapax._engine.tree import split_static
@@ -23,9 +23,17 @@ from lyapax.integrators import TABLEAUS
 from lyapax.network._step import NetworkStep
 
 
+def is_bcoo(x: Any) -> bool:
+    """``x`` is a ``jax.experimental.sparse.BCOO`` matrix. Only a program that
+    imported that module can hold one, so lyapax never imports it (with SciPy,
+    it would double the time ``import lyapax`` takes)."""
+    sparse = sys.modules.get("jax.experimental.sparse")
+    return sparse is not None and isinstance(x, sparse.BCOO)
+
+
 def as_weights(weights: Any) -> Any:
     """Dense float array or BCOO matrix of shape ``(n, n)``; raises on others."""
-    if isinstance(weights, sparse.BCOO):
+    if is_bcoo(weights):
         shape = tuple(weights.shape)
     else:
         if not isinstance(weights, jax.Array):
