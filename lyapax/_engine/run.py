@@ -25,7 +25,7 @@ from lyapax._engine.benettin import (
     run_benettin,
 )
 from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
-from lyapax._engine.summary import estimates, saved_states
+from lyapax._engine.summary import finish_program, keep_rows
 from lyapax._engine.tree import split_static
 
 __all__ = [
@@ -288,53 +288,60 @@ def spectrum(
         cum0 = jnp.asarray(resume.cum_log_growth, dtype=dtype)
         t0 = resume.elapsed_time
     dynamic, static = split_static(view.step)
+    traced = validate.under_transformation(dynamic, z0, Y0, cum0, step0)
+    kernel_args = args.kernel_lengths(traced)
+    # One input type for fresh (0) and resumed (a counter array) runs.
+    step0 = jnp.asarray(step0, jnp.int32) if traced else np.int32(step0)
     out = run_benettin(
         dynamic,
         z0,
         Y0,
         cum0,
-        # One input type for fresh (0) and resumed (a counter array) runs.
-        jnp.asarray(step0, jnp.int32),
+        step0,
         static=static,
         qr=method,
-        **args.kernel_lengths(validate.under_transformation(dynamic, z0, Y0, cum0)),
+        **kernel_args,
     )
     carry = out["carry"]
-    est = estimates(
-        out["cum"],
-        cum0,
-        n_blocks=args.n_blocks,
-        dt=view.dt,
-        renorm_every=args.renorm_every,
-        t0=t0,
+    n_blocks = args.n_blocks
+    dt = view.dt
+    if not traced:  # one input type whatever the caller passed
+        dt, t0 = np.asarray(dt, dtype), np.asarray(t0, dtype)
+    est = finish_program(
+        out["cum"], cum0, np.int32(n_blocks), dt, np.int32(args.renorm_every), t0
     )
-    est = to_device(est)
     checkpoint = view.checkpoint(
         carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
     )
-    trajectory = save_times = None
+    rows = {
+        "history": keep_rows(est["history"], n_blocks, axis=-2),
+        "times": keep_rows(est["times"], n_blocks, axis=-1),
+    }
     if args.save_states:
-        trajectory, save_times = to_device(
-            saved_states(
-                out["saved"],
-                n_saved=args.n_saved,
-                n_state=view.n_state,
-                dt=view.dt,
-                decimate=args.decimate,
-                t0=t0,
-            )
+        rows["trajectory"] = keep_rows(
+            out["saved"], args.n_saved, axis=-2, cols=view.n_state
         )
+        rows["save_times"] = keep_rows(
+            save_times(dt, args.decimate, t0, args.n_saved), args.n_saved, axis=-1
+        )
+    rows = to_device(rows)
     if check_finite:
         check_finite_estimates(est["exponents"])
     return LyapunovResult(
         est["exponents"],
-        est["history"],
-        est["times"],
+        rows["history"],
+        rows["times"],
         checkpoint,
-        trajectory,
-        save_times,
+        rows.get("trajectory"),
+        rows.get("save_times"),
         est["stderr"],
     )
+
+
+def save_times(dt: Any, decimate: int, t0: Any, n_saved: int) -> Any:
+    """Times ``(n_saved,)`` of the saved states (NumPy unless traced)."""
+    xp = jnp if validate.is_traced((dt, t0)) else np
+    return t0 + dt * decimate * xp.arange(1, n_saved + 1, dtype=xp.result_type(float))
 
 
 def to_device(tree: Any) -> Any:

@@ -103,3 +103,41 @@ def batch_means_stderr(growth: Any, block_time: Any, total_time: Any) -> jax.Arr
     rates = growth[..., : b * m, :].reshape(*lead, b, m, k).sum(axis=-2) / tau
     var = xp.var(rates, axis=-2, ddof=1)
     return xp.sqrt(var * tau / xp.asarray(total_time)[..., None])
+
+
+def _isqrt(n: jax.Array) -> jax.Array:
+    """``floor(sqrt(n))`` of a non-negative int32 array, exact (no overflow)."""
+    r = jnp.floor(jnp.sqrt(n.astype(jnp.result_type(float)))).astype(n.dtype)
+    r = jnp.where((r > 0) & (r > n // jnp.maximum(r, 1)), r - 1, r)
+    return jnp.where(r + 1 <= n // (r + 1), r + 1, r)
+
+
+def running_stderr(
+    cum: jax.Array, cum0: jax.Array, n: jax.Array, block_time: Any, total_time: Any
+) -> jax.Array:
+    """:func:`batch_means_stderr` of the first ``n`` blocks, ``n`` traced.
+
+    Args:
+        cum: ``(capacity, k)`` accumulated log-growth after each block; rows
+            from ``n`` on are ignored.
+        cum0: ``(k,)`` accumulated log-growth before the first block.
+        n: number of blocks (int32, may be traced).
+        block_time, total_time: as in :func:`batch_means_stderr`.
+
+    The batches are those of :func:`batch_count`; a batch's log-growth is the
+    difference of ``cum`` at its ends (the same sums, rounded once).
+    """
+    capacity = cum.shape[0]
+    b = jnp.maximum(2, _isqrt(n))
+    m = jnp.maximum(n // b, 1)
+    n_max = max(2, math.isqrt(capacity))  # most batches any n <= capacity has
+    ends = jnp.arange(n_max + 1) * m - 1  # last block of each batch, -1 = start
+    at = jnp.take(cum, jnp.clip(ends, 0, capacity - 1), axis=0)
+    at = jnp.where((ends < 0)[:, None], cum0, at)
+    tau = m.astype(cum.dtype) * block_time
+    rates = (at[1:] - at[:-1]) / tau
+    used = (jnp.arange(n_max) < b)[:, None]
+    count = b.astype(cum.dtype)
+    mean = jnp.sum(jnp.where(used, rates, 0.0), axis=0) / count
+    var = jnp.sum(jnp.where(used, (rates - mean) ** 2, 0.0), axis=0) / (count - 1)
+    return jnp.where(n < 2, jnp.nan, jnp.sqrt(var * tau / total_time))

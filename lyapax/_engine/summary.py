@@ -3,100 +3,83 @@
 The kernel (:mod:`~lyapax._engine.benettin`) writes the accumulated
 log-growth of each block, and the saved states, into buffers with room for
 more rows than the run produced, so that runs of different lengths share one
-compiled program. Here the produced rows are kept and turned into running
-estimates, times and error bars. Outside a trace this runs in NumPy on host
-copies and returns NumPy arrays, which the caller places on its devices
-(``jax.device_put`` compiles nothing): an eager device op on a new shape would
-compile a small program of its own, which would cost more than the run for
-short runs. Under a trace (a user's ``jit``) the same code runs in
-``jax.numpy``. Leading axes (the rows of a sweep) are kept.
+compiled program. :func:`finish` turns the growth buffer into the final
+estimates, error bars and running estimates with the number of blocks as
+data: one program per buffer shape, shared by every step function (a new
+step function compiles only its loop). :func:`keep_rows` then keeps the rows
+a run produced: on the host, followed by ``jax.device_put``, because an eager
+device slice of a new length would compile a program of its own, which costs
+more than a short run. Under a trace (a user's ``jit``) the slice is traced.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax._engine.stats import batch_means_stderr, block_growths
+from lyapax._engine.stats import running_stderr
 from lyapax._engine.validate import is_traced
 
-__all__ = ["estimates", "saved_states"]
+__all__ = ["finish", "finish_program", "keep_rows"]
 
 
-def _xp(*arrays: Any) -> Any:
-    return jnp if any(is_traced(a) for a in arrays) else np
-
-
-def estimates(
-    cum: Any, cum0: Any, *, n_blocks: int, dt: Any, renorm_every: int, t0: Any
-) -> dict[str, Any]:
-    """Running estimates of a run from its growth buffer.
+def finish(
+    cum: jax.Array,
+    cum0: jax.Array,
+    n_blocks: Any,
+    dt: Any,
+    renorm_every: Any,
+    t0: Any,
+) -> dict[str, jax.Array]:
+    """Estimates of a run from its growth buffer (``n_blocks`` may be traced).
 
     Args:
-        cum: ``(..., capacity, k)`` accumulated log-growth after each block
-            (raw column order); rows past ``n_blocks`` are ignored.
-        cum0: ``(..., k)`` accumulated log-growth at the start.
-        n_blocks: measured blocks.
-        dt: model time per step; ``renorm_every`` steps per block.
-        t0: elapsed model time at the start (a checkpoint's, else 0).
+        cum: ``(capacity, k)`` accumulated log-growth after each measured block
+            (raw column order); rows from ``n_blocks`` on are ignored.
+        cum0: ``(k,)`` accumulated log-growth at the start.
+        n_blocks: measured blocks; dt: model time per step; renorm_every:
+            steps per block; t0: elapsed model time at the start.
 
     Returns:
-        ``history (..., n_blocks, k)`` (columns ordered by the final estimate,
-        descending), ``times (..., n_blocks)``, ``exponents (..., k)``,
-        ``elapsed (...)`` and ``stderr (..., k)`` (see
-        :func:`~lyapax._engine.stats.batch_means_stderr`).
+        ``exponents (k,)`` descending, ``stderr (k,)`` (same order, see
+        :func:`~lyapax._engine.stats.running_stderr`), ``elapsed ()``, and
+        ``history (capacity, k)`` / ``times (capacity,)`` of which the first
+        ``n_blocks`` rows are the result's (columns ordered like
+        ``exponents``).
     """
-    xp = _xp(cum, cum0, dt, t0)
-    if xp is np:
-        # An overflowed run gives inf - inf: reported by check_finite, not here.
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            return _estimates(np, cum, cum0, n_blocks, dt, renorm_every, t0)
-    return _estimates(jnp, cum, cum0, n_blocks, dt, renorm_every, t0)
-
-
-def _estimates(xp, cum, cum0, n_blocks, dt, renorm_every, t0):
-    cum = xp.asarray(cum)[..., :n_blocks, :]
-    lead, k = cum.shape[:-2], cum.shape[-1]
     dtype = cum.dtype
-    dt, t0 = xp.asarray(dt, dtype), xp.asarray(t0, dtype)
-    times = t0 + dt * renorm_every * xp.arange(1, n_blocks + 1, dtype=dtype)
-    times = xp.broadcast_to(times, (*lead, n_blocks))
-    raw = cum / times[..., None]
-    last = -raw[..., -1, :]
-    order = np.argsort(last, axis=-1, kind="stable") if xp is np else jnp.argsort(last)
-    history = xp.take_along_axis(raw, order[..., None, :], axis=-1)
-    start = xp.broadcast_to(xp.asarray(cum0, dtype), (*lead, k))
-    growth = block_growths(history, times, xp.take_along_axis(start, order, axis=-1))
-    elapsed = times[..., -1]
-    stderr = batch_means_stderr(growth, dt * renorm_every, elapsed)
+    block_time = dt * renorm_every
+    times = t0 + block_time * jnp.arange(1, cum.shape[0] + 1, dtype=dtype)
+    last = n_blocks - 1
+    elapsed = times[last]
+    order = jnp.argsort(-cum[last] / elapsed)
+    history = (cum / times[:, None])[:, order]
+    stderr = running_stderr(cum, cum0, n_blocks, block_time, elapsed)[order]
     return {
+        "exponents": history[last],
+        "stderr": stderr,
+        "elapsed": elapsed,
         "history": history,
         "times": times,
-        "exponents": history[..., -1, :],
-        "elapsed": elapsed,
-        "stderr": stderr,
     }
 
 
-def saved_states(
-    saved: Any,
-    *,
-    n_saved: int,
-    n_state: int,
-    dt: Any,
-    decimate: int,
-    t0: Any,
-) -> tuple[Any, Any]:
-    """``(trajectory (..., n_saved, n_state), save_times (..., n_saved))`` from
-    the kernel's saved-state buffer ``(..., capacity, d)``: the first
-    ``n_state`` coordinates are the present state."""
-    xp = _xp(saved, dt, t0)
-    trajectory = xp.asarray(saved)[..., :n_saved, :n_state]
-    dtype = trajectory.dtype
-    dt, t0 = xp.asarray(dt, dtype), xp.asarray(t0, dtype)
-    every = dt * decimate
-    times = t0 + every * xp.arange(1, n_saved + 1, dtype=dtype)
-    times = xp.broadcast_to(times, trajectory.shape[:-1])
-    return trajectory, times
+#: :func:`finish` as a program of its own (cached by buffer shape).
+finish_program = jax.jit(finish)
+
+
+def keep_rows(x: Any, n: int, *, axis: int, cols: int | None = None) -> Any:
+    """``x`` cut to its first ``n`` entries along ``axis`` (and its first
+    ``cols`` along the last axis): a host NumPy array unless ``x`` is traced,
+    in which case the slice is part of the trace."""
+    if x is None:
+        return None
+    x = x if is_traced(x) else np.asarray(x)
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(0, n)
+    if cols is not None:
+        index[-1] = slice(0, cols)
+    return x[tuple(index)]

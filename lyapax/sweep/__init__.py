@@ -39,7 +39,7 @@ import numpy as np
 from lyapax._engine import run, validate
 from lyapax._engine.benettin import resolve_qr
 from lyapax._engine.run import LyapunovResult
-from lyapax._engine.summary import estimates, saved_states
+from lyapax._engine.summary import keep_rows
 from lyapax._engine.tree import split_static
 from lyapax.sweep import _batching as batching
 from lyapax.sweep._kernels import spectrum_kernel, trajectory_kernel
@@ -281,47 +281,40 @@ def sweep_lyapunov_spectrum(
     raw = plan.run(
         lambda *rows: kernel(*rows, setup.dt, lengths, **sizes), setup.batched, to_host
     )
-    return _finish(raw, args, setup.dt, found.n_state, plan, trajectory_to_host)
+    return _finish(raw, args, setup.dt, plan, trajectory_to_host)
 
 
 def _finish(
     raw: LyapunovResult,
     args: run.RunArgs,
     dt: Any,
-    n_state: int,
     plan: batching.Plan,
     trajectory_to_host: bool,
 ) -> LyapunovResult:
-    """The sweep's result from the kernel's buffers (see
-    :mod:`lyapax._engine.summary`), placed like the rows were."""
+    """The kernel's buffers cut to the run's rows (on the host, see
+    :mod:`lyapax._engine.summary`) and placed like the rows were."""
     if not _addressable((raw.history, raw.trajectory)):
-        # Rows on other processes: finish on the devices (compiled per length).
-        return _finish_on_devices(raw, dt, args=args, n_state=n_state)
-    est = estimates(
-        raw.history,
-        np.zeros(args.k),
-        n_blocks=args.n_blocks,
-        dt=dt,
-        renorm_every=args.renorm_every,
-        t0=0.0,
-    )
+        # Rows on other processes: cut on the devices (compiled per length).
+        return _finish_on_devices(raw, dt, args=args)
+    n = args.n_blocks
+    rows = {
+        "history": keep_rows(raw.history, n, axis=-2),
+        "times": keep_rows(raw.times, n, axis=-1),
+    }
     trajectory = save_times = None
     if args.save_states:
-        trajectory, save_times = saved_states(
-            raw.trajectory,
-            n_saved=args.n_saved,
-            n_state=n_state,
-            dt=dt,
-            decimate=args.decimate,
-            t0=0.0,
-        )
-    fields = (est["exponents"], est["history"], est["times"], save_times)
-    fields += (est["stderr"],)
-    exponents, history, times, save_times, stderr = plan.place(fields)
-    if not trajectory_to_host:
-        trajectory = plan.place(trajectory)
-    return LyapunovResult(
-        exponents, history, times, raw.checkpoint, trajectory, save_times, stderr
+        trajectory = keep_rows(raw.trajectory, args.n_saved, axis=-2)
+        times = run.save_times(np.asarray(dt), args.decimate, 0.0, args.n_saved)
+        rows["save_times"] = np.broadcast_to(times, trajectory.shape[:-1])
+    rows = plan.place(rows)
+    if args.save_states:
+        save_times = rows["save_times"]
+        trajectory = trajectory if trajectory_to_host else plan.place(trajectory)
+    return raw._replace(
+        history=rows["history"],
+        times=rows["times"],
+        trajectory=trajectory,
+        save_times=save_times,
     )
 
 
@@ -330,34 +323,19 @@ def _addressable(buffers: Any) -> bool:
     return all(getattr(b, "is_fully_addressable", True) for b in buffers)
 
 
-@partial(jax.jit, static_argnames=("args", "n_state"))
-def _finish_on_devices(raw, dt, *, args, n_state):
-    est = estimates(
-        raw.history,
-        jnp.zeros(args.k, raw.history.dtype),
-        n_blocks=args.n_blocks,
-        dt=dt,
-        renorm_every=args.renorm_every,
-        t0=jnp.zeros((), raw.history.dtype),
-    )
+@partial(jax.jit, static_argnames=("args",))
+def _finish_on_devices(raw, dt, *, args):
+    n = args.n_blocks
     trajectory = save_times = None
     if args.save_states:
-        trajectory, save_times = saved_states(
-            raw.trajectory,
-            n_saved=args.n_saved,
-            n_state=n_state,
-            dt=dt,
-            decimate=args.decimate,
-            t0=jnp.zeros((), raw.history.dtype),
-        )
-    return LyapunovResult(
-        est["exponents"],
-        est["history"],
-        est["times"],
-        raw.checkpoint,
-        trajectory,
-        save_times,
-        est["stderr"],
+        trajectory = raw.trajectory[:, : args.n_saved]
+        times = run.save_times(dt, args.decimate, 0.0, args.n_saved)
+        save_times = jnp.broadcast_to(times, trajectory.shape[:-1])
+    return raw._replace(
+        history=raw.history[:, :n],
+        times=raw.times[:, :n],
+        trajectory=trajectory,
+        save_times=save_times,
     )
 
 

@@ -19,6 +19,7 @@ from jax.sharding import PartitionSpec
 
 from lyapax._engine.benettin import initial_frame, run_benettin
 from lyapax._engine.run import LyapunovResult
+from lyapax._engine.summary import finish
 from lyapax._engine.tree import merge_static, split_static
 from lyapax.sweep._batching import BATCH_AXIS
 from lyapax.utils import Trajectory
@@ -63,9 +64,8 @@ def spectrum_kernel(
     qr,
 ):
     """One Benettin run per row. Returns a LyapunovResult with a row axis whose
-    ``checkpoint`` is final, ``history`` holds the kernel's growth buffer and
-    ``trajectory`` its saved-state buffer (present state only); the caller
-    turns them into estimates (:mod:`lyapax._engine.summary`)."""
+    ``history``, ``times`` and ``trajectory`` are buffers longer than the run
+    (see :mod:`lyapax._engine.summary`); the caller keeps their first rows."""
 
     def one(dyn, p, x0, seed, dt, lengths):
         view = merge_static(dyn, static).build(p, x0, dt)
@@ -85,14 +85,21 @@ def spectrum_kernel(
             qr=qr,
         )
         carry, saved = out["carry"], out["saved"]
-        # The last of the summary's times, by the same arithmetic.
-        elapsed = 0.0 + dt * lengths.renorm_every * lengths.n_blocks.astype(dt.dtype)
+        est = finish(out["cum"], cum0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
         checkpoint = view.checkpoint(
-            carry.state, carry.Y, carry.cum, carry.step, elapsed, dt
+            carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], dt
         )
         if saved is not None:
             saved = saved[:, : view.n_state]
-        return LyapunovResult(None, out["cum"], None, checkpoint, saved)
+        return LyapunovResult(
+            est["exponents"],
+            est["history"],
+            est["times"],
+            checkpoint,
+            saved,
+            None,
+            est["stderr"],
+        )
 
     batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None, None))
     spread = _spread(batched, mesh, n_shared=2)
