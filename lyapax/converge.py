@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, NamedTuple, TextIO
 
-import jax.numpy as jnp
+import jax
 import numpy as np
 
 from lyapax._engine import stats, validate
@@ -209,10 +209,11 @@ def _join(chunks: list[LyapunovResult], renorm_every: int) -> LyapunovResult:
         np.concatenate(growths), block_time, float(all_times[-1])
     )
     history = np.concatenate(raws)[:, order]
+    # device_put, not jnp.asarray: the latter compiles a copy per new shape.
     return last._replace(
-        history=jnp.asarray(history),
-        times=jnp.asarray(all_times),
-        stderr=jnp.asarray(stderr[order]),
+        history=jax.device_put(history),
+        times=jax.device_put(all_times),
+        stderr=jax.device_put(stderr[order]),
     )
 
 

@@ -76,6 +76,7 @@ def lyapunov_spectrum(
     resume: LyapunovCheckpoint | None = None,
     save_states: bool = False,
     decimate: int = 1,
+    qr: str = "auto",
 ) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a map or a discretised flow.
 
@@ -94,6 +95,12 @@ def lyapunov_spectrum(
         resume: a :class:`LyapunovCheckpoint` to continue exactly.
         save_states: also return the trajectory every ``decimate`` steps.
         decimate: must divide ``renorm_every``.
+        qr: re-orthonormalisation: ``"lapack"`` (``jnp.linalg.qr``),
+            ``"householder"`` (reflections in fused ``jax.numpy`` ops; programs
+            grow with ``k``) or ``"auto"``: LAPACK for a single run, the fused
+            Householder QR of small frames (``k <= 8``, ``d <= 256``) in
+            sweeps, the rule measured fastest on CPU. Results agree to
+            rounding.
 
     Returns:
         :class:`LyapunovResult`.
@@ -128,4 +135,5 @@ def lyapunov_spectrum(
         save_states=save_states,
         decimate=decimate,
         stacklevel=2,
+        qr=qr,
     )

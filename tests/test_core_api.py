@@ -156,8 +156,11 @@ def test_rebuilt_problems_and_repeated_calls_do_not_retrace():
         renorm_every=10,
     )
     assert len(traces) == after_first
-    # A different static argument (n_steps) does compile a new program.
+    # Run lengths are data: a new n_steps does not retrace either...
     lyapunov_spectrum(problem(-1.0), n_steps=200, renorm_every=10)
+    assert len(traces) == after_first
+    # ...but a new structure (k) does.
+    lyapunov_spectrum(problem(-1.0), n_steps=200, renorm_every=10, k=1)
     assert len(traces) > after_first
 
 

@@ -1,28 +1,55 @@
-"""The Benettin/QR kernel: one jitted ``lax.scan`` over renormalisation blocks.
+"""The Benettin/QR kernel: nested ``lax.fori_loop`` whose trip counts are data.
 
 Benettin, Galgani, Giorgilli & Strelcyn (1980); Shimada & Nagashima (1979).
 The tangent frame ``Y (d, k)`` is pushed forward matrix-free with ``jax.jvp``
 batched by ``jax.vmap`` (or by a step's own ``tangent_step`` when it has a
 cheaper fused form), re-orthonormalised by QR every ``renorm_every`` steps, and
 ``log|diag R|`` is accumulated.
+
+The run lengths (:class:`Lengths`: blocks, transient blocks, steps per block,
+steps per saved state) are traced arguments, the trip counts of an outer loop
+over blocks and an inner loop over steps. What is compiled depends only on the
+step's structure, the shapes, ``k``, the QR method and two output capacities:
+the kernel writes the cumulative log-growth of each block into a buffer of
+``capacity`` rows (saved states into one of ``save_capacity`` rows) and the
+caller keeps the first ``n_blocks`` rows. :func:`capacity` rounds up to a
+power of two, so runs of different lengths share one program.
 """
 
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, ArrayLike, Float, Int
+import numpy as np
 
-from lyapax._engine.qr import thin_qr
-from lyapax._engine.stats import batch_means_stderr, block_growths
+from lyapax._engine.qr import householder_qr, thin_qr
 from lyapax._engine.tree import merge_static
+
+if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
+    from jaxtyping import Array, ArrayLike, Float, Int
+
+__all__ = [
+    "QR_METHODS",
+    "BenettinState",
+    "Lengths",
+    "capacity",
+    "initial_frame",
+    "resolve_qr",
+    "run_benettin",
+    "tangent_step",
+]
+
+#: Accepted values of the public ``qr=`` argument.
+QR_METHODS = ("auto", "householder", "lapack")
+#: Smallest output buffer (rows): runs of up to this many blocks share a program.
+MIN_CAPACITY = 256
 
 
 class BenettinState(NamedTuple):
-    """Carry of the scan: point, orthonormal frame, accumulated log-growth and
+    """Carry of the loop: point, orthonormal frame, accumulated log-growth and
     the integer step counter (read by steps that index a delay ring buffer)."""
 
     state: Float[Array, " d"]
@@ -31,12 +58,54 @@ class BenettinState(NamedTuple):
     step: Int[Array, ""]
 
 
-def tangent_step(
-    step_fn: Any,
-    state: Float[Array, " d"],
-    Y: Float[Array, "d k"],
-    step: Int[Array, ""],
-) -> tuple[Float[Array, " d"], Float[Array, "d k"]]:
+class Lengths(NamedTuple):
+    """Run lengths, passed to the kernel as int32 data (changing them does
+    not recompile): measured blocks, transient blocks (growth discarded),
+    steps per block, and steps per saved state (when states are saved)."""
+
+    n_blocks: Any
+    n_transient_blocks: Any
+    renorm_every: Any
+    decimate: Any
+
+    @classmethod
+    def of(
+        cls, n_blocks: int, n_transient_blocks: int, renorm_every: int, decimate: int
+    ) -> Lengths:
+        """Host int32 scalars: one input type whatever the values."""
+        return cls(
+            *(
+                np.int32(v)
+                for v in (n_blocks, n_transient_blocks, renorm_every, decimate)
+            )
+        )
+
+
+def capacity(n: int) -> int:
+    """Rows compiled for an output of ``n`` rows: the next power of two, at
+    least :data:`MIN_CAPACITY`."""
+    return max(MIN_CAPACITY, 1 << (int(n) - 1).bit_length())
+
+
+def resolve_qr(qr: Any, *, batched: bool) -> str:
+    """The kernel's QR method for the public ``qr=`` choice.
+
+    ``"auto"`` keeps the measured CPU rule: LAPACK for a single run (its
+    program compiles faster), and for the vmapped rows of a sweep the fused
+    Householder QR of small frames (``k <= 8``, ``d <= 256``) with LAPACK for
+    larger ones (see :mod:`lyapax._engine.qr`).
+
+    Raises:
+        ValueError: ``qr`` not one of :data:`QR_METHODS`.
+    """
+    if not isinstance(qr, str) or qr not in QR_METHODS:
+        raise ValueError(f"qr must be one of {QR_METHODS}; got {qr!r}")
+    if qr == "auto":
+        return "small" if batched else "lapack"
+    return qr
+
+
+def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
     """Advance ``state`` one step and push the columns of ``Y`` through its JVP.
 
     A step function may provide ``tangent_step(state, Y)`` (a fused, cheaper
@@ -56,60 +125,22 @@ def tangent_step(
     return new_state, new_Y
 
 
-def _qr_renormalise(
-    Y: Float[Array, "d k"], small_qr: bool = False
-) -> tuple[Float[Array, "d k"], Float[Array, " k"]]:
-    # Small frames: Householder in jnp ops (fused, vectorised under vmap);
-    # LAPACK's per-call overhead dominated sweeps of small systems.
-    # LAPACK for a single run (its compiled program is smaller: faster first
-    # call); under vmap (sweeps) LAPACK runs one small call per row, so sweeps
-    # ask for the fused jnp Householder QR of small frames instead.
-    Q, R = thin_qr(Y) if small_qr else jnp.linalg.qr(Y)
+def _qr_renormalise(Y: jax.Array, qr: str):
+    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``
+    (``"lapack"``, ``"householder"`` or ``"small"``: see :func:`resolve_qr`)."""
+    if qr == "householder":
+        Q, R = householder_qr(Y)
+    elif qr == "small":
+        Q, R = thin_qr(Y)
+    else:
+        Q, R = jnp.linalg.qr(Y)
     diag = jnp.diagonal(R)
     # Positive diagonal keeps each column's identity continuous between blocks.
     sign = jnp.where(diag < 0, -1.0, 1.0).astype(Y.dtype)
     return Q * sign, jnp.log(jnp.abs(diag))
 
 
-def _block(
-    step_fn: Any,
-    renorm_every: int,
-    decimate: int,
-    save: bool,
-    small_qr: bool,
-    carry: BenettinState,
-    _: None,
-) -> tuple[BenettinState, tuple[Float[Array, " k"], Float[Array, "m d"] | None]]:
-    """``renorm_every`` tangent steps then one QR; optionally saves states."""
-
-    indexed = getattr(step_fn, "uses_step_index", False)
-
-    def one_step(c, _):
-        s, Y = tangent_step(step_fn, c[0], c[1], c[2])
-        # The counter costs a loop-carried op per step: only steps that read it
-        # (ring buffers) get it incremented per step; others per block.
-        return (s, Y, c[2] + 1 if indexed else c[2]), None
-
-    def save_group(c, _):
-        c, _ = jax.lax.scan(one_step, c, None, length=decimate)
-        return c, c[0]
-
-    start = (carry.state, carry.Y, carry.step)
-    if save:
-        (state, Y, step), saved = jax.lax.scan(
-            save_group, start, None, length=renorm_every // decimate
-        )
-    else:
-        (state, Y, step), _ = jax.lax.scan(one_step, start, None, length=renorm_every)
-        saved = None
-    if not indexed:
-        step = step + renorm_every
-    Y, growth = _qr_renormalise(Y, small_qr)
-    cum = carry.cum + growth
-    return BenettinState(state, Y, cum, step), (cum, saved)
-
-
-def _check_step_output(step_fn: Any, state: Float[Array, " d"]) -> None:
+def _check_step_output(step_fn: Any, state: jax.Array) -> None:
     # Runs at trace time only, so cached calls pay nothing for it.
     if getattr(step_fn, "uses_step_index", False):
         out = jax.eval_shape(step_fn, state, jnp.zeros((), jnp.int32))
@@ -124,97 +155,101 @@ def _check_step_output(step_fn: Any, state: Float[Array, " d"]) -> None:
         )
 
 
-#: The run sizes every Benettin program is compiled for (static arguments of
-#: :func:`run_benettin` and of the sweep kernels; see ``RunArgs.kernel_kwargs``).
-RUN_SIZES = (
-    "k",
-    "n_blocks",
-    "n_transient_blocks",
-    "renorm_every",
-    "decimate",
-    "save_states",
+@partial(
+    jax.jit,
+    static_argnames=("static", "capacity", "save_capacity", "qr", "static_lengths"),
 )
-
-
-@partial(jax.jit, static_argnames=("static", *RUN_SIZES, "small_qr"))
 def run_benettin(
     dynamic: list[Any],
-    state0: Float[Array, " d"],
-    Y0: Float[Array, "d k"] | None,
-    cum0: Float[Array, " k"] | None,
-    seed: Int[ArrayLike, ""],
-    dt: Float[ArrayLike, ""],
-    t0: Float[ArrayLike, ""],
-    step0: Int[ArrayLike, ""] = 0,
+    state0: jax.Array,
+    Y0: jax.Array,
+    cum0: jax.Array,
+    step0: Any,
+    lengths: Lengths | None = None,
     *,
     static: Any,
-    k: int,
-    n_blocks: int,
-    n_transient_blocks: int,
-    renorm_every: int,
-    decimate: int,
-    save_states: bool,
-    small_qr: bool = False,
+    capacity: int,
+    save_capacity: int = 0,
+    qr: str = "lapack",
+    static_lengths: Lengths | None = None,
 ) -> dict[str, Any]:
-    """Run transient blocks (growth discarded) then ``n_blocks`` measured blocks.
+    """Run ``n_transient_blocks`` blocks (growth discarded), then ``n_blocks``.
 
-    ``Y0``/``cum0`` are ``None`` for a fresh run (frame drawn from ``seed``) or
-    come from a checkpoint; ``step0`` is the step counter at the start. Returns
-    a dict with the final carry (raw column order), sorted ``exponents (k,)``,
-    ``history (n_blocks, k)`` with columns in the order of the final estimate,
-    ``times (n_blocks,)`` and ``saved`` states.
+    Args:
+        dynamic, static: the step split by :func:`~lyapax._engine.tree.split_static`.
+        state0: start point ``(d,)``; ``Y0 (d, k)`` orthonormal frame and
+            ``cum0 (k,)`` accumulated log-growth (zeros for a fresh run, a
+            checkpoint's when resuming); ``step0`` the step counter at start.
+        lengths: :class:`Lengths` (traced), or None with ``static_lengths``:
+            Python ints compiled into the program, whose loops are then
+            ``lax.scan`` (reverse-mode differentiable; used when the caller is
+            itself being traced, which compiles per call anyway).
+        capacity: rows of the growth buffer, ``>= n_blocks``.
+        save_capacity: rows of the saved-state buffer,
+            ``>= n_blocks * renorm_every // decimate``; 0 saves nothing.
+        qr: kernel QR method (see :func:`resolve_qr`).
+
+    Returns:
+        ``{"carry": BenettinState, "cum": (capacity, k), "saved":
+        (save_capacity, d) or None}``: row ``j < n_blocks`` of ``cum`` is the
+        accumulated log-growth after measured block ``j + 1`` (raw column
+        order), row ``i`` of ``saved`` the state after ``(i + 1) * decimate``
+        measured steps. Rows past those are unspecified.
     """
     step_fn = merge_static(dynamic, static)
     _check_step_output(step_fn, state0)
-    d = state0.shape[0]
-    if Y0 is None:
-        Y0 = initial_basis(seed, d=d, k=k, dtype=state0.dtype)
-        cum0 = jnp.zeros((k,), dtype=state0.dtype)
-    carry = BenettinState(state0, Y0, cum0, jnp.asarray(step0, jnp.int32))
-    if n_transient_blocks and save_states:
-        block = partial(_block, step_fn, renorm_every, decimate, False, small_qr)
-        carry, _ = jax.lax.scan(block, carry, None, length=n_transient_blocks)
-        carry = carry._replace(cum=cum0)
-        n_transient_blocks = 0
-    block = partial(_block, step_fn, renorm_every, decimate, save_states, small_qr)
-    if n_transient_blocks:
-        # One loop for transient and measurement (half the code to compile):
-        # the accumulated growth is reset after the last transient block.
-        def measured_block(c, i):
-            c, (cum, saved) = block(c, None)
-            c = c._replace(cum=jnp.where(i < n_transient_blocks, cum0, c.cum))
-            return c, (c.cum, saved)
+    indexed = getattr(step_fn, "uses_step_index", False)
+    if static_lengths is not None:
+        lengths = static_lengths
+    n_transient = lengths.n_transient_blocks
+    every, decimate = lengths.renorm_every, lengths.decimate
 
-        total = n_transient_blocks + n_blocks
-        carry, (cum_hist, saved) = jax.lax.scan(
-            measured_block, carry, jnp.arange(total)
-        )
-        cum_hist = cum_hist[n_transient_blocks:]
-    else:
-        carry, (cum_hist, saved) = jax.lax.scan(block, carry, None, length=n_blocks)
-    blocks = jnp.arange(1, n_blocks + 1, dtype=cum_hist.dtype)
-    times = t0 + dt * renorm_every * blocks
-    history_raw = cum_hist / times[:, None]
-    order = jnp.argsort(-history_raw[-1])
-    history = history_raw[:, order]
-    # Error bars, the checkpoint time and save times are computed here so that
-    # a call is one compiled program (no eager ops compiled on the first call).
-    growth = block_growths(history, times, cum0[order])
-    save_times = None
-    if saved is not None:
-        saved = saved.reshape((-1, d))
-        every = dt * decimate
-        save_times = t0 + every * jnp.arange(1, saved.shape[0] + 1, dtype=times.dtype)
-    return {
-        "carry": carry,
-        "exponents": history[-1],
-        "history": history,
-        "times": times,
-        "elapsed": times[-1],
-        "stderr": batch_means_stderr(growth, dt * renorm_every, times[-1]),
-        "saved": saved,
-        "save_times": save_times,
-    }
+    def advance(_, c):
+        s, Y = tangent_step(step_fn, c[0], c[1], c[2])
+        # The counter costs a loop-carried op per step: only steps that read it
+        # (ring buffers) get it incremented per step; others per block.
+        return s, Y, c[2] + 1 if indexed else c[2]
+
+    def block(i, loop):
+        carry, cum_rows, saved = loop
+        start = (carry.state, carry.Y, carry.step)
+        if saved is None:
+            state, Y, step = jax.lax.fori_loop(0, every, advance, start)
+        else:
+            groups = every // decimate
+
+            def save_group(g, inner):
+                c, saved = inner
+                c = jax.lax.fori_loop(0, decimate, advance, c)
+                # Transient blocks write row 0; the first measured group
+                # overwrites it.
+                row = jnp.maximum((i - n_transient) * groups + g, 0)
+                return c, jax.lax.dynamic_update_index_in_dim(saved, c[0], row, 0)
+
+            (state, Y, step), saved = jax.lax.fori_loop(
+                0, groups, save_group, (start, saved)
+            )
+        if not indexed:
+            step = step + every
+        Y, growth = _qr_renormalise(Y, qr)
+        # One loop for transient and measurement (half the code to compile):
+        # the accumulated growth stays at cum0 until the transient is over.
+        cum = jnp.where(i < n_transient, cum0, carry.cum + growth)
+        row = jnp.maximum(i - n_transient, 0)
+        cum_rows = jax.lax.dynamic_update_index_in_dim(cum_rows, cum, row, 0)
+        return BenettinState(state, Y, cum, step), cum_rows, saved
+
+    dtype = state0.dtype
+    carry = BenettinState(state0, Y0, cum0, jnp.asarray(step0, jnp.int32))
+    cum_rows = jnp.zeros((capacity, Y0.shape[1]), dtype)
+    saved = None
+    if save_capacity:
+        saved = jnp.zeros((save_capacity, state0.shape[0]), dtype)
+    total = n_transient + lengths.n_blocks
+    carry, cum_rows, saved = jax.lax.fori_loop(
+        0, total, block, (carry, cum_rows, saved)
+    )
+    return {"carry": carry, "cum": cum_rows, "saved": saved}
 
 
 def initial_basis(
@@ -224,3 +259,10 @@ def initial_basis(
     M = jax.random.normal(jax.random.PRNGKey(seed), (d, k), dtype=dtype)
     Q, _ = jnp.linalg.qr(M)
     return Q
+
+
+@partial(jax.jit, static_argnames=("d", "k", "dtype"))
+def initial_frame(seed: Any, *, d: int, k: int, dtype: Any):
+    """``(Y0 (d, k), zeros (k,))`` of a fresh run: a program of its own, so a
+    new step function compiles only its loop (this one is cached by shape)."""
+    return initial_basis(seed, d=d, k=k, dtype=dtype), jnp.zeros((k,), dtype)

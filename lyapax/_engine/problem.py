@@ -17,13 +17,15 @@ raises ``ValueError`` saying why when its kind cannot do it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import jax.numpy as jnp
-from jaxtyping import Array, Float, Int
 
 from lyapax._engine import validate
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
+
+if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
+    from jaxtyping import Array, Float, Int
 
 
 class EngineView(NamedTuple):

@@ -17,9 +17,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
-from lyapax._engine.benettin import run_benettin
+from lyapax._engine.benettin import (
+    Lengths,
+    capacity,
+    initial_frame,
+    resolve_qr,
+    run_benettin,
+)
 from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
 from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
+from lyapax._engine.summary import finish_program, keep_rows
 from lyapax._engine.tree import split_static
 
 __all__ = [
@@ -73,15 +80,34 @@ class RunArgs(NamedTuple):
     n_transient_blocks: int
     save_states: bool
 
-    def kernel_kwargs(self) -> dict[str, Any]:
-        """The static arguments of :func:`~lyapax._engine.benettin.run_benettin`."""
+    @property
+    def n_blocks(self) -> int:
+        """Measured renormalisation blocks."""
+        return self.n_steps // self.renorm_every
+
+    @property
+    def n_saved(self) -> int:
+        """Saved states (0 unless ``save_states``)."""
+        return self.n_steps // self.decimate if self.save_states else 0
+
+    def kernel_lengths(self, traced: bool = False) -> dict[str, Any]:
+        """The run lengths and buffer sizes of
+        :func:`~lyapax._engine.benettin.run_benettin`: lengths as data and
+        buffers rounded up to powers of two (runs of different lengths share
+        one compiled program), or, when the caller is being traced
+        (``traced``), lengths and buffers exactly as compiled constants."""
+        ints = (self.n_blocks, self.n_transient_blocks, self.renorm_every)
+        ints += (self.decimate,)
+        if traced:
+            return {
+                "static_lengths": Lengths(*ints),
+                "capacity": self.n_blocks,
+                "save_capacity": self.n_saved,
+            }
         return {
-            "k": self.k,
-            "n_blocks": self.n_steps // self.renorm_every,
-            "n_transient_blocks": self.n_transient_blocks,
-            "renorm_every": self.renorm_every,
-            "decimate": self.decimate,
-            "save_states": self.save_states,
+            "lengths": Lengths.of(*ints),
+            "capacity": capacity(self.n_blocks),
+            "save_capacity": capacity(self.n_saved) if self.save_states else 0,
         }
 
 
@@ -223,6 +249,7 @@ def spectrum(
     save_states: bool,
     decimate: int,
     stacklevel: int,
+    qr: Any = "auto",
 ) -> LyapunovResult:
     """Validate the run, start it (fresh or from ``resume``), run the kernel.
 
@@ -231,6 +258,7 @@ def spectrum(
     view = problem.for_engine()
     d = int(view.z0.shape[0])
     k = default_k(view, k, resume, stacklevel + 1)
+    method = resolve_qr(qr, batched=False)
     args = run_args(
         d=d,
         dt=view.dt,
@@ -244,9 +272,11 @@ def spectrum(
         min_transient_steps=0 if resume is not None else view.min_transient_steps,
         stacklevel=stacklevel + 1,
     )
-    Y0 = cum0 = None
-    z0, t0, step0 = view.z0, 0.0, 0
-    if resume is not None:
+    dtype = view.z0.dtype
+    if resume is None:
+        z0, t0, step0 = view.z0, 0.0, 0
+        Y0, cum0 = initial_frame(seed, d=d, k=args.k, dtype=dtype)
+    else:
         kind = view.checkpoint_type
         if kind is not None and not isinstance(resume, kind):
             raise TypeError(
@@ -255,52 +285,82 @@ def spectrum(
             )
         _check_resume(resume, d, args.k, view.dt, args.t_transient)
         z0, step0 = view.resume_point(resume)
-        Y0 = jnp.asarray(resume.Y, dtype=view.z0.dtype)
-        cum0 = jnp.asarray(resume.cum_log_growth, dtype=view.z0.dtype)
+        Y0 = jnp.asarray(resume.Y, dtype=dtype)
+        cum0 = jnp.asarray(resume.cum_log_growth, dtype=dtype)
         t0 = resume.elapsed_time
     dynamic, static = split_static(view.step)
+    traced = validate.under_transformation(dynamic, z0, Y0, cum0, step0)
+    kernel_args = args.kernel_lengths(traced)
+    # One input type for fresh (0) and resumed (a counter array) runs.
+    step0 = jnp.asarray(step0, jnp.int32) if traced else np.int32(step0)
     out = run_benettin(
         dynamic,
         z0,
         Y0,
         cum0,
-        seed,
-        view.dt,
-        t0,
         step0,
         static=static,
-        **args.kernel_kwargs(),
+        qr=method,
+        **kernel_args,
     )
-    return assemble(view, out, check_finite)
-
-
-def assemble(
-    view: EngineView, out: dict[str, Any], check_finite: bool = False
-) -> LyapunovResult:
-    """The :class:`LyapunovResult` of one kernel run (traceable unless
-    ``check_finite``, which reads the exponents on the host)."""
     carry = out["carry"]
+    n_blocks = args.n_blocks
+    dt = view.dt
+    if not traced:  # one input type whatever the caller passed
+        dt, t0 = np.asarray(dt, dtype), np.asarray(t0, dtype)
+    est = finish_program(
+        out["cum"], cum0, np.int32(n_blocks), dt, np.int32(args.renorm_every), t0
+    )
     checkpoint = view.checkpoint(
-        carry.state, carry.Y, carry.cum, carry.step, out["elapsed"], view.dt
+        carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
     )
-    trajectory = out["saved"]
-    if trajectory is not None and trajectory.shape[1] > view.n_state:
-        trajectory = trajectory[:, : view.n_state]  # the present state only
-    exponents = out["exponents"]
-    if check_finite and not validate.is_traced(exponents):
-        bad = ~np.isfinite(np.asarray(exponents))
-        if bad.any():
-            raise FloatingPointError(
-                f"non-finite Lyapunov estimates at positions "
-                f"{np.flatnonzero(bad).tolist()}: the trajectory or tangent frame "
-                "overflowed; reduce dt or renorm_every, or check the model"
-            )
+    rows = {
+        "history": keep_rows(est["history"], n_blocks, axis=-2),
+        "times": keep_rows(est["times"], n_blocks, axis=-1),
+    }
+    if args.save_states:
+        rows["trajectory"] = keep_rows(
+            out["saved"], args.n_saved, axis=-2, cols=view.n_state
+        )
+        rows["save_times"] = keep_rows(
+            save_times(dt, args.decimate, t0, args.n_saved), args.n_saved, axis=-1
+        )
+    rows = to_device(rows)
+    if check_finite:
+        check_finite_estimates(est["exponents"])
     return LyapunovResult(
-        exponents,
-        out["history"],
-        out["times"],
+        est["exponents"],
+        rows["history"],
+        rows["times"],
         checkpoint,
-        trajectory,
-        out["save_times"],
-        out["stderr"],
+        rows.get("trajectory"),
+        rows.get("save_times"),
+        est["stderr"],
     )
+
+
+def save_times(dt: Any, decimate: int, t0: Any, n_saved: int) -> Any:
+    """Times ``(n_saved,)`` of the saved states (NumPy unless traced)."""
+    xp = jnp if validate.is_traced((dt, t0)) else np
+    return t0 + dt * decimate * xp.arange(1, n_saved + 1, dtype=xp.result_type(float))
+
+
+def to_device(tree: Any) -> Any:
+    """Host (NumPy) results on the default device; traced values unchanged.
+    ``jax.device_put`` compiles nothing (``jnp.asarray`` compiles a copy per
+    new shape)."""
+    return tree if validate.is_traced(tree) else jax.device_put(tree)
+
+
+def check_finite_estimates(exponents: Any) -> None:
+    """Raise ``FloatingPointError`` naming the non-finite positions (no-op
+    under a trace)."""
+    if validate.is_traced(exponents):
+        return
+    bad = ~np.isfinite(np.asarray(exponents))
+    if bad.any():
+        raise FloatingPointError(
+            f"non-finite Lyapunov estimates at positions "
+            f"{np.flatnonzero(bad).tolist()}: the trajectory or tangent frame "
+            "overflowed; reduce dt or renorm_every, or check the model"
+        )

@@ -33,11 +33,14 @@ one small program per new shape.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float
+
+if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
+    from jaxtyping import Array, ArrayLike, Float
 
 __all__ = ["batch_count", "batch_means_stderr", "block_growths"]
 
@@ -55,22 +58,22 @@ def _xp(*arrays: Any) -> Any:
     return np if host else jnp
 
 
-def block_growths(
-    history: Float[ArrayLike, "n k"],
-    times: Float[ArrayLike, " n"],
-    cum_start: Float[ArrayLike, " k"],
-) -> Float[Array, "n k"]:
-    """Per-block log-growths ``(n, k)`` from running estimates.
+def block_growths(history: Any, times: Any, cum_start: Any) -> jax.Array:
+    """Per-block log-growths ``(..., n, k)`` from running estimates.
 
     Args:
-        history: ``(n, k)`` running exponent estimates ``cum_j / times_j``.
-        times: ``(n,)`` elapsed times at each renormalisation.
-        cum_start: ``(k,)`` accumulated log-growth before the first block, in
-            the column order of ``history`` (zeros for a fresh run).
+        history: ``(..., n, k)`` running exponent estimates ``cum_j / times_j``.
+        times: ``(..., n)`` elapsed times at each renormalisation.
+        cum_start: ``(..., k)`` accumulated log-growth before the first block,
+            in the column order of ``history`` (zeros for a fresh run).
+
+    Leading axes (sweep rows) broadcast.
     """
     xp = _xp(history, times, cum_start)
-    cum = history * times[:, None]
-    previous = xp.concatenate([xp.asarray(cum_start, cum.dtype)[None], cum[:-1]])
+    cum = history * times[..., :, None]
+    start = xp.asarray(cum_start, cum.dtype)[..., None, :]
+    start = xp.broadcast_to(start, (*cum.shape[:-2], 1, cum.shape[-1]))
+    previous = xp.concatenate([start, cum[..., :-1, :]], axis=-2)
     return cum - previous
 
 
@@ -90,20 +93,58 @@ def batch_means_stderr(
     length for the average.
 
     Args:
-        growth: ``(n, k)`` log-growth of each renormalisation block.
+        growth: ``(..., n, k)`` log-growth of each renormalisation block.
         block_time: model time per block (``dt * renorm_every``).
-        total_time: model time the estimate averages over.
+        total_time: model time the estimate averages over (scalar or ``(...)``).
 
     Returns:
-        ``(k,)`` standard errors in 1/time units; NaN when ``n < 2``.
+        ``(..., k)`` standard errors in 1/time units; NaN when ``n < 2``.
     """
     xp = _xp(growth, block_time, total_time)
-    n, k = growth.shape
+    *lead, n, k = growth.shape
     b = batch_count(n)
     if b == 0:
-        return xp.full((k,), xp.nan, dtype=growth.dtype)
+        return xp.full((*lead, k), xp.nan, dtype=growth.dtype)
     m = n // b
     tau = m * block_time
-    rates = growth[: b * m].reshape(b, m, k).sum(axis=1) / tau
-    var = xp.var(rates, axis=0, ddof=1)
-    return xp.sqrt(var * tau / total_time)
+    rates = growth[..., : b * m, :].reshape(*lead, b, m, k).sum(axis=-2) / tau
+    var = xp.var(rates, axis=-2, ddof=1)
+    return xp.sqrt(var * tau / xp.asarray(total_time)[..., None])
+
+
+def _isqrt(n: jax.Array) -> jax.Array:
+    """``floor(sqrt(n))`` of a non-negative int32 array, exact (no overflow)."""
+    r = jnp.floor(jnp.sqrt(n.astype(jnp.result_type(float)))).astype(n.dtype)
+    r = jnp.where((r > 0) & (r > n // jnp.maximum(r, 1)), r - 1, r)
+    return jnp.where(r + 1 <= n // (r + 1), r + 1, r)
+
+
+def running_stderr(
+    cum: jax.Array, cum0: jax.Array, n: jax.Array, block_time: Any, total_time: Any
+) -> jax.Array:
+    """:func:`batch_means_stderr` of the first ``n`` blocks, ``n`` traced.
+
+    Args:
+        cum: ``(capacity, k)`` accumulated log-growth after each block; rows
+            from ``n`` on are ignored.
+        cum0: ``(k,)`` accumulated log-growth before the first block.
+        n: number of blocks (int32, may be traced).
+        block_time, total_time: as in :func:`batch_means_stderr`.
+
+    The batches are those of :func:`batch_count`; a batch's log-growth is the
+    difference of ``cum`` at its ends (the same sums, rounded once).
+    """
+    capacity = cum.shape[0]
+    b = jnp.maximum(2, _isqrt(n))
+    m = jnp.maximum(n // b, 1)
+    n_max = max(2, math.isqrt(capacity))  # most batches any n <= capacity has
+    ends = jnp.arange(n_max + 1) * m - 1  # last block of each batch, -1 = start
+    at = jnp.take(cum, jnp.clip(ends, 0, capacity - 1), axis=0)
+    at = jnp.where((ends < 0)[:, None], cum0, at)
+    tau = m.astype(cum.dtype) * block_time
+    rates = (at[1:] - at[:-1]) / tau
+    used = (jnp.arange(n_max) < b)[:, None]
+    count = b.astype(cum.dtype)
+    mean = jnp.sum(jnp.where(used, rates, 0.0), axis=0) / count
+    var = jnp.sum(jnp.where(used, (rates - mean) ** 2, 0.0), axis=0) / (count - 1)
+    return jnp.where(n < 2, jnp.nan, jnp.sqrt(var * tau / total_time))

@@ -20,6 +20,18 @@ def is_traced(x: Any) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(x))
 
 
+def under_transformation(*values: Any) -> bool:
+    """True when called inside a ``jit``/``grad``/``vmap`` trace, including
+    through values that a step function only closes over (then no argument is
+    a tracer). Falls back to looking for tracers in ``values`` if JAX's trace
+    state cannot be read."""
+    try:
+        from jax._src.core import trace_state_clean
+    except ImportError:  # pragma: no cover - private API moved
+        return is_traced(values)
+    return not trace_state_clean() or is_traced(values)
+
+
 def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:
     """``value`` as a Python int (integral floats accepted), at least ``minimum``."""
     if isinstance(value, bool) or value is None:

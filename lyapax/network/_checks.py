@@ -8,18 +8,26 @@ numbers of the same shapes pays nothing for it.
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import sparse
 
 from lyapax._engine import validate
 from lyapax._engine.tree import split_static
 from lyapax.integrators import TABLEAUS
 from lyapax.network._step import NetworkStep
+
+
+def is_bcoo(x: Any) -> bool:
+    """``x`` is a ``jax.experimental.sparse.BCOO`` matrix. Only a program that
+    imported that module can hold one, so lyapax never imports it (with SciPy,
+    it would double the time ``import lyapax`` takes)."""
+    sparse = sys.modules.get("jax.experimental.sparse")
+    return sparse is not None and isinstance(x, sparse.BCOO)
 
 
 def as_weights(weights: Any, dense: bool = False) -> Any:
@@ -28,9 +36,9 @@ def as_weights(weights: Any, dense: bool = False) -> Any:
     Raises:
         ValueError: not a non-empty square matrix.
     """
-    if isinstance(weights, sparse.BCOO) and dense:
+    if is_bcoo(weights) and dense:
         weights = weights.todense()  # per-edge delays need the full grid
-    if isinstance(weights, sparse.BCOO):
+    if is_bcoo(weights):
         shape = tuple(weights.shape)
     else:
         if not isinstance(weights, jax.Array):

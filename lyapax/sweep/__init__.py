@@ -32,13 +32,17 @@ import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, PyTree
 
 from lyapax._engine import run, validate
+from lyapax._engine.benettin import resolve_qr
 from lyapax._engine.problem import Problem
 from lyapax._engine.run import LyapunovResult
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
+from lyapax._engine.summary import keep_rows
 from lyapax._engine.tree import split_static
 from lyapax.sweep import _batching as batching
 from lyapax.sweep._kernels import spectrum_kernel, trajectory_kernel
@@ -160,6 +164,7 @@ def sweep_lyapunov_spectrum(
     *,
     devices: Any = None,
     pad: bool = True,
+    qr: str = "auto",
 ) -> LyapunovResult:
     """Lyapunov spectra of a batch of parameter sets and/or initial states.
 
@@ -214,6 +219,10 @@ def sweep_lyapunov_spectrum(
         pad: when a chunk does not divide evenly over the devices, pad it with
             copies of its last row (computed, then discarded). With
             ``pad=False`` that is an error instead.
+        qr: re-orthonormalisation, as in ``lyapunov_spectrum``; ``"auto"``
+            here is the fused Householder QR for frames with ``k <= 8`` and
+            ``d <= 256`` (one vectorised computation for all rows) and LAPACK
+            for larger ones.
 
     Returns:
         :class:`~lyapax.core.LyapunovResult` with a leading batch axis ``n`` on
@@ -260,15 +269,77 @@ def sweep_lyapunov_spectrum(
         dtype=found.dtype,
         min_transient_steps=_min_transient(found),
     )
+    method = resolve_qr(qr, batched=True)
+    sizes = args.kernel_lengths()
+    lengths = sizes.pop("lengths")
     if save_states:
-        n_saved = args.n_steps // args.decimate
-        _warn_trajectory(plan, n_saved, found.n_state, found.dtype, trajectory_to_host)
+        # The device holds the kernel's buffer, rounded up (see kernel_lengths).
+        n_rows = sizes["save_capacity"]
+        _warn_trajectory(plan, n_rows, found.n_state, found.dtype, trajectory_to_host)
     dynamic, static = split_static(setup.builder)
     kernel = partial(
-        spectrum_kernel, dynamic, static=static, mesh=plan.mesh, **args.kernel_kwargs()
+        spectrum_kernel, dynamic, static=static, mesh=plan.mesh, k=args.k, qr=method
     )
     to_host = ("trajectory",) if save_states and trajectory_to_host else ()
-    return plan.run(lambda *rows: kernel(*rows, setup.dt), setup.batched, to_host)
+    raw = plan.run(
+        lambda *rows: kernel(*rows, setup.dt, lengths, **sizes), setup.batched, to_host
+    )
+    return _finish(raw, args, setup.dt, plan, trajectory_to_host)
+
+
+def _finish(
+    raw: LyapunovResult,
+    args: run.RunArgs,
+    dt: Any,
+    plan: batching.Plan,
+    trajectory_to_host: bool,
+) -> LyapunovResult:
+    """The kernel's buffers cut to the run's rows (on the host, see
+    :mod:`lyapax._engine.summary`) and placed like the rows were."""
+    if not _addressable((raw.history, raw.trajectory)):
+        # Rows on other processes: cut on the devices (compiled per length).
+        return _finish_on_devices(raw, dt, args=args)
+    n = args.n_blocks
+    rows = {
+        "history": keep_rows(raw.history, n, axis=-2),
+        "times": keep_rows(raw.times, n, axis=-1),
+    }
+    trajectory = save_times = None
+    if args.save_states:
+        trajectory = keep_rows(raw.trajectory, args.n_saved, axis=-2)
+        times = run.save_times(np.asarray(dt), args.decimate, 0.0, args.n_saved)
+        rows["save_times"] = np.broadcast_to(times, trajectory.shape[:-1])
+    rows = plan.place(rows)
+    if args.save_states:
+        save_times = rows["save_times"]
+        trajectory = trajectory if trajectory_to_host else plan.place(trajectory)
+    return raw._replace(
+        history=rows["history"],
+        times=rows["times"],
+        trajectory=trajectory,
+        save_times=save_times,
+    )
+
+
+def _addressable(buffers: Any) -> bool:
+    """Every shard of ``buffers`` is readable by this process."""
+    return all(getattr(b, "is_fully_addressable", True) for b in buffers)
+
+
+@partial(jax.jit, static_argnames=("args",))
+def _finish_on_devices(raw, dt, *, args):
+    n = args.n_blocks
+    trajectory = save_times = None
+    if args.save_states:
+        trajectory = raw.trajectory[:, : args.n_saved]
+        times = run.save_times(dt, args.decimate, 0.0, args.n_saved)
+        save_times = jnp.broadcast_to(times, trajectory.shape[:-1])
+    return raw._replace(
+        history=raw.history[:, :n],
+        times=raw.times[:, :n],
+        trajectory=trajectory,
+        save_times=save_times,
+    )
 
 
 def sweep_trajectory(

@@ -230,6 +230,13 @@ class Plan:
         self.sharding = batch_sharding(self.devices) if len(self.devices) > 1 else None
         self.mesh = None if self.sharding is None else self.sharding.mesh
 
+    def place(self, tree: Any) -> Any:
+        """Host arrays with a leading row axis onto the devices: split over
+        them like the rows when they divide evenly, else on the first."""
+        if self.sharding is not None and self.n % len(self.devices) == 0:
+            return shard(tree, self.sharding)
+        return jax.device_put(tree, self.devices[0])
+
     def run(self, kernel: Any, batched: tuple, to_host: tuple[str, ...] = ()) -> Any:
         """Call ``kernel(*rows)`` chunk by chunk and join the rows.
 

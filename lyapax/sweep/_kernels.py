@@ -2,9 +2,11 @@
 
 Both kernels take ``(dynamic, params, states, seeds, dt)``: the row builder's
 traced leaves (shared by every row), three batched inputs with a leading row
-axis, and the shared step ``dt``. The builder's static part, the mesh and the
-run sizes are static arguments, so a second sweep with new numbers of the same
-shapes reuses the compiled program.
+axis, and the shared step ``dt``. The builder's static part and the mesh are
+static arguments, so a second sweep with new numbers of the same shapes reuses
+the compiled program. The spectrum kernel also takes the run lengths as data
+(a sweep of another length reuses it too); the trajectory kernel's sizes are
+static.
 """
 
 from __future__ import annotations
@@ -15,17 +17,19 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from lyapax._engine.benettin import RUN_SIZES, run_benettin
-from lyapax._engine.run import assemble
+from lyapax._engine.benettin import initial_frame, run_benettin
+from lyapax._engine.run import LyapunovResult
+from lyapax._engine.summary import finish
 from lyapax._engine.trajectory import iterate
 from lyapax._engine.tree import merge_static, split_static
 from lyapax.sweep._batching import BATCH_AXIS
 from lyapax.utils import Trajectory
 
 
-def _spread(f, mesh):
-    """``f(dynamic, params, states, seeds, dt)`` split over ``mesh`` along the
-    row axis of the three batched arguments (unchanged when ``mesh`` is None)."""
+def _spread(f, mesh, n_shared: int = 1):
+    """``f(dynamic, params, states, seeds, *shared)`` split over ``mesh`` along
+    the row axis of the three batched arguments, the ``n_shared`` trailing
+    arguments (``dt``, ...) replicated (unchanged when ``mesh`` is None)."""
     if mesh is None:
         return f
     rows, whole = PartitionSpec(BATCH_AXIS), PartitionSpec()
@@ -35,55 +39,72 @@ def _spread(f, mesh):
     return jax.shard_map(
         f,
         mesh=mesh,
-        in_specs=(whole, rows, rows, rows, whole),
+        in_specs=(whole, rows, rows, rows) + (whole,) * n_shared,
         out_specs=rows,
         check_vma=False,
     )
 
 
-@partial(jax.jit, static_argnames=("static", "mesh", *RUN_SIZES))
+@partial(
+    jax.jit,
+    static_argnames=("static", "mesh", "k", "capacity", "save_capacity", "qr"),
+)
 def spectrum_kernel(
     dynamic,
     params,
     states,
     seeds,
     dt,
+    lengths,
     *,
     static,
     mesh,
     k,
-    n_blocks,
-    n_transient_blocks,
-    renorm_every,
-    decimate,
-    save_states,
+    capacity,
+    save_capacity,
+    qr,
 ):
-    """One Benettin run per row; returns a LyapunovResult with a row axis."""
+    """One Benettin run per row. Returns a LyapunovResult with a row axis whose
+    ``history``, ``times`` and ``trajectory`` are buffers longer than the run
+    (see :mod:`lyapax._engine.summary`); the caller keeps their first rows."""
 
-    def one(dyn, p, x0, seed, dt):
+    def one(dyn, p, x0, seed, dt, lengths):
         view = merge_static(dyn, static).build(p, x0, dt)
         step_dyn, step_static = split_static(view.step)
+        z0 = view.z0
+        Y0, cum0 = initial_frame(seed, d=z0.shape[0], k=k, dtype=z0.dtype)
         out = run_benettin(
             step_dyn,
-            view.z0,
-            None,
-            None,
-            seed,
-            dt,
-            0.0,
+            z0,
+            Y0,
+            cum0,
+            0,
+            lengths,
             static=step_static,
-            k=k,
-            n_blocks=n_blocks,
-            n_transient_blocks=n_transient_blocks,
-            renorm_every=renorm_every,
-            decimate=decimate,
-            save_states=save_states,
-            small_qr=True,
+            capacity=capacity,
+            save_capacity=save_capacity,
+            qr=qr,
         )
-        return assemble(view._replace(dt=dt), out)
+        carry, saved = out["carry"], out["saved"]
+        est = finish(out["cum"], cum0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
+        checkpoint = view.checkpoint(
+            carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], dt
+        )
+        if saved is not None:
+            saved = saved[:, : view.n_state]
+        return LyapunovResult(
+            est["exponents"],
+            est["history"],
+            est["times"],
+            checkpoint,
+            saved,
+            None,
+            est["stderr"],
+        )
 
-    batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None))
-    return _spread(batched, mesh)(dynamic, params, states, seeds, dt)
+    batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None, None))
+    spread = _spread(batched, mesh, n_shared=2)
+    return spread(dynamic, params, states, seeds, dt, lengths)
 
 
 @partial(

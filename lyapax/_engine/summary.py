@@ -1,0 +1,85 @@
+"""From the kernel's output buffers to the arrays of a result.
+
+The kernel (:mod:`~lyapax._engine.benettin`) writes the accumulated
+log-growth of each block, and the saved states, into buffers with room for
+more rows than the run produced, so that runs of different lengths share one
+compiled program. :func:`finish` turns the growth buffer into the final
+estimates, error bars and running estimates with the number of blocks as
+data: one program per buffer shape, shared by every step function (a new
+step function compiles only its loop). :func:`keep_rows` then keeps the rows
+a run produced: on the host, followed by ``jax.device_put``, because an eager
+device slice of a new length would compile a program of its own, which costs
+more than a short run. Under a trace (a user's ``jit``) the slice is traced.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lyapax._engine.stats import running_stderr
+from lyapax._engine.validate import is_traced
+
+__all__ = ["finish", "finish_program", "keep_rows"]
+
+
+def finish(
+    cum: jax.Array,
+    cum0: jax.Array,
+    n_blocks: Any,
+    dt: Any,
+    renorm_every: Any,
+    t0: Any,
+) -> dict[str, jax.Array]:
+    """Estimates of a run from its growth buffer (``n_blocks`` may be traced).
+
+    Args:
+        cum: ``(capacity, k)`` accumulated log-growth after each measured block
+            (raw column order); rows from ``n_blocks`` on are ignored.
+        cum0: ``(k,)`` accumulated log-growth at the start.
+        n_blocks: measured blocks; dt: model time per step; renorm_every:
+            steps per block; t0: elapsed model time at the start.
+
+    Returns:
+        ``exponents (k,)`` descending, ``stderr (k,)`` (same order, see
+        :func:`~lyapax._engine.stats.running_stderr`), ``elapsed ()``, and
+        ``history (capacity, k)`` / ``times (capacity,)`` of which the first
+        ``n_blocks`` rows are the result's (columns ordered like
+        ``exponents``).
+    """
+    dtype = cum.dtype
+    block_time = dt * renorm_every
+    times = t0 + block_time * jnp.arange(1, cum.shape[0] + 1, dtype=dtype)
+    last = n_blocks - 1
+    elapsed = times[last]
+    order = jnp.argsort(-cum[last] / elapsed)
+    history = (cum / times[:, None])[:, order]
+    stderr = running_stderr(cum, cum0, n_blocks, block_time, elapsed)[order]
+    return {
+        "exponents": history[last],
+        "stderr": stderr,
+        "elapsed": elapsed,
+        "history": history,
+        "times": times,
+    }
+
+
+#: :func:`finish` as a program of its own (cached by buffer shape).
+finish_program = jax.jit(finish)
+
+
+def keep_rows(x: Any, n: int, *, axis: int, cols: int | None = None) -> Any:
+    """``x`` cut to its first ``n`` entries along ``axis`` (and its first
+    ``cols`` along the last axis): a host NumPy array unless ``x`` is traced,
+    in which case the slice is part of the trace."""
+    if x is None:
+        return None
+    x = x if is_traced(x) else np.asarray(x)
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(0, n)
+    if cols is not None:
+        index[-1] = slice(0, cols)
+    return x[tuple(index)]
