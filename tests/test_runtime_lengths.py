@@ -20,6 +20,7 @@ import pytest
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, run_until_converged
 from lyapax._engine.benettin import MIN_CAPACITY, capacity, initial_frame
 from lyapax._engine.stats import batch_means_stderr, block_growths
+from lyapax._engine.tree import merge_static, split_static
 from lyapax.dde import lyapunov_spectrum_dde
 from lyapax.sweep import sweep_lyapunov_spectrum
 from lyapax.systems import henon_map, lorenz, mackey_glass
@@ -50,9 +51,10 @@ def lorenz_problem(rho=28.0):
 # ------------------------------------------------------------ static reference
 
 
-@partial(jax.jit, static_argnames=("step", "n_blocks", "n_tr", "every"))
-def _static_reference(x0, Y0, *, step, n_blocks, n_tr, every):
+@partial(jax.jit, static_argnames=("static", "n_blocks", "n_tr", "every"))
+def _static_reference(x0, Y0, dynamic, *, static, n_blocks, n_tr, every):
     """Benettin with lengths baked into the program (lax.scan), LAPACK QR."""
+    step = merge_static(dynamic, static)
 
     def advance(c, _):
         x, Y = jax.vmap(lambda v: jax.jvp(step, (c[0],), (v,)), 1, (None, 1))(c[1])
@@ -78,8 +80,9 @@ def reference(problem, n_steps, renorm_every, n_tr=0, seed=0):
     d = x0.shape[0]
     Y0, _ = initial_frame(seed, d=d, k=d, dtype=x0.dtype)
     n = n_steps // renorm_every
+    dynamic, static = split_static(problem.step_fn)
     x, cum = _static_reference(
-        x0, Y0, step=problem.step_fn, n_blocks=n, n_tr=n_tr, every=renorm_every
+        x0, Y0, dynamic, static=static, n_blocks=n, n_tr=n_tr, every=renorm_every
     )
     cum = np.asarray(cum)
     times = problem.dt * renorm_every * np.arange(1, n + 1)
