@@ -82,8 +82,9 @@ print(f"Hénon sum: expected ln 0.3 = {math.log(0.3):.6f}, got {l1 + l2:.6f}")
 # Figure: the Hénon attractor and the running estimates
 # -----------------------------------------------------
 pts = np.asarray(
-    simulate_trajectory(henon_map(), jnp.array([0.1, 0.1]), 5_000, n_transient=100)
-    .states
+    simulate_trajectory(
+        henon_map(), jnp.array([0.1, 0.1]), 5_000, n_transient=100
+    ).states
 )
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
 ax1.plot(pts[:, 0], pts[:, 1], ",", color="k")
