@@ -67,10 +67,12 @@ for integrator in ["euler", "heun", "rk4", "rk6"]:
     jax.block_until_ready(run(integrator, dts[0]).exponents)  # compile
     errors[integrator], costs[integrator] = [], []
     for dt in dts:
-        t0 = time.perf_counter()
-        res = run(integrator, dt)
-        total = float(jax.block_until_ready(res.exponents).sum())
-        wall = time.perf_counter() - t0
+        wall = float("inf")
+        for _ in range(3):  # best of 3: other processes add noise, never speed
+            t0 = time.perf_counter()
+            res = run(integrator, dt)
+            total = float(jax.block_until_ready(res.exponents).sum())
+            wall = min(wall, time.perf_counter() - t0)
         errors[integrator].append(abs(total - EXACT_SUM))
         costs[integrator].append(wall / (n_steps * dt))  # seconds per time unit
 
