@@ -57,6 +57,8 @@ args, _ = parser.parse_known_args()
 n_rows = 16 if args.quick else 256
 n_steps = 2_000 if args.quick else 20_000
 print("visible devices:", jax.devices())
+if len(jax.devices()) == 1:
+    print("one device only: JAX started before this script could set XLA_FLAGS")
 
 
 # %%
@@ -105,8 +107,9 @@ print("placement of the result:", split.exponents.sharding)
 lam_split, lam_single = np.asarray(split.exponents), np.asarray(single.exponents)
 diff = np.abs(lam_split - lam_single).max(axis=1)
 chaotic = lam_single[:, 0] > 0.05
-quiet = diff[~chaotic].max()
-print(f"non-chaotic rows ({(~chaotic).sum()}): max |split - single| {quiet:.1e}")
+if (~chaotic).any():
+    quiet = diff[~chaotic].max()
+    print(f"non-chaotic rows ({(~chaotic).sum()}): max |split - single| {quiet:.1e}")
 if chaotic.any():
     worst = (diff / np.asarray(single.stderr).max(axis=1))[chaotic].max()
     print(
