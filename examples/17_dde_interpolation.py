@@ -15,9 +15,9 @@ A delay equation needs ``x(t - tau)``, but a fixed-step integrator only stores
 The test case is ``dx/dt = -x(t - tau)`` with ``tau = 1.05``. Its leading
 exponents are a complex pair with real part ``Re W(-tau) / tau`` (principal
 Lambert W branch), ``-0.27054...``. The steps compared divide ``tau`` exactly,
-so the grid mode's error below is its first-order error alone; a last run at
-``dt = 0.1`` shows the extra error (and the warning) when ``tau`` has to be
-rounded.
+so the grid mode's error below is its first-order error alone; a last run
+asks for a delay that is not a multiple of ``dt`` and shows what rounding
+does (and the warning that says so).
 
 Run ``python examples/17_dde_interpolation.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
@@ -66,7 +66,7 @@ T = 100.0 if args.quick else 1_000.0
 # while the frame turns with the oscillation; their mean (the growth rate of
 # areas in the pair's plane) converges much faster, so that is what is
 # compared.
-def pair_rate(dt, interpolate):
+def pair_rate(dt, interpolate, tau=tau):
     problem = dde_problem(
         linear_scalar_dde(1.0),
         jnp.array([1.0]),
@@ -96,13 +96,16 @@ for name, err in errors.items():
 # %%
 # When ``tau`` is not a multiple of ``dt``
 # ----------------------------------------
-# Grid mode says which delay it really uses.
+# Ask for ``tau = 1.1`` at ``dt = 0.15``: grid mode rounds it to 7 steps, says
+# so, and computes the exponent of the delay it really used.
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    rounded, tau_used = pair_rate(0.1, False)
+    rounded, tau_used = pair_rate(dts[0], False, tau=1.1)
+print(f"warning: {caught[0].message if caught else 'none'}")
+exact_11 = float(lambertw(-1.1, 0).real / 1.1)
 print(
-    f"dt = 0.1, grid: {rounded:.8f} with tau_eff = {tau_used}; warning: "
-    f"{caught[0].message if caught else 'none'}"
+    f"grid, tau = 1.1 asked: {rounded:.8f}, the same as the tau = {tau_used:g} "
+    f"run above (it is the same delay); exact for tau = 1.1: {exact_11:.8f}"
 )
 
 # %%
