@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     else:
-        sizes = [10, 20, 40] if args.quick else [25, 50, 100, 200, 400]
+        sizes = [10, 40] if args.quick else [25, 50, 100, 200, 400]
     repeats = 2 if args.quick else 5
 
     times: dict[str, list[float]] = {name: [] for name in METHODS}
