@@ -17,7 +17,7 @@ unstable at ``G = 1``, whatever the delay.
 A delay equation has an infinite-dimensional phase space (the history over
 one delay); lyapax carries a discretised history with the state
 (:func:`lyapax.dde.network_dde_problem`) and measures the leading ``k``
-exponents of that. All couplings strengths run as one batch with
+exponents of that. All coupling strengths run as one batch with
 :func:`lyapax.sweep.sweep_lyapunov_spectrum`.
 
 Run ``python examples/11_delayed_coupling.py`` (``--quick`` for a short run,
