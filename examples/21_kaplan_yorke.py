@@ -84,7 +84,10 @@ try:
     kaplan_yorke_dimension(lam96[:3], d_total=N)
 except ValueError as err:
     print("k=3 of", N, "->", err)
-print(f"k=8 of {N}: {kaplan_yorke_dimension(lam96[:8], d_total=N):.3f}")
+# ``floor(D_KY) + 1`` leading exponents are the fewest that locate it.
+k_needed = int(kaplan_yorke_dimension(lam96)) + 1
+partial = kaplan_yorke_dimension(lam96[:k_needed], d_total=N)
+print(f"k={k_needed} of {N}: {partial:.3f}")
 
 # %%
 # Figure: the partial sums cross zero at D_KY
