@@ -81,9 +81,11 @@ cmd = [
     "no:cacheprovider",
     "--jax-backend=cpu",
     f"--jax-report-dir={report}",
+    "--benchmark-columns=min,median,rounds",
 ]
-if args.quick:
-    cmd += ["--benchmark-min-rounds=1", "--benchmark-max-time=0.05"]
+if args.quick:  # two sizes, few rounds
+    cmd += ["--jax-sizes=64,256", "--benchmark-min-rounds=1"]
+    cmd += ["--benchmark-max-time=0.05"]
 print("$", " ".join(cmd[2:]))
 proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
 print(proc.stdout[-4000:])
