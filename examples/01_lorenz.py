@@ -1,4 +1,5 @@
 """Quick start: the Lyapunov spectrum of the Lorenz system.
+========================================================
 
     python examples/01_lorenz.py [--quick]
 

@@ -1,4 +1,5 @@
 """Matrix-free tangents: why k Lyapunov exponents never need the d x d Jacobian.
+=============================================================================
 
 The Benettin method pushes a frame ``Y (d, k)`` of tangent vectors through each
 step. Two ways to do it:

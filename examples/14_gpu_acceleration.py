@@ -1,4 +1,5 @@
 """GPU acceleration: at which problem size does the GPU start to win?
+===================================================================
 
 Nothing in lyapax is written for a particular device: JAX decides where the
 arrays live and where the kernels run.  Whether a GPU makes a run *faster* is
@@ -230,7 +231,7 @@ def plot(sizes, times, unavailable, n_steps, output: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--sizes",
         default=",".join(map(str, DEFAULT_SIZES)),
@@ -298,3 +299,24 @@ if __name__ == "__main__":
         measure(int(sys.argv[2]), int(sys.argv[3]))
     else:
         sys.exit(main())
+
+
+# %%
+# Stored reference measurement
+# ----------------------------
+#
+# The documentation builder has no GPU, and timing it would only describe
+# the builder.  So the documentation does not run this script: it shows a
+# figure measured once with ``pytest perf_tests --jax-backend=cpu,gpu`` and
+# stored, with the report it was drawn from, as
+# ``docs/_static/gpu_acceleration_reference.png`` and ``.json``.  Run the
+# script yourself to measure your own machine.
+#
+# .. figure:: /_static/gpu_acceleration_reference.png
+#    :alt: wall time of lyapunov_spectrum against network size, per backend
+#    :width: 100%
+#
+#    Measured on |gpu_ref_machine| with jax |gpu_ref_jax| on |gpu_ref_date|.
+#    |gpu_ref_note|
+#
+# sphinx_gallery_thumbnail_path = '_static/gpu_acceleration_reference.png'
