@@ -25,6 +25,7 @@ smoke run, ``--out FILE`` for the figure's path).
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,11 +99,18 @@ def time_method(make, n_nodes: int, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # A literal, not __doc__: sphinx-gallery runs the script with __doc__ empty.
+    parser = argparse.ArgumentParser(description="matrix-free tangent scaling")
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
     parser.add_argument("--sizes", help="comma-separated d values (overrides)")
     parser.add_argument(
-        "--out", default="matrix_free_scaling.png", help="figure path (PNG)"
+        "--out",
+        default=str(
+            Path(tempfile.gettempdir())
+            / "lyapax-examples"
+            / "10_matrix_free_scaling.png"
+        ),
+        help="figure path (PNG; default: a temporary folder)",
     )
     args = parser.parse_args(argv)
     if args.sizes:
@@ -132,6 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     ax.legend()
     fig.tight_layout()
     out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=120)
     print(f"figure written to {out.resolve()}")
 
