@@ -140,6 +140,6 @@ rst_epilog = "\n".join(
 # Tables on the validation and performance pages are written at build time.
 write_generated_pages(DOCS / "_generated", ROOT)
 # Stubs of objects that left the public API must not linger (and warn).
-shutil.rmtree(DOCS / "generated", ignore_errors=True)
-api_pages.write(DOCS / "api.rst")  # generated, not committed
+shutil.rmtree(DOCS / "api" / "generated", ignore_errors=True)
+api_pages.write(DOCS)  # api.rst and api/*.rst: generated, not committed
 autosummary_ignore_module_all = False  # a module page lists its __all__ only
