@@ -51,6 +51,9 @@ exclude_patterns = ["_build", "_generated", "Thumbs.db", ".DS_Store"]
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
+# Option names such as --jax-backend must keep both hyphens.
+smartquotes = False
+
 html_theme = "furo"
 html_title = f"lyapax {release}"
 html_static_path = ["_static"]

@@ -293,12 +293,12 @@ def validation_table() -> str:
 
 def benchmark_scripts_table(root: Path) -> str:
     """One row per ``benchmarks/*.py``: its docstring's first line and command."""
-    lines = ["| script | what it measures | reproduce |", "|---|---|---|"]
+    lines = ["| command | what it measures |", "|---|---|"]
     for path in sorted((root / "benchmarks").glob("*.py")):
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         summary = doc.strip().splitlines()[0] if doc.strip() else ""
         rel = path.relative_to(root).as_posix()
-        lines.append(f"| `{rel}` | {summary} | `python {rel}` |")
+        lines.append(_table_row((f"`python {rel}`", summary)))
     return "\n".join(lines) + "\n"
 
 
