@@ -14,13 +14,21 @@ ROOT = Path(__file__).resolve().parents[1]
 SITE = ROOT / "docs" / "_build" / "html"
 
 
-def _checker():
-    spec = importlib.util.spec_from_file_location(
-        "check_links", ROOT / "docs" / "check_links.py"
-    )
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _checker():
+    return _load("check_links", ROOT / "docs" / "check_links.py")
+
+
+def test_api_reference_covers_every_public_module():
+    documented = _load("api_pages", ROOT / "docs" / "_scripts" / "api_pages.py")
+    public = _load("test_public_api", ROOT / "tests" / "test_public_api.py")
+    assert sorted(documented.PUBLIC_MODULES) == sorted(public.PUBLIC_MODULES)
 
 
 def test_checker_finds_broken_links_images_and_anchors(tmp_path):

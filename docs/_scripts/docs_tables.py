@@ -121,25 +121,20 @@ def _oracles() -> list[Oracle]:
         "lorenz": lambda: once("lorenz", lorenz_run),
         "henon": lambda: once("henon", henon),
     }
+    linear_rows = [
+        Oracle(
+            "linear ODE, eigenvalues -0.2 ± 2i, -0.9",
+            f"λ{i + 1}",
+            f"Re of eigenvalue {i + 1} of A (sorted by real part)",
+            float(eig_lin[i]),
+            5e-3,
+            "a frame-alignment offset that decays like 1/T (T = 400, RK4, dt = 0.01)",
+            lambda i=i: lam["linear"]()[i],
+        )
+        for i in (0, 2)
+    ]
     return [
-        Oracle(
-            "linear ODE, eigenvalues -0.2 ± 2i, -0.9",
-            "λ1",
-            "Re of the leading eigenvalue of A",
-            float(eig_lin[0]),
-            5e-3,
-            "a frame-alignment offset that decays like 1/T (T = 400, RK4, dt = 0.01)",
-            lambda: lam["linear"]()[0],
-        ),
-        Oracle(
-            "linear ODE, eigenvalues -0.2 ± 2i, -0.9",
-            "λ3",
-            "Re of the last eigenvalue of A",
-            float(eig_lin[2]),
-            5e-3,
-            "a frame-alignment offset that decays like 1/T (T = 400, RK4, dt = 0.01)",
-            lambda: lam["linear"]()[2],
-        ),
+        *linear_rows,
         Oracle(
             "tent map",
             "λ1",
