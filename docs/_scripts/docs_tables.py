@@ -345,6 +345,51 @@ def plugin_markers_table(root: Path) -> str:
     return "\n".join(rows) + "\n"
 
 
+# What each field of the report's ``pytest_lyapax`` key means.  The table on
+# the plugin page lists the fields of a real report; a field missing here is
+# shown as undocumented, so a new field cannot go unnoticed.
+REPORT_FIELDS = {
+    "schema": "version of this key's layout",
+    "plugin_version": "version of the pytest-lyapax that wrote the report",
+    "complete": "false when a backend was partial, interrupted or crashed",
+    "backends": "one entry per requested backend, in run order (fields below)",
+    "run_order": "backend labels in the order they ran",
+    "crossovers": "per sized benchmark: where one backend overtakes another",
+    "figure": "file name of the figure drawn from this report",
+    "backends[].label": "the label given to --jax-backend",
+    "backends[].platform": "the JAX_PLATFORMS value its worker ran with",
+    "backends[].expected_backend": "what jax.default_backend() had to return",
+    "backends[].status": "ok, unavailable, or how the run ended for it",
+    "backends[].reason": "why it is not ok (the probe's or the worker's words)",
+    "backends[].device": "jax.devices()[0].device_kind in its worker",
+    "backends[].device_count": "number of devices its worker saw",
+    "backends[].jax_version": "jax version in its worker",
+    "backends[].jax_backend": "jax.default_backend() in its worker",
+    "backends[].outcomes": "test outcomes counted per kind (passed, skipped, ...)",
+    "backends[].crashes": "worker crashes, with their reasons",
+    "backends[].n_benchmarks": "number of timings it contributed",
+}
+
+
+def report_fields_table(report_path: Path) -> str:
+    """The fields of a real report's ``pytest_lyapax`` key, with meanings."""
+    import json
+
+    key = json.loads(report_path.read_text())["pytest_lyapax"]
+    found = [(name, value) for name, value in key.items()]
+    if key.get("backends"):
+        merged: dict = {}
+        for backend in key["backends"]:
+            for name, value in backend.items():
+                merged.setdefault(name, value)
+        found += [(f"backends[].{name}", value) for name, value in merged.items()]
+    rows = ["| field | type | meaning |", "|---|---|---|"]
+    for name, value in found:
+        meaning = REPORT_FIELDS.get(name, "(not described yet)")
+        rows.append(_table_row((f"`{name}`", type(value).__name__, meaning)))
+    return "\n".join(rows) + "\n"
+
+
 def report_excerpt(report_path: Path) -> str:
     """One benchmark entry and the plugin's key from a real report, as JSON."""
     import json
@@ -401,6 +446,9 @@ def write_generated_pages(outdir: Path, root: Path) -> None:
         "plugin_options.md": plugin_options_table(),
         "differences.md": differences_section(root),
         "plugin_markers.md": plugin_markers_table(root),
+        "report_fields.md": report_fields_table(
+            root / "docs" / "_static" / "gpu_acceleration_reference.json"
+        ),
         "report_excerpt.md": report_excerpt(
             root / "docs" / "_static" / "gpu_acceleration_reference.json"
         ),
