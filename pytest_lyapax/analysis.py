@@ -2,24 +2,105 @@
 
 A *record* is one entry of pytest-benchmark's JSON ``benchmarks`` list; the
 plugin puts the backend label in ``extra_info["backend"]`` and the size (or
-None) in ``extra_info["size"]``.  Nothing here measures or reads a clock.
+None) in ``extra_info["size"]``.  Nothing here measures, reads a clock or
+imports pytest, so the command-line tools reuse it on saved reports.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .options import CompareThreshold
-
 DEFAULT_SIZE_LABEL = "problem size (jax_size)"
+
+# The statistics pytest-benchmark stores per benchmark, in its own order.
+STAT_FIELDS = (
+    "min",
+    "max",
+    "mean",
+    "stddev",
+    "rounds",
+    "median",
+    "iqr",
+    "q1",
+    "q3",
+    "iqr_outliers",
+    "stddev_outliers",
+    "outliers",
+    "ld15iqr",
+    "hd15iqr",
+    "ops",
+    "total",
+)
+# Those that are durations in seconds (larger means slower or noisier): the
+# only ones a regression gate may compare.
+TIME_FIELDS = tuple(
+    f for f in STAT_FIELDS if f in {"min", "max", "mean", "stddev", "median", "iqr"}
+)
+# Parameters the plugin adds itself; every other parameter makes its own series.
+PLUGIN_PARAMS = ("jax_backend", "jax_size")
+
+
+@dataclass(frozen=True)
+class CompareThreshold:
+    """A regression limit such as ``median:25%`` (relative) or ``median:0.01s``."""
+
+    field: str
+    limit: float
+    relative: bool
+
+    def excess(self, saved: float, now: float) -> float:
+        """Return the change from ``saved`` to ``now``: percent if relative, else s."""
+        if self.relative:
+            return (now / saved - 1.0) * 100.0 if saved > 0 else float("inf")
+        return now - saved
+
+    def exceeded(self, saved: float, now: float) -> bool:
+        """Whether ``now`` is slower than ``saved`` by more than the limit."""
+        return self.excess(saved, now) > self.limit
+
+    def format_change(self, change: float) -> str:
+        """A change as this threshold measures it, in readable units."""
+        if self.relative:
+            return f"{change:+.1f}%"
+        sign = "+" if change >= 0 else "-"
+        return sign + format_seconds(abs(change))
+
+    def __str__(self) -> str:
+        if self.relative:
+            return f"{self.field}:{self.limit:g}%"
+        return f"{self.field}:{format_seconds(self.limit)}"
+
+
+_THRESHOLD = re.compile(
+    r"^(?P<field>[a-z]+):(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(?P<unit>%|s)?$"
+)
+
+
+def parse_threshold(text: str) -> CompareThreshold:
+    """Parse ``FIELD:N%`` (relative) or ``FIELD:SECONDS[s]`` (absolute).
+
+    Raises ValueError naming the text and what is allowed.
+    """
+    match = _THRESHOLD.match(text.strip())
+    if not match or match["field"] not in TIME_FIELDS:
+        raise ValueError(
+            f"cannot read {text!r}; write FIELD:PERCENT% or FIELD:SECONDS, with "
+            f"FIELD one of {', '.join(TIME_FIELDS)} (e.g. median:25% or median:0.05)"
+        )
+    return CompareThreshold(
+        field=match["field"],
+        limit=float(match["value"]),
+        relative=match["unit"] == "%",
+    )
 
 
 @dataclass(frozen=True)
 class Point:
-    """One backend's timing at one size (seconds)."""
+    """One backend's timing at one size (seconds): median and quartiles."""
 
     size: int
     median: float
@@ -29,12 +110,16 @@ class Point:
 
 @dataclass
 class SizedBenchmark:
-    """A size-parametrized benchmark: one series of points per backend."""
+    """A size-parametrized benchmark with fixed other parameters: one series
+    of points per backend."""
 
     key: str
     name: str
     size_label: str = DEFAULT_SIZE_LABEL
     series: dict[str, list[Point]] = field(default_factory=dict)
+
+    def points(self, label: str) -> dict[int, Point]:
+        return {p.size: p for p in self.series.get(label, [])}
 
     def medians(self, label: str) -> dict[int, float]:
         return {p.size: p.median for p in self.series.get(label, [])}
@@ -45,34 +130,91 @@ class SizedBenchmark:
 
 
 @dataclass(frozen=True)
+class Crossing:
+    """A change of sign of the median difference between two adjacent sizes."""
+
+    size: float  # interpolated in log(size) vs log(speedup)
+    between: tuple[int, int]
+    winner: str  # the label that is faster (by median) after the crossing
+
+
+@dataclass(frozen=True)
 class Crossover:
-    """Where ``other`` starts to beat ``reference`` (sizes and speedups)."""
+    """How ``other`` compares with ``reference`` over the common sizes.
+
+    ``verdicts`` holds, per common size, the label that is faster beyond the
+    measured noise (their interquartile ranges do not overlap) or ``"noise"``.
+    """
 
     reference: str
     other: str
-    kind: str  # "crossover", "other-faster", "reference-faster" or "no-common-sizes"
-    size: float | None = None
-    between: tuple[int, int] | None = None
-    largest: int | None = None
+    sizes: tuple[int, ...] = ()
+    verdicts: tuple[str, ...] = ()
+    crossings: tuple[Crossing, ...] = ()
     speedup_at_largest: float | None = None  # t_reference / t_other
+
+    @property
+    def largest(self) -> int | None:
+        return self.sizes[-1] if self.sizes else None
+
+    @property
+    def kind(self) -> str:
+        """One word for the JSON report: no-common-sizes, within-noise,
+        other-faster, reference-faster, crossover or mixed."""
+        if not self.sizes:
+            return "no-common-sizes"
+        decided = [v for v in self.verdicts if v != "noise"]
+        if not decided:
+            return "within-noise"
+        if set(decided) == {self.other} and not self.crossings:
+            return "other-faster"
+        if set(decided) == {self.reference} and not self.crossings:
+            return "reference-faster"
+        if len(self.crossings) == 1 and decided[0] != decided[-1]:
+            return "crossover"
+        return "mixed"
 
     def describe(self, size_label: str = "size") -> str:
         ref, other = self.reference, self.other
-        if self.kind == "no-common-sizes":
+        if not self.sizes:
             return f"{other} vs {ref}: no size measured on both"
-        tail = f"{self.speedup_at_largest:.3g}x at {self.largest}"
-        if self.kind == "crossover":
-            lo, hi = self.between or (0, 0)
-            return (
-                f"{other} faster than {ref} from {size_label} ~ {self.size:.3g} on "
-                f"(between {lo} and {hi}); {tail}"
+        groups: dict[str, list[int]] = {}
+        for size, verdict in zip(self.sizes, self.verdicts, strict=True):
+            groups.setdefault(verdict, []).append(size)
+        parts = [
+            f"{label} faster at {size_label} {_sizes_text(groups[label])}"
+            for label in (other, ref)
+            if label in groups
+        ]
+        if "noise" in groups:
+            parts.append(f"within noise at {size_label} {_sizes_text(groups['noise'])}")
+        if self.crossings:
+            where = ", ".join(
+                f"~{c.size:.3g} (between {c.between[0]} and {c.between[1]}, "
+                f"{c.winner} faster after)"
+                for c in self.crossings
             )
-        if self.kind == "other-faster":
-            return f"{other} faster than {ref} at every measured size; {tail}"
-        return (
-            f"{ref} faster than {other} at the largest measured size; no crossover "
-            f"in the measured range ({other} speedup {tail})"
-        )
+            parts.append(f"medians cross at {size_label} {where}")
+        else:
+            parts.append("medians do not cross in the measured range")
+        tail = f"{self.speedup_at_largest:.3g}x at {self.largest}"
+        return f"{other} vs {ref}: " + "; ".join(parts) + f" (t_{ref}/t_{other} {tail})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "other": self.other,
+            "kind": self.kind,
+            "sizes": list(self.sizes),
+            "verdicts": list(self.verdicts),
+            "crossings": [c.__dict__ for c in self.crossings],
+            "largest": self.largest,
+            "speedup_at_largest": self.speedup_at_largest,
+        }
+
+
+def _sizes_text(sizes: Sequence[int]) -> str:
+    return ", ".join(str(s) for s in sizes)
 
 
 def _base(fullname: str) -> str:
@@ -80,29 +222,50 @@ def _base(fullname: str) -> str:
 
 
 def record_label(record: Mapping[str, Any]) -> str | None:
-    return (record.get("extra_info") or {}).get("backend")
+    label = (record.get("extra_info") or {}).get("backend")
+    return label if isinstance(label, str) else None
 
 
 def record_size(record: Mapping[str, Any]) -> int | None:
-    return (record.get("extra_info") or {}).get("size")
+    size = (record.get("extra_info") or {}).get("size")
+    return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def other_params(record: Mapping[str, Any]) -> str:
+    """The record's parameters other than backend and size, as ``k=v,...``."""
+    params = record.get("params") or {}
+    if not isinstance(params, Mapping):
+        return ""
+    return ",".join(
+        f"{k}={params[k]}" for k in sorted(params) if k not in PLUGIN_PARAMS
+    )
+
+
+def series_name(record: Mapping[str, Any], key: str = "name") -> str:
+    """Test name (or full id with ``key="fullname"``) without backend and size,
+    keeping every other parameter: one series per such name."""
+    rest = other_params(record)
+    base = _base(str(record.get(key, "")))
+    return f"{base}[{rest}]" if rest else base
 
 
 def group_sized(
     records: Iterable[Mapping[str, Any]], order: Sequence[str]
 ) -> list[SizedBenchmark]:
-    """Group size-parametrized records into one :class:`SizedBenchmark` per test."""
+    """One :class:`SizedBenchmark` per test and combination of its other
+    parameters (a ``dtype`` parameter gives one series per dtype)."""
     groups: dict[str, SizedBenchmark] = {}
     for record in records:
         label, size = record_label(record), record_size(record)
         if label is None or size is None:
             continue
-        key = _base(record["fullname"])
-        bench = groups.setdefault(key, SizedBenchmark(key, _base(record["name"])))
+        key = series_name(record, "fullname")
+        bench = groups.setdefault(key, SizedBenchmark(key, series_name(record)))
         info = record.get("extra_info") or {}
         if info.get("size_label"):
-            bench.size_label = info["size_label"]
+            bench.size_label = str(info["size_label"])
         stats = record["stats"]
-        point = Point(int(size), stats["median"], stats["q1"], stats["q3"])
+        point = Point(size, stats["median"], stats["q1"], stats["q3"])
         bench.series.setdefault(label, []).append(point)
     rank = {label: i for i, label in enumerate(order)}
     for bench in groups.values():
@@ -114,36 +277,51 @@ def group_sized(
     return list(groups.values())
 
 
+def _verdict(reference: str, other: str, ref: Point, oth: Point) -> str:
+    if oth.q3 < ref.q1:
+        return other
+    if ref.q3 < oth.q1:
+        return reference
+    return "noise"
+
+
 def find_crossover(
     reference: str,
     other: str,
-    t_reference: Mapping[int, float],
-    t_other: Mapping[int, float],
+    ref_points: Mapping[int, Point],
+    other_points: Mapping[int, Point],
 ) -> Crossover:
-    """Locate the size from which ``other`` is faster at every larger size.
+    """Compare two backends size by size and find every crossing of the medians.
 
-    Between the last size where ``reference`` wins and the next one, the
-    crossover is interpolated linearly in log(size) vs log(speedup).
+    A crossing lies between adjacent common sizes where the sign of
+    ``log(t_reference / t_other)`` changes; its position is interpolated
+    linearly in log(size).  Who is *faster* at a size is decided only when
+    the interquartile ranges do not overlap.
     """
-    sizes = sorted(set(t_reference) & set(t_other))
+    sizes = tuple(sorted(set(ref_points) & set(other_points)))
     if not sizes:
-        return Crossover(reference, other, "no-common-sizes")
-    speedup = [t_reference[s] / t_other[s] for s in sizes]
-    largest, last = sizes[-1], speedup[-1]
-    if last < 1.0:
-        return Crossover(
-            reference, other, "reference-faster", None, None, largest, last
-        )
-    j = len(sizes) - 1
-    while j > 0 and speedup[j - 1] >= 1.0:
-        j -= 1
-    if j == 0:
-        return Crossover(reference, other, "other-faster", None, None, largest, last)
-    lo, hi = sizes[j - 1], sizes[j]
-    s_lo, s_hi = math.log(speedup[j - 1]), math.log(speedup[j])
-    fraction = -s_lo / (s_hi - s_lo) if s_hi != s_lo else 0.5
-    at = math.exp(math.log(lo) + fraction * (math.log(hi) - math.log(lo)))
-    return Crossover(reference, other, "crossover", at, (lo, hi), largest, last)
+        return Crossover(reference, other)
+    logs = [
+        math.log(ref_points[s].median / other_points[s].median)
+        if ref_points[s].median > 0 and other_points[s].median > 0
+        else 0.0
+        for s in sizes
+    ]
+    verdicts = tuple(
+        _verdict(reference, other, ref_points[s], other_points[s]) for s in sizes
+    )
+    crossings = []
+    for i in range(1, len(sizes)):
+        a, b = logs[i - 1], logs[i]
+        if a == 0.0 or b == 0.0 or (a > 0) == (b > 0):
+            continue
+        lo, hi = sizes[i - 1], sizes[i]
+        fraction = -a / (b - a)
+        at = math.exp(math.log(lo) + fraction * (math.log(hi) - math.log(lo)))
+        crossings.append(Crossing(at, (lo, hi), other if b > 0 else reference))
+    return Crossover(
+        reference, other, sizes, verdicts, tuple(crossings), math.exp(logs[-1])
+    )
 
 
 def crossovers(bench: SizedBenchmark) -> list[Crossover]:
@@ -153,7 +331,7 @@ def crossovers(bench: SizedBenchmark) -> list[Crossover]:
         return []
     ref = labels[0]
     return [
-        find_crossover(ref, other, bench.medians(ref), bench.medians(other))
+        find_crossover(ref, other, bench.points(ref), bench.points(other))
         for other in labels[1:]
     ]
 
@@ -196,10 +374,11 @@ def sized_table(
     for size in bench.sizes:
         row = [str(size)]
         for label in labels:
-            if label in missing:
+            value = bench.medians(label).get(size)
+            if value is None and label in missing:
                 row.append(missing[label])
             else:
-                row.append(format_seconds(bench.medians(label).get(size)))
+                row.append(format_seconds(value))
         for other in others:
             t_ref = bench.medians(ref).get(size)
             t_other = bench.medians(other).get(size)
@@ -208,30 +387,39 @@ def sized_table(
     return render_table(header, rows)
 
 
+def unsized_medians(
+    records: Iterable[Mapping[str, Any]],
+) -> dict[str, dict[str, Point]]:
+    """Benchmarks without a size axis: series name -> backend -> timing."""
+    result: dict[str, dict[str, Point]] = {}
+    for record in records:
+        label = record_label(record)
+        if label is None or record_size(record) is not None:
+            continue
+        stats = record["stats"]
+        point = Point(0, stats["median"], stats["q1"], stats["q3"])
+        result.setdefault(series_name(record), {})[label] = point
+    return result
+
+
 def unsized_table(
     records: Iterable[Mapping[str, Any]],
     labels: Sequence[str],
     missing: Mapping[str, str],
 ) -> list[str]:
     """Test x backend median table for benchmarks without a size axis."""
-    medians: dict[str, dict[str, float]] = {}
-    for record in records:
-        label = record_label(record)
-        if label is None or record_size(record) is not None:
-            continue
-        name = _base(record["name"])
-        param = record.get("param") or ""
-        rest = param.split("-", 1)[1] if "-" in param else ""
-        if rest:
-            name = f"{name}[{rest}]"
-        medians.setdefault(name, {})[label] = record["stats"]["median"]
+    medians = unsized_medians(records)
     if not medians:
         return []
     rows = []
     for name, by_label in medians.items():
         row = [name]
         for label in labels:
-            row.append(missing.get(label) or format_seconds(by_label.get(label)))
+            point = by_label.get(label)
+            if point is None and label in missing:
+                row.append(missing[label])
+            else:
+                row.append(format_seconds(point.median if point else None))
         rows.append(row)
     return render_table(["benchmark", *labels], rows)
 
@@ -249,23 +437,51 @@ class Comparison:
     failed: bool
 
 
+@dataclass
+class ComparisonResult:
+    """All comparisons with a saved run, and what could not be compared."""
+
+    comparisons: list[Comparison] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # in the saved run, not now
+    new: list[str] = field(default_factory=list)  # now, not in the saved run
+
+    @property
+    def regressions(self) -> list[str]:
+        return [c.fullname for c in self.comparisons if c.failed]
+
+    def gate_failures(self, allow_missing: bool) -> list[str]:
+        """Why a ``--jax-compare-fail`` gate fails (empty: it passes)."""
+        reasons = [f"{name} regressed" for name in self.regressions]
+        if not allow_missing:
+            if not self.comparisons:
+                reasons.append(
+                    "no benchmark of this run matches one of the saved run (nothing "
+                    "was compared)"
+                )
+            reasons += [f"{name} is missing from this run" for name in self.missing]
+        return reasons
+
+
 def compare_runs(
     saved: Mapping[str, Any],
     records: Iterable[Mapping[str, Any]],
     threshold: CompareThreshold | None,
-) -> list[Comparison]:
+) -> ComparisonResult:
     """Match records with a saved run by test id and compare one statistic."""
     field_name = threshold.field if threshold else "median"
     rule = threshold or CompareThreshold(field_name, float("inf"), True)
     old = {b["fullname"]: b for b in saved.get("benchmarks", []) if "fullname" in b}
-    result = []
+    result = ComparisonResult()
+    seen = set()
     for record in records:
+        seen.add(record["fullname"])
         before = old.get(record["fullname"])
         if before is None or field_name not in before.get("stats", {}):
+            result.new.append(record["fullname"])
             continue
         saved_value = float(before["stats"][field_name])
         now_value = float(record["stats"][field_name])
-        result.append(
+        result.comparisons.append(
             Comparison(
                 fullname=record["fullname"],
                 backend=record_label(record),
@@ -276,17 +492,17 @@ def compare_runs(
                 failed=threshold is not None and rule.exceeded(saved_value, now_value),
             )
         )
+    result.missing = [name for name in old if name not in seen]
     return result
 
 
 def comparison_table(
     comparisons: Sequence[Comparison], threshold: CompareThreshold | None
 ) -> list[str]:
-    relative = threshold.relative if threshold else True
-    field_name = threshold.field if threshold else "median"
+    rule = threshold or CompareThreshold("median", float("inf"), True)
     rows = []
     for c in comparisons:
-        change = f"{c.change:+.1f}%" if relative else f"{c.change:+.3g} s"
+        change = rule.format_change(c.change)
         if c.failed:
             change += "  REGRESSION"
         rows.append(
@@ -298,5 +514,37 @@ def comparison_table(
             ]
         )
     return render_table(
-        ["benchmark", f"saved {field_name}", f"now {field_name}", "change"], rows
+        ["benchmark", f"saved {rule.field}", f"now {rule.field}", "change"], rows
     )
+
+
+def check_report(data: object, what: str) -> list[dict[str, Any]]:
+    """Validate an untrusted report; return its benchmarks or raise ValueError.
+
+    A report is a JSON object with a ``benchmarks`` list whose entries have a
+    string ``fullname`` and numeric (finite, non-negative) time statistics.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+        raise ValueError(
+            f"{what} is not a pytest-benchmark report (no 'benchmarks' list)"
+        )
+    benches = data["benchmarks"]
+    for i, bench in enumerate(benches):
+        if not isinstance(bench, dict) or not isinstance(bench.get("fullname"), str):
+            raise ValueError(f"{what}: benchmark #{i} has no 'fullname' string")
+        stats = bench.get("stats")
+        if not isinstance(stats, dict):
+            raise ValueError(f"{what}: {bench['fullname']} has no 'stats' object")
+        for name in (*TIME_FIELDS, "q1", "q3"):
+            value = stats.get(name)
+            if name in stats and (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value < 0
+            ):
+                raise ValueError(
+                    f"{what}: {bench['fullname']} has a non-numeric or negative "
+                    f"stats.{name} ({value!r}); expected seconds as a number"
+                )
+    return benches

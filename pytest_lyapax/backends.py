@@ -1,7 +1,9 @@
 """Backend labels, the ``JAX_PLATFORMS`` value each one runs under, and node ids.
 
 A *label* is what the user types in ``--jax-backend`` and what appears in test
-ids (``test_x[cpu-20]``).  A *platform* is the ``JAX_PLATFORMS`` value its
+ids (``test_x[cpu-20]``); which backend an item runs on is kept on the item
+itself (its ``jax_backend`` parameter, or the plugin's stash), never parsed
+back out of an id.  A *platform* is the ``JAX_PLATFORMS`` value its
 worker process gets.  The two are kept apart so that tests (and users) can map
 an extra label onto an existing platform, e.g. ``cpu2=cpu``.
 """
@@ -9,7 +11,6 @@ an extra label onto an existing platform, e.g. ``cpu2=cpu``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 # Built-in labels and the platform each one selects.  ``gpu`` is exactly
@@ -33,8 +34,7 @@ PLATFORM_BACKENDS: dict[str, str] = {
     "tpu": "tpu",
 }
 
-# Labels become the first field of a parametrize id, which pytest joins with
-# "-", so a label must not contain "-" (and must not look like a number).
+# Labels become part of test ids, so keep them to simple identifiers.
 LABEL_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 
 # Backend states reported in the terminal and in benchmark.json.
@@ -43,6 +43,8 @@ UNAVAILABLE = "unavailable"
 FALLBACK = "fallback"
 CRASHED = "crashed"
 NOT_RUN = "not-run"
+PARTIAL = "partial"  # some of the backend's tests did not run (-x, --maxfail)
+INTERRUPTED = "interrupted"  # stopped by Ctrl-C (KeyboardInterrupt)
 RUNNABLE = (OK, FALLBACK)
 
 
@@ -57,17 +59,3 @@ class Backend:
     def expected(self) -> str:
         """The ``jax.default_backend()`` a process with this platform must report."""
         return PLATFORM_BACKENDS[self.platform.split(",")[0]]
-
-
-def label_from_nodeid(nodeid: str, labels: Iterable[str]) -> str | None:
-    """Return the backend label carried by a test id, or None if it has none.
-
-    The plugin parametrizes ``jax_backend`` before any other parameter, so the
-    label is the first ``-``-separated field inside the trailing ``[...]``.
-    """
-    last = nodeid.rsplit("::", 1)[-1]
-    start = last.find("[")
-    if start < 0 or not last.endswith("]"):
-        return None
-    first = last[start + 1 : -1].split("-", 1)[0]
-    return first if first in set(labels) else None

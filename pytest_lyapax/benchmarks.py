@@ -9,9 +9,12 @@ them back into its own pytest-benchmark session, which then writes
 ``--benchmark-json``/``--benchmark-save`` once and prints its usual table.
 
 JAX specifics: JAX dispatches asynchronously, so every timed call is wrapped
-in ``jax.block_until_ready``; the first call (tracing and compilation) runs
-before pytest-benchmark's calibration and rounds, and its duration is kept in
-``extra_info["first_call_s"]``.
+in ``jax.block_until_ready``.  ``benchmark(f, ...)`` makes one untimed first
+call (tracing and compilation) before pytest-benchmark's calibration and
+rounds, and keeps its duration in ``extra_info["first_call_s"]``.
+``benchmark.pedantic`` adds no call of its own: its ``warmup_rounds`` (default
+0) decide, so ``pedantic(f, rounds=1, iterations=1)`` times one cold call,
+compilation included.
 
 The pieces of pytest-benchmark used here that are not documented API are the
 ``config._benchmarksession`` object (its ``disabled``/``json``/``save``/...
@@ -29,26 +32,11 @@ from typing import Any
 
 import pytest
 
+from .analysis import STAT_FIELDS
+
 RECORD_ATTR = "pytest_lyapax_benchmark"
 _ONLY_ATTR = "_pytest_lyapax_benchmark_only"
-_STATS_FIELDS = (
-    "min",
-    "max",
-    "mean",
-    "stddev",
-    "rounds",
-    "median",
-    "iqr",
-    "q1",
-    "q3",
-    "iqr_outliers",
-    "stddev_outliers",
-    "outliers",
-    "ld15iqr",
-    "hd15iqr",
-    "ops",
-    "total",
-)
+_USER_DISABLED_ATTR = "_pytest_lyapax_benchmark_disabled"
 
 
 def benchmark_session(config: pytest.Config) -> Any | None:
@@ -67,15 +55,42 @@ def defer_benchmark_only(config: pytest.Config) -> None:
         config.option.benchmark_only = False
 
 
+def quiet_xdist_check(config: pytest.Config) -> None:
+    """Keep pytest-benchmark from warning that xdist disables it.
+
+    That warning is issued in pytest-benchmark's ``pytest_configure``, after
+    pytest applied the ini ``filterwarnings``; with ``filterwarnings = error``
+    it is an INTERNALERROR.  It is skipped when benchmarks are disabled, so
+    they are disabled for its start-up (measuring is turned back on in the
+    workers, see :func:`enable_in_worker`) and the user's choice is kept.
+    """
+    if hasattr(config, _USER_DISABLED_ATTR) or not hasattr(
+        config.option, "benchmark_disable"
+    ):
+        return
+    disabled = bool(config.option.benchmark_disable) and not bool(
+        getattr(config.option, "benchmark_enable", False)
+    )
+    setattr(config, _USER_DISABLED_ATTR, disabled)
+    config.option.benchmark_disable = True
+
+
+def user_disabled(config: pytest.Config) -> bool:
+    """Whether the user disabled benchmarks (``--benchmark-disable``)."""
+    return bool(getattr(config, _USER_DISABLED_ATTR, False))
+
+
+def set_user_disabled(config: pytest.Config, disabled: bool) -> None:
+    """A worker's copy of the controller's :func:`user_disabled`."""
+    setattr(config, _USER_DISABLED_ATTR, disabled)
+
+
 def enable_in_worker(config: pytest.Config) -> None:
     """Turn pytest-benchmark back on in an xdist worker, without file output."""
     bs = benchmark_session(config)
     if bs is None:
         return
-    user_disabled = bool(config.getoption("benchmark_disable", False)) and not bool(
-        config.getoption("benchmark_enable", False)
-    )
-    bs.disabled = user_disabled
+    bs.disabled = user_disabled(config)
     if getattr(config, _ONLY_ATTR, False):
         bs.only = True
     # The controller writes every file and checks every comparison, once.
@@ -119,7 +134,8 @@ def jax_fixture_class() -> type:
     from pytest_benchmark.fixture import BenchmarkFixture
 
     class JaxBenchmarkFixture(BenchmarkFixture):  # type: ignore[misc]
-        """``benchmark`` for JAX: warm-up call first, every timed call blocked."""
+        """``benchmark`` for JAX: every timed call blocked; ``benchmark(f)``
+        compiles with an untimed first call, ``pedantic`` does not."""
 
         def __call__(self, function_to_benchmark: Callable[..., Any], *args, **kwargs):
             blocking = _blocking(function_to_benchmark)
@@ -130,17 +146,10 @@ def jax_fixture_class() -> type:
         def pedantic(
             self, target, args=(), kwargs=None, setup=None, teardown=None, **rest
         ):
-            blocking = _blocking(target)
-            if self.enabled and not getattr(self, "_mode", None):
-                call_args, call_kwargs = args, kwargs or {}
-                if setup is not None:
-                    made = setup()
-                    if made:
-                        call_args, call_kwargs = made
-                _first_call(self, blocking, call_args, call_kwargs)
-                if teardown is not None:
-                    teardown(*call_args, **call_kwargs)
-            return super().pedantic(blocking, args, kwargs, setup, teardown, **rest)
+            # No warm-up call here: pedantic's own warmup_rounds decide.
+            return super().pedantic(
+                _blocking(target), args, kwargs, setup, teardown, **rest
+            )
 
     return JaxBenchmarkFixture
 
@@ -244,7 +253,7 @@ class RecordedBenchmark:
         if "cprofile" in self.record:
             result["cprofile"] = self.record["cprofile"]
         if stats:
-            values = {k: self.record["stats"][k] for k in _STATS_FIELDS}
+            values = {k: self.record["stats"][k] for k in STAT_FIELDS}
             if include_data and "data" in self.record["stats"]:
                 values["data"] = list(self.record["stats"]["data"])
             values["iterations"] = self.iterations

@@ -3,7 +3,8 @@ single process of a run without xdist.
 
 Benchmark results arrive attached to test reports (see ``benchmarks.py``),
 so they are all here before pytest-benchmark writes its own files at session
-finish, and a worker that crashes later cannot take them with it.
+finish, and a worker that crashes later cannot take them with it.  Each
+report also carries its item's backend label (see ``items.py``).
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from typing import Any
 import pytest
 
 from . import report
-from .analysis import Comparison
+from .analysis import ComparisonResult
+from .backends import CRASHED
 from .benchmarks import RECORD_ATTR, hand_to_benchmark_session
-from .session import CONTROLLER, LyapaxSession, PytestLyapaxWarning
+from .items import LABEL_ATTR, item_label
+from .scheduling import node_label
+from .session import CONTROLLER, INPROCESS, LyapaxSession
 
 
 class ResultCollector:
@@ -26,7 +30,7 @@ class ResultCollector:
     def __init__(self, config: pytest.Config, session: LyapaxSession) -> None:
         self.config = config
         self.session = session
-        self.comparisons: list[Comparison] = []
+        self.compared: ComparisonResult | None = None
         self.written: list[Path] = []
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
@@ -37,18 +41,38 @@ class ResultCollector:
         mode = {
             CONTROLLER: "one xdist worker per backend, one backend at a time",
         }.get(self.session.role, "in this process only")
-        return [f"pytest-lyapax: {'; '.join(parts)} [{mode}]"]
+        lines = [f"pytest-lyapax: {'; '.join(parts)} [{mode}]"]
+        return lines + [f"pytest-lyapax: {note}" for note in self.session.notes]
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        if self.session.role == INPROCESS:
+            self.session.expected.clear()
+            for item in items:
+                self.session.expected[item_label(item)] += 1
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo) -> None:
+        # xdist stops a -x run with a KeyboardInterrupt subclass; only a real
+        # Ctrl-C makes a backend "interrupted" rather than "partial".
+        self.session.interrupted = excinfo.type is KeyboardInterrupt
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        label = self.session.label_of(report.nodeid)
-        if label is not None:
-            outcomes = self.session.states[label].outcomes
+        node = getattr(report, "node", None)
+        label = getattr(report, LABEL_ATTR, None)
+        runner = node_label(node) if node is not None else label
+        if report.when == "???" and label is None:
+            label = runner  # xdist's report for a test its worker died in
+        state = self.session.states.get(label)
+        if state is not None:
+            outcomes = state.outcomes
             if report.when == "call" or (
                 report.when != "teardown" and not report.passed
             ):
                 outcomes[report.outcome] += 1
             elif report.when == "teardown" and report.failed:
                 outcomes["error"] += 1
+        if report.when in ("teardown", "???") and runner is not None:
+            self.session.finished[runner] += 1
         raw = getattr(report, RECORD_ATTR, None)
         if raw:
             record = json.loads(raw)
@@ -57,31 +81,53 @@ class ResultCollector:
                 hand_to_benchmark_session(self.config, record)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self.comparisons = report.check_regressions(self.session)
+        report.settle_statuses(self.session)
+        self.compared = report.check_regressions(self.session)
         try:
             self.written = report.write_reports(self.config, self.session)
         except OSError as exc:
-            self.config.issue_config_time_warning(
-                PytestLyapaxWarning(
-                    f"pytest-lyapax could not write its reports: {exc}"
-                ),
-                stacklevel=2,
-            )
-        if self.session.regressions and session.exitstatus == pytest.ExitCode.OK:
+            self.session.figure_error = f"could not write the reports: {exc}"
+        if self.session.collection_errors:
+            # What pytest does without xdist: nothing ran, the run is interrupted.
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
+        crashed = any(s.status == CRASHED for s in self.session.states.values())
+        if (self.session.gate_failures or crashed) and session.exitstatus in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        sections = report.summary_lines(self.session, self.comparisons, self.written)
+        sections = report.summary_lines(self.session, self.compared, self.written)
         for title, lines in sections:
             terminalreporter.write_sep("-", title)
             for line in lines:
                 terminalreporter.write_line(line)
-        if self.session.regressions:
+        errors = self.session.collection_errors
+        if errors:
+            terminalreporter.write_sep(
+                "!",
+                f"Interrupted: {errors} error(s) during collection; no test was run "
+                "(--continue-on-collection-errors runs them)",
+            )
+        failures = self.session.gate_failures
+        if failures:
             threshold = self.session.settings.compare_fail
             terminalreporter.write_sep(
                 "=",
-                f"pytest-lyapax: performance regressed beyond {threshold} in "
-                f"{len(self.session.regressions)} benchmark(s)",
+                f"pytest-lyapax: --jax-compare-fail={threshold} failed: "
+                f"{len(failures)} problem(s)",
+                red=True,
+            )
+            for line in failures[:20]:
+                terminalreporter.write_line(f"  {line}")
+        crashed = [
+            s.backend.label for s in self.session.states.values() if s.status == CRASHED
+        ]
+        if crashed:
+            terminalreporter.write_sep(
+                "=",
+                f"pytest-lyapax: backend(s) crashed: {', '.join(crashed)}",
                 red=True,
             )
 

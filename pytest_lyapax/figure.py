@@ -1,29 +1,40 @@
-"""The crossover figure: wall time against problem size, one line per backend.
+"""The crossover figure: wall time against problem size, one line per series.
 
-Uses matplotlib's object API with the Agg canvas, so drawing never touches
-pyplot's global state or the user's interactive backend.
+A *series* is a backend label (``cpu``) or, for merged reports, a backend on a
+machine (``gpu @ server``).  The figure is a grid of small panels, one per
+sized benchmark, plus one bar chart of the benchmarks without a size axis;
+its pixel size and drawing time are bounded (at most :data:`MAX_PANELS`
+panels; the rest are counted in the title and stay in the JSON and the
+terminal tables).  Uses matplotlib's object API with the Agg canvas, so
+drawing never touches pyplot's global state or the user's interactive
+backend.
 """
 
 from __future__ import annotations
 
 import io
+import math
 import textwrap
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .analysis import SizedBenchmark, crossovers
+from .analysis import Point, SizedBenchmark, crossovers
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 _MARKERS = "osD^v<>p"
+MAX_PANELS = 24  # sized panels drawn; the bar chart comes on top
+MAX_BARS = 20  # unsized benchmarks drawn in the bar chart
+_COLUMNS = 3
+_DPI = 100
 
 
 @dataclass(frozen=True)
 class BackendLegend:
-    """How a backend appears in the legend: its label, status, device, reason."""
+    """How a series appears in the legend: its label, status, device, reason."""
 
     label: str
     status: str
@@ -31,8 +42,8 @@ class BackendLegend:
     reason: str = ""
 
 
-def _short(reason: str, width: int = 64, lines: int = 4) -> str:
-    wrapped = textwrap.wrap(reason, width) or ["no reason given"]
+def _short(text: str, width: int = 60, lines: int = 3) -> str:
+    wrapped = textwrap.wrap(text, width) or ["no reason given"]
     if len(wrapped) > lines:
         wrapped = wrapped[:lines]
         wrapped[-1] = wrapped[-1][: width - 3] + "..."
@@ -43,25 +54,81 @@ def build_figure(
     benches: Sequence[SizedBenchmark],
     legends: Sequence[BackendLegend],
     machine: str,
+    unsized: Mapping[str, Mapping[str, Point]] | None = None,
 ) -> Figure:
-    """Draw one log-log panel per sized benchmark (one empty panel if none)."""
+    """Draw the crossover grid (see the module docstring for its bounds)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    panels = max(1, len(benches))
-    fig = Figure(figsize=(7.5, 4.6 * panels), layout="constrained")
+    unsized = dict(unsized or {})
+    drawn = list(benches[:MAX_PANELS])
+    panels: list[SizedBenchmark | str | None] = list(drawn)
+    if unsized:
+        panels.append("bars")
+    if not panels:
+        panels.append(None)
+    columns = min(_COLUMNS, len(panels))
+    rows = math.ceil(len(panels) / columns)
+    header_in = 0.9
+    fig = Figure(figsize=(4.8 * columns, 3.6 * rows + header_in), dpi=_DPI)
     FigureCanvasAgg(fig)
-    axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
-    colors = {entry.label: f"C{i}" for i, entry in enumerate(legends)}
-    for ax, bench in zip(axes, benches or [None], strict=True):
-        _draw_panel(ax, bench, legends, colors)
+    axes = fig.subplots(rows, columns, squeeze=False).ravel()
+    colors = {entry.label: f"C{i % 10}" for i, entry in enumerate(legends)}
+    markers = {e.label: _MARKERS[i % len(_MARKERS)] for i, e in enumerate(legends)}
+    for ax, panel in zip(axes, panels, strict=False):
+        if panel == "bars":
+            _draw_bars(ax, unsized, legends, colors)
+        elif isinstance(panel, SizedBenchmark):
+            _draw_sized(ax, panel, colors, markers)
+        else:
+            _draw_empty(ax)
+    for ax in axes[len(panels) :]:
+        ax.set_visible(False)
 
-    names = ", ".join(b.name for b in benches) or "no sized benchmark"
-    # Wrapped: with several benchmarks one line would run off the figure.
-    wrapped = "\n".join(textwrap.wrap(f"benchmarks: {names}", width=80))
-    fig.suptitle(
-        f"Wall time per JAX backend (CPU/GPU crossover)\n{wrapped}\nmachine: {machine}",
-        fontsize=11,
+    handles = []
+    for entry in legends:
+        device = f" ({entry.device})" if entry.device else ""
+        status = "" if entry.status == "ok" else f" [{entry.status}]"
+        (handle,) = axes[0].plot(
+            [],
+            [],
+            color=colors[entry.label],
+            marker=markers[entry.label],
+            linestyle="-" if entry.status == "ok" else "--",
+            label=f"{entry.label}{device}{status}",
+        )
+        handles.append(handle)
+    lines = [f"Wall time per JAX backend (median, bars = IQR); {machine}"]
+    not_ok = [e for e in legends if e.status != "ok"]
+    if not_ok:
+        lines.append(
+            "INCOMPLETE RUN: "
+            + "; ".join(
+                f"{e.label} {e.status}: {_short(e.reason, 80, 1)}" for e in not_ok
+            )
+        )
+    if len(benches) > len(drawn):
+        lines.append(
+            f"{len(drawn)} of {len(benches)} sized benchmarks drawn; all are in "
+            "benchmark.json and the terminal tables"
+        )
+    top = 1.0 - header_in / fig.get_figheight()
+    fig.text(0.01, 0.995, "\n".join(lines), va="top", ha="left", fontsize=9)
+    if handles:
+        fig.legend(
+            handles=handles,
+            loc="upper right",
+            bbox_to_anchor=(0.995, 0.995),
+            fontsize=8,
+            ncols=min(3, len(handles)),
+        )
+    fig.subplots_adjust(
+        left=0.08 / columns * 2,
+        right=0.98,
+        bottom=0.35 / (3.6 * rows + header_in),
+        top=top,
+        hspace=0.55,
+        wspace=0.3,
     )
     return fig
 
@@ -70,68 +137,55 @@ def render_png(
     benches: Sequence[SizedBenchmark],
     legends: Sequence[BackendLegend],
     machine: str,
+    unsized: Mapping[str, Mapping[str, Point]] | None = None,
 ) -> bytes:
     """The crossover figure as PNG bytes."""
-    fig = build_figure(benches, legends, machine)
+    fig = build_figure(benches, legends, machine, unsized)
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
+    fig.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
 
 
-def _draw_panel(
+def _iqr_errors(points: Sequence[Point]) -> list[list[float]]:
+    return [
+        [max(0.0, p.median - p.q1) for p in points],
+        [max(0.0, p.q3 - p.median) for p in points],
+    ]
+
+
+def _log_y(ax: Axes) -> None:
+    # Few ticks, no minor ones: tick layout dominates drawing time otherwise.
+    from matplotlib.ticker import LogLocator, NullLocator
+
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(numticks=5))
+    ax.yaxis.set_minor_locator(NullLocator())
+
+
+def _draw_sized(
     ax: Axes,
-    bench: SizedBenchmark | None,
-    legends: Sequence[BackendLegend],
+    bench: SizedBenchmark,
     colors: Mapping[str, str],
+    markers: Mapping[str, str],
 ) -> None:
     from matplotlib.ticker import NullLocator
 
-    measured = set(bench.series) if bench is not None else set()
-    for i, entry in enumerate(legends):
-        color = colors[entry.label]
-        device = f" ({entry.device})" if entry.device else ""
-        if entry.label in measured:
-            points = bench.series[entry.label]
-            sizes = [p.size for p in points]
-            ax.plot(
-                sizes,
-                [p.median for p in points],
-                marker=_MARKERS[i % len(_MARKERS)],
-                color=color,
-                label=f"{entry.label}{device}: median",
-            )
-            ax.fill_between(
-                sizes,
-                [p.q1 for p in points],
-                [p.q3 for p in points],
-                color=color,
-                alpha=0.2,
-                linewidth=0,
-            )
-        else:
-            status = entry.status if entry.status != "ok" else "no timings"
-            ax.plot(
-                [], [], linestyle="--", color=color, label=f"{entry.label}: {status}"
-            )
-
-    notes = [
-        f"{e.label} not measured ({e.status}):\n{_short(e.reason)}"
-        for e in legends
-        if e.label not in measured and e.reason
-    ]
-    if bench is not None:
-        for c in crossovers(bench):
-            if c.kind == "crossover":
-                ax.axvline(c.size, color="0.3", linestyle=":", linewidth=1.2)
-                ax.annotate(
-                    f"{c.other} faster from\n~{c.size:.3g}",
-                    xy=(c.size, 0.04),
-                    xycoords=("data", "axes fraction"),
-                    xytext=(4, 0),
-                    textcoords="offset points",
-                    fontsize=8,
-                )
-            notes.append(c.describe("size"))
+    for label, points in bench.series.items():
+        ax.errorbar(
+            [p.size for p in points],
+            [p.median for p in points],
+            yerr=_iqr_errors(points),
+            color=colors.get(label, "0.3"),
+            marker=markers.get(label, "o"),
+            markersize=4,
+            capsize=3,
+            linestyle="-" if len(points) > 1 else "none",
+        )
+    notes = []
+    for c in crossovers(bench):
+        for crossing in c.crossings:
+            ax.axvline(crossing.size, color="0.4", linestyle=":", linewidth=1)
+        notes.append(_short(c.describe("size"), 56, 3))
     if notes:
         ax.text(
             0.02,
@@ -140,23 +194,75 @@ def _draw_panel(
             transform=ax.transAxes,
             ha="left",
             va="top",
-            fontsize=7.5,
-            bbox={"boxstyle": "round,pad=0.3", "facecolor": "white", "alpha": 0.85},
+            fontsize=6.5,
+            bbox={"boxstyle": "round,pad=0.2", "facecolor": "white", "alpha": 0.8},
         )
-    if measured:
+    sizes = bench.sizes
+    _log_y(ax)
+    if len(sizes) > 1:
         ax.set_xscale("log")
-        ax.set_yscale("log")
-        # Label the measured sizes themselves rather than powers of ten.
-        ax.set_xticks(bench.sizes, [str(s) for s in bench.sizes])
-        ax.xaxis.set_minor_locator(NullLocator())
-        title = f"{bench.name}: wall time vs size (log-log)"
-        ax.set_xlabel(bench.size_label)
-    else:
-        title = "no size-parametrized benchmark produced timings"
-        ax.set_xlabel("problem size")
-        ax.set_xticks([])
-        ax.set_yticks([])
-    ax.set_title(title, fontsize=10)
-    ax.set_ylabel("wall time per call (s): median, band = IQR")
+    ticks = sizes if len(sizes) <= 8 else sizes[:: math.ceil(len(sizes) / 8)]
+    ax.set_xticks(ticks, [str(s) for s in ticks])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_title(_short(bench.name, 48, 2), fontsize=8)
+    ax.set_xlabel(bench.size_label, fontsize=8)
+    ax.set_ylabel("s per call", fontsize=8)
+    ax.tick_params(labelsize=7)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(loc="lower right", fontsize=8)
+
+
+def _draw_bars(
+    ax: Axes,
+    unsized: Mapping[str, Mapping[str, Point]],
+    legends: Sequence[BackendLegend],
+    colors: Mapping[str, str],
+) -> None:
+    names = list(unsized)[:MAX_BARS]
+    labels = [e.label for e in legends]
+    width = 0.8 / max(1, len(labels))
+    for j, label in enumerate(labels):
+        xs, ys, points = [], [], []
+        for i, name in enumerate(names):
+            point = unsized[name].get(label)
+            if point is not None:
+                xs.append(i + (j - (len(labels) - 1) / 2) * width)
+                ys.append(point.median)
+                points.append(point)
+        if xs:
+            ax.bar(
+                xs,
+                ys,
+                width=width,
+                yerr=_iqr_errors(points),
+                color=colors.get(label, "0.3"),
+                capsize=2,
+            )
+    _log_y(ax)
+    ax.set_xticks(
+        range(len(names)),
+        [textwrap.shorten(n, 24, placeholder="...") for n in names],
+        rotation=30,
+        ha="right",
+        fontsize=6.5,
+    )
+    extra = len(unsized) - len(names)
+    title = "benchmarks without a size axis"
+    if extra > 0:
+        title += f" (first {len(names)}, {extra} more in the JSON)"
+    ax.set_title(title, fontsize=8)
+    ax.set_ylabel("s per call", fontsize=8)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def _draw_empty(ax: Axes) -> None:
+    ax.text(
+        0.5,
+        0.5,
+        "no benchmark produced timings",
+        transform=ax.transAxes,
+        ha="center",
+        va="center",
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])

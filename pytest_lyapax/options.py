@@ -8,8 +8,7 @@ reported before any worker starts or anything is timed.
 from __future__ import annotations
 
 import json
-import re
-import tempfile
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from .analysis import CompareThreshold, check_report, parse_threshold
 from .backends import (
     DEFAULT_PLATFORMS,
     LABEL_ALIASES,
@@ -24,34 +24,6 @@ from .backends import (
     PLATFORM_BACKENDS,
     Backend,
 )
-
-STAT_FIELDS = ("min", "max", "mean", "median", "stddev", "iqr")
-_THRESHOLD = re.compile(
-    r"^(?P<field>[a-z]+):(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(?P<unit>%|s)?$"
-)
-
-
-@dataclass(frozen=True)
-class CompareThreshold:
-    """A regression limit such as ``median:25%`` (relative) or ``median:0.01s``."""
-
-    field: str
-    limit: float
-    relative: bool
-
-    def excess(self, saved: float, now: float) -> float:
-        """Return the change from ``saved`` to ``now``: percent if relative, else s."""
-        if self.relative:
-            return (now / saved - 1.0) * 100.0 if saved > 0 else float("inf")
-        return now - saved
-
-    def exceeded(self, saved: float, now: float) -> bool:
-        """Whether ``now`` is slower than ``saved`` by more than the limit."""
-        return self.excess(saved, now) > self.limit
-
-    def __str__(self) -> str:
-        unit = "%" if self.relative else "s"
-        return f"{self.field}:{self.limit:g}{unit}"
 
 
 @dataclass(frozen=True)
@@ -64,6 +36,10 @@ class Settings:
     compare_path: Path | None = None
     compare_data: Mapping[str, Any] | None = field(default=None, compare=False)
     compare_fail: CompareThreshold | None = None
+    compare_allow_missing: bool = False
+    required: tuple[str, ...] = ()
+    # Labels a jax_backend marker may name: built-in ones and every mapping.
+    known_labels: tuple[str, ...] = ()
 
     @property
     def active(self) -> bool:
@@ -185,32 +161,32 @@ def validate_marker_sizes(args: Sequence[object], where: str) -> tuple[int, ...]
 
 def parse_compare_fail(text: str) -> CompareThreshold:
     """Parse ``FIELD:N%`` (relative) or ``FIELD:SECONDS[s]`` (absolute)."""
-    match = _THRESHOLD.match(text.strip())
-    if not match or match["field"] not in STAT_FIELDS:
-        raise pytest.UsageError(
-            f"--jax-compare-fail: cannot read {text!r}; write FIELD:PERCENT% or "
-            f"FIELD:SECONDS, with FIELD one of {', '.join(STAT_FIELDS)} "
-            "(e.g. median:25% or median:0.05)"
-        )
-    return CompareThreshold(
-        field=match["field"],
-        limit=float(match["value"]),
-        relative=match["unit"] == "%",
-    )
-
-
-def resolve_report_dir(path: Path, option: str = "--jax-report-dir") -> Path:
-    """Create the report directory if needed and check that it is writable."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as exc:
-        raise pytest.UsageError(
-            f"{option}: cannot write reports to {str(path)!r} "
-            f"({type(exc).__name__}: {exc.strerror or exc}); give a writable directory"
-        ) from None
-    return path
+        return parse_threshold(text)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--jax-compare-fail: {exc}") from None
+
+
+def check_report_dir(path: Path, option: str = "--jax-report-dir") -> Path:
+    """Check that reports could be written to ``path``, without creating it.
+
+    The directory itself is made only when a run has something to write, so
+    that running a project's suite that has no benchmarks leaves it clean.
+    """
+    if path.exists() and not path.is_dir():
+        problem = "it exists and is not a directory"
+    else:
+        existing = next(p for p in (path, *path.parents) if p.exists())
+        if not existing.is_dir():
+            problem = f"{str(existing)!r} is not a directory"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            problem = f"{str(existing)!r} is not writable"
+        else:
+            return path
+    raise pytest.UsageError(
+        f"{option}: cannot write reports to {str(path)!r} ({problem}); give a "
+        "writable directory"
+    )
 
 
 def load_compare_file(path: Path) -> dict[str, Any]:
@@ -227,19 +203,49 @@ def load_compare_file(path: Path) -> dict[str, Any]:
             f"--jax-compare: {str(path)!r} is not valid JSON ({exc}); give the "
             "path of a benchmark.json written by an earlier run"
         ) from None
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
+    try:
+        check_report(data, repr(str(path)))
+    except ValueError as exc:
         raise pytest.UsageError(
-            f"--jax-compare: {str(path)!r} has no 'benchmarks' list; give a "
-            "benchmark.json written by pytest-lyapax or pytest-benchmark"
-        )
+            f"--jax-compare: {exc}; give a benchmark.json written by pytest-lyapax "
+            "or pytest-benchmark"
+        ) from None
     return data
+
+
+# Command-line options that mean nothing unless backends are requested.
+NEED_BACKEND = {
+    "jax_backend_platform": "--jax-backend-platform",
+    "jax_report_dir": "--jax-report-dir",
+    "jax_compare": "--jax-compare",
+    "jax_compare_fail": "--jax-compare-fail",
+    "jax_compare_allow_missing": "--jax-compare-allow-missing",
+    "jax_require": "--jax-require",
+}
+
+
+def parse_required(text: str, backends: Sequence[Backend]) -> tuple[str, ...]:
+    """Parse ``--jax-require``: labels (or ``all``) that must be available."""
+    labels = [b.label for b in backends]
+    entries = [
+        LABEL_ALIASES.get(e.strip().lower(), e.strip().lower()) for e in text.split(",")
+    ]
+    if entries == ["all"]:
+        return tuple(labels)
+    bad = [e for e in entries if e not in labels]
+    if bad or not all(entries):
+        raise pytest.UsageError(
+            f"--jax-require: {text!r} must name requested backends (from "
+            f"{', '.join(labels)}) or be 'all'"
+        )
+    return tuple(dict.fromkeys(entries))
 
 
 def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Settings:
     """Resolve command line, ini file and defaults into :class:`Settings`.
 
-    ``check_paths=False`` skips the side effects (creating the report directory,
-    reading the compare file) for processes that only need the backend list.
+    ``check_paths=False`` skips reading the compare file and checking the
+    report directory, for processes that only need the backend list.
     """
     invocation_dir = config.invocation_params.dir
     ini_dir = config.inipath.parent if config.inipath else config.rootpath
@@ -252,6 +258,17 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     if text is None:
         text = str(config.getini("jax_backend") or "").strip() or None
     backends = parse_backends(text, platforms) if text is not None else ()
+    if not backends:
+        given = [
+            flag
+            for dest, flag in NEED_BACKEND.items()
+            if config.getoption(dest) not in (None, [], False)
+        ]
+        if given:
+            raise pytest.UsageError(
+                f"{given[0]} needs --jax-backend=LIST (or the jax_backend ini key); "
+                "without it pytest-lyapax is off"
+            )
 
     sizes_text = config.getoption("jax_sizes")
     sizes = parse_sizes(sizes_text) if sizes_text is not None else None
@@ -264,28 +281,32 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             "--jax-compare-fail needs a saved run to compare with: add "
             "--jax-compare=PATH/benchmark.json"
         )
+    required_text = config.getoption("jax_require")
+    required = parse_required(required_text, backends) if required_text else ()
 
     report_dir = compare_path = compare_data = None
     if backends:
         cli_dir = config.getoption("jax_report_dir")
         ini_value = str(config.getini("jax_report_dir") or "").strip()
         if cli_dir is not None:
+            if not cli_dir.strip():
+                raise pytest.UsageError(
+                    "--jax-report-dir: got an empty path; give a directory, e.g. "
+                    "--jax-report-dir=lyapax-report"
+                )
             report_dir = invocation_dir / cli_dir
         elif ini_value:
             report_dir = ini_dir / ini_value
         else:
             report_dir = config.rootpath / "lyapax-report"
+        report_dir = report_dir.resolve()
         if compare_text is not None:
             compare_path = invocation_dir / compare_text
         if check_paths:
             option = "--jax-report-dir" if cli_dir is not None else "jax_report_dir"
-            report_dir = resolve_report_dir(report_dir.resolve(), option)
+            check_report_dir(report_dir, option)
             if compare_path is not None:
                 compare_data = load_compare_file(compare_path)
-    elif compare_text is not None:
-        raise pytest.UsageError(
-            "--jax-compare compares per-backend runs: also give --jax-backend=LIST"
-        )
     return Settings(
         backends=backends,
         sizes=sizes,
@@ -293,4 +314,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         compare_path=compare_path,
         compare_data=compare_data,
         compare_fail=compare_fail,
+        compare_allow_missing=bool(config.getoption("jax_compare_allow_missing")),
+        required=required,
+        known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
     )

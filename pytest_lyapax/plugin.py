@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from . import benchmarks, runplan
-from .backends import LABEL_ALIASES
+from .items import LABEL_ATTR, item_label, marker_labels, per_backend_items
 from .options import read_settings, validate_marker_sizes
 from .session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
 
@@ -37,7 +37,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="LABEL=PLATFORM",
         help="Run backend LABEL with JAX_PLATFORMS=PLATFORM (repeatable), e.g. "
-        "cpu2=cpu. Ini: jax_backend_platform (one mapping per line).",
+        "cpu2=cpu (needs --jax-backend). Ini: jax_backend_platform (one mapping "
+        "per line).",
     )
     group.addoption(
         "--jax-sizes",
@@ -52,15 +53,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="jax_report_dir",
         metavar="DIR",
         default=None,
-        help="Where benchmark.json and crossover.png are written. Default: "
-        "lyapax-report/ under the rootdir. Ini: jax_report_dir.",
+        help="Where benchmark.json, crossover.png and runs/NNNN.json are written "
+        "when the run measured something. Default: lyapax-report/ under the "
+        "rootdir (needs --jax-backend). Ini: jax_report_dir.",
     )
     group.addoption(
         "--jax-compare",
         dest="jax_compare",
         metavar="PATH",
         default=None,
-        help="Compare this run with a saved benchmark.json, per backend and size.",
+        help="Compare this run with a saved benchmark.json, per backend and size "
+        "(needs --jax-backend).",
     )
     group.addoption(
         "--jax-compare-fail",
@@ -68,7 +71,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="EXPR",
         default=None,
         help="Fail the session when a benchmark is slower than in --jax-compare "
-        "by more than EXPR: FIELD:PERCENT% or FIELD:SECONDS, e.g. median:25%%.",
+        "by more than EXPR: FIELD:PERCENT% or FIELD:SECONDS, e.g. median:25%%; "
+        "also when nothing could be compared or a saved benchmark is missing "
+        "(needs --jax-backend).",
+    )
+    group.addoption(
+        "--jax-compare-allow-missing",
+        dest="jax_compare_allow_missing",
+        action="store_true",
+        default=False,
+        help="With --jax-compare-fail: do not fail when saved benchmarks are "
+        "missing from this run or nothing matched (needs --jax-backend).",
+    )
+    group.addoption(
+        "--jax-require",
+        dest="jax_require",
+        metavar="LIST",
+        default=None,
+        help="Stop with a usage error (exit code 4) unless these requested "
+        "backends (comma-separated, or 'all') are available, e.g. "
+        "--jax-require=gpu for a GPU CI job (needs --jax-backend).",
     )
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
     parser.addini(
@@ -89,7 +111,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
         "jax_backend(*labels): run this test only on these of the requested "
-        "JAX backends (default: all of them)",
+        "JAX backends (default: all of them); the others skip it",
     )
     config.addinivalue_line(
         "markers",
@@ -108,17 +130,17 @@ def pytest_configure(config: pytest.Config) -> None:
         runplan.configure_controller(config, settings)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    # tryfirst: parametrize ids are joined in call order, and the backend
-    # label must be the first field of every id (the scheduler routes on it).
     session = get_session(metafunc.config)
     if session is not None and "jax_backend" in metafunc.fixturenames:
+        where = metafunc.definition.nodeid
+        try:
+            marker_labels(metafunc.definition, session.settings.known_labels)
+        except ValueError as exc:
+            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
+        # Every requested label, also those a marker excludes: those items
+        # are skipped with a reason, so each backend reports every test.
         labels = list(session.labels)
-        marker = metafunc.definition.get_closest_marker("jax_backend")
-        if marker is not None and marker.args:
-            wanted = {LABEL_ALIASES.get(str(a), str(a)) for a in marker.args}
-            labels = [label for label in labels if label in wanted]
         metafunc.parametrize("jax_backend", labels, indirect=True, ids=labels)
     if "jax_size" in metafunc.fixturenames:
         where = metafunc.definition.nodeid
@@ -139,17 +161,41 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    # tryfirst: -k, -m and --lf must see the per-backend copies of the items.
     session = get_session(config)
-    if session is None or session.role not in (WORKER, INPROCESS):
+    if session is None:
         return
+    items[:] = per_backend_items(items, session.labels, session.settings.known_labels)
+    if session.role == WORKER:
+        # Each worker keeps exactly the items of its backend; the scheduler
+        # runs a worker's whole collection (see scheduling.py).
+        items[:] = [item for item in items if session.runs_here(item_label(item))]
     for item in items:
-        label = _item_label(item)
-        reason = session.skip_reason(label) if label is not None else None
+        label = item_label(item)
+        reason = None
+        if session.role in (WORKER, INPROCESS):
+            reason = session.skip_reason(label)
+        wanted = marker_labels(item, session.settings.known_labels)
+        if reason is None and wanted and label not in wanted:
+            reason = (
+                f"marked jax_backend({', '.join(sorted(wanted))}): not run on "
+                f"backend {label!r}"
+            )
         if reason is not None:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    lsession = get_session(session.config)
+    if lsession is not None and lsession.role == WORKER and session.items:
+        # Start JAX now: all workers collect at the same time, before any
+        # backend's phase begins, so no later backend pays its start-up
+        # (~1 s) while an earlier one waits, and nothing is being timed yet.
+        runplan.start_jax()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -169,35 +215,26 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
     result = yield
-    names = getattr(item, "fixturenames", ())
     session = get_session(item.config)
-    if "benchmark" in names and (
-        session is not None or "jax_backend" in names or "jax_size" in names
-    ):
-        benchmarks.instrument(item, _item_label(item) or _own_label(item))
+    # Without --jax-backend the plugin is inert: pytest-benchmark's own
+    # fixture, untouched.
+    if session is not None and "benchmark" in getattr(item, "fixturenames", ()):
+        benchmarks.instrument(item, item_label(item))
     return result
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
-    if call.when == "call" and get_session(item.config) is not None:
-        record = benchmarks.record_of(item)
-        if record is not None:
-            setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
+    if get_session(item.config) is not None:
+        # Travels with the report to the controller (xdist serialises every
+        # attribute), so results are attributed without parsing test ids.
+        setattr(report, LABEL_ATTR, item_label(item))
+        if call.when == "call":
+            record = benchmarks.record_of(item)
+            if record is not None:
+                setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
     return report
-
-
-def _item_label(item: pytest.Item) -> str | None:
-    callspec = getattr(item, "callspec", None)
-    return callspec.params.get("jax_backend") if callspec is not None else None
-
-
-def _own_label(item: pytest.Item) -> str | None:
-    session = get_session(item.config)
-    if session is not None:
-        return session.own_label
-    return (getattr(item, "funcargs", None) or {}).get("jax_backend")
 
 
 @pytest.fixture
@@ -210,23 +247,17 @@ def jax_backend(request: pytest.FixtureRequest) -> str:
     returns ``jax.default_backend()`` of the current process.
     """
     session = get_session(request.config)
-    label = getattr(request, "param", None)
     if session is None:
         import jax
 
         return jax.default_backend()
+    label = getattr(request, "param", None) or item_label(request.node)
     if label is None:
         label = session.own_label
     if label is None:
         import jax
 
         return jax.default_backend()
-    if session.role == WORKER and label != session.own_label:
-        pytest.fail(
-            f"pytest-lyapax routed a {label!r} test to the {session.own_label!r} "
-            "worker; please report this",
-            pytrace=False,
-        )
     runplan.check_process_backend(session, label)
     return label
 

@@ -144,10 +144,15 @@ def probe_environment(backend: Backend) -> dict[str, str]:
 def probe_backends(
     backends: Sequence[Backend], timeout: float = PROBE_TIMEOUT_S
 ) -> dict[str, ProbeResult]:
-    """Probe all backends concurrently, once per distinct platform; key by label."""
+    """Probe all backends concurrently, once per distinct platform; key by label.
+
+    ``JAX_PLATFORMS=cpu`` is not probed: jaxlib always contains the CPU
+    backend, a probe would only cost a JAX start-up (~1 s), and each worker
+    still checks ``jax.default_backend()`` before its first test.
+    """
     procs = {}
     for backend in backends:
-        if backend.platform in procs:
+        if backend.platform in procs or backend.platform == "cpu":
             continue
         env = probe_environment(backend)
         # A probe needs only a few bytes of device memory: don't reserve most of it.
@@ -170,6 +175,9 @@ def probe_backends(
             outputs[platform] = (None, "", "")
     results = {}
     for backend in backends:
+        if backend.platform == "cpu":
+            results[backend.label] = ProbeResult(OK, "", {"jax_backend": "cpu"})
+            continue
         returncode, stdout, stderr = outputs[backend.platform]
         if returncode is None:
             results[backend.label] = ProbeResult(

@@ -1,30 +1,49 @@
 """The controller's outputs: merged ``benchmark.json``, ``crossover.png``, summary.
 
-``benchmark.json`` follows pytest-benchmark's schema (``machine_info``,
+Storage, in the report directory (written only by a run that measured at
+least one benchmark; a run that measured nothing writes and creates nothing):
+
+``benchmark.json``   the latest run (replaced by each run that measured)
+``crossover.png``    its figure (written after the JSON; a figure failure
+                     never costs the JSON)
+``runs/NNNN.json``   every run that measured, numbered from 0001, never
+                     overwritten: the history that ``pytest-lyapax history``
+                     reads
+
+Each JSON follows pytest-benchmark's schema (``machine_info``,
 ``commit_info``, ``benchmarks``, ``datetime``, ``version``) so that
 ``pytest-benchmark compare`` reads it; the plugin adds a ``pytest_lyapax`` key
-with each backend's status (and the reason when it was not measured).
+with each backend's status -- ok, partial (some of its tests did not run,
+e.g. ``-x``), interrupted (Ctrl-C), crashed, unavailable, fallback or not-run
+-- and the reason when it is not ok.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
+import re
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from . import analysis
-from .backends import OK
+from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE
 from .figure import BackendLegend, render_png
 from .session import LyapaxSession
 
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
+RUNS_DIR = "runs"
 REPORT_KEY = "pytest_lyapax"
+# Version of the pytest_lyapax key's layout; readers reject other versions.
+SCHEMA_VERSION = 1
+_RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -87,6 +106,31 @@ def backend_summary(session: LyapaxSession) -> list[dict[str, Any]]:
     return out
 
 
+def plugin_version() -> str:
+    """The installed distribution's version (importing lyapax would import JAX)."""
+    try:
+        return metadata.version("lyapax")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def settle_statuses(session: LyapaxSession) -> None:
+    """Mark backends whose tests did not all run as partial or interrupted."""
+    for label, state in session.states.items():
+        if state.status not in RUNNABLE or label not in session.expected:
+            continue
+        done, expected = session.finished[label], session.expected[label]
+        if done >= expected:
+            continue
+        if session.interrupted:
+            state.status = INTERRUPTED
+            why = "the run was interrupted (Ctrl-C)"
+        else:
+            state.status = PARTIAL
+            why = "the run stopped early (-x, --maxfail or a session failure)"
+        state.reason = f"{why}: {done} of its {expected} tests finished"
+
+
 def build_document(
     config: pytest.Config, session: LyapaxSession, info: dict[str, Any]
 ) -> dict[str, Any]:
@@ -97,10 +141,11 @@ def build_document(
         bench_version = None
     benches = analysis.group_sized(session.records, session.labels)
     crossing = [
-        {"benchmark": b.key, **c.__dict__, "summary": c.describe(b.size_label)}
+        {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
         for b in benches
         for c in analysis.crossovers(b)
     ]
+    statuses = [s.status for s in session.states.values()]
     return {
         "machine_info": info,
         "commit_info": commit_info(config),
@@ -108,10 +153,12 @@ def build_document(
         "datetime": dt.datetime.now(dt.UTC).isoformat(),
         "version": bench_version,
         REPORT_KEY: {
+            "schema": SCHEMA_VERSION,
+            "plugin_version": plugin_version(),
+            "complete": all(s not in (PARTIAL, INTERRUPTED, CRASHED) for s in statuses),
             "backends": backend_summary(session),
             "run_order": list(session.labels),
             "crossovers": crossing,
-            "figure": FIGURE_NAME if session.figure_written else None,
         },
     }
 
@@ -128,45 +175,76 @@ def legends_for(session: LyapaxSession) -> list[BackendLegend]:
     return entries
 
 
-def write_reports(config: pytest.Config, session: LyapaxSession) -> list[Path]:
-    """Write crossover.png and benchmark.json into the report directory."""
-    import json
+def next_run_path(runs: Path, text: bytes) -> Path:
+    """Store ``text`` as the next ``runs/NNNN.json``; never replaces a file."""
+    runs.mkdir(parents=True, exist_ok=True)
+    numbers = [int(m[1]) for p in runs.iterdir() if (m := _RUN_NAME.match(p.name))]
+    number = max(numbers, default=0) + 1
+    while True:
+        path = runs / f"{number:04d}.json"
+        try:
+            with open(path, "xb") as fh:
+                fh.write(text)
+            return path
+        except FileExistsError:  # a concurrent run took this number
+            number += 1
 
+
+def write_reports(config: pytest.Config, session: LyapaxSession) -> list[Path]:
+    """Store the run (runs/NNNN.json), then benchmark.json, then crossover.png.
+
+    Writes nothing, and creates no directory, when nothing was measured.
+    """
+    if not session.records:
+        return []
     report_dir = session.settings.report_dir
     assert report_dir is not None
     report_dir.mkdir(parents=True, exist_ok=True)
+    latest = report_dir / JSON_NAME
+    runs = report_dir / RUNS_DIR
+    if latest.exists() and not runs.exists():
+        # A report from before numbered runs existed: keep a copy first.
+        next_run_path(runs, latest.read_bytes())
     info = machine_info(config)
+    document = build_document(config, session, info)
+    text = json.dumps(document, indent=2, default=repr).encode()
+    written = [next_run_path(runs, text)]
+    atomic_write(latest, text)
+    written.append(latest)
     benches = analysis.group_sized(session.records, session.labels)
-    written = []
     try:
-        png = render_png(benches, legends_for(session), machine_name(info))
+        png = render_png(
+            benches,
+            legends_for(session),
+            machine_name(info),
+            analysis.unsized_medians(session.records),
+        )
+        atomic_write(report_dir / FIGURE_NAME, png)
     except ImportError as exc:  # matplotlib is optional: the JSON still matters
         session.figure_error = f"no {FIGURE_NAME}: {exc} (pip install matplotlib)"
+    except Exception as exc:  # noqa: BLE001 - a figure bug must not cost the JSON
+        session.figure_error = f"no {FIGURE_NAME}: {type(exc).__name__}: {exc}"
     else:
-        atomic_write(report_dir / FIGURE_NAME, png)
-        session.figure_written = True
         written.append(report_dir / FIGURE_NAME)
-    document = build_document(config, session, info)
-    text = json.dumps(document, indent=2, default=repr)
-    atomic_write(report_dir / JSON_NAME, text.encode())
-    return [report_dir / JSON_NAME, *written]
+    return written
 
 
-def check_regressions(session: LyapaxSession) -> list[analysis.Comparison]:
-    """Compare with the saved run; remember failures on the session."""
+def check_regressions(session: LyapaxSession) -> analysis.ComparisonResult | None:
+    """Compare with the saved run; remember why the gate fails on the session."""
     settings = session.settings
     if settings.compare_data is None:
-        return []
-    comparisons = analysis.compare_runs(
+        return None
+    result = analysis.compare_runs(
         settings.compare_data, session.records, settings.compare_fail
     )
-    session.regressions = [c.fullname for c in comparisons if c.failed]
-    return comparisons
+    if settings.compare_fail is not None:
+        session.gate_failures = result.gate_failures(settings.compare_allow_missing)
+    return result
 
 
 def summary_lines(
     session: LyapaxSession,
-    comparisons: Sequence[analysis.Comparison],
+    compared: analysis.ComparisonResult | None,
     written: Sequence[Path],
 ) -> list[tuple[str, list[str]]]:
     """Sections of the terminal summary as (title, lines) pairs."""
@@ -181,12 +259,16 @@ def summary_lines(
                 entry["label"],
                 f"JAX_PLATFORMS={entry['platform']}",
                 entry["status"],
+                ", ".join(f"{n} {k}" for k, n in sorted(entry["outcomes"].items()))
+                or "-",
                 str(entry["n_benchmarks"]),
                 details.strip(", ") or "-",
             ]
         )
     lines = analysis.render_table(
-        ["backend", "environment", "status", "benchmarks", "device"], rows, left=5
+        ["backend", "environment", "status", "tests", "benchmarks", "device"],
+        rows,
+        left=6,
     )
     for state in session.states.values():
         if state.reason:
@@ -195,9 +277,7 @@ def summary_lines(
 
     labels = list(session.labels)
     missing = {
-        s.backend.label: s.status
-        for s in session.states.values()
-        if s.status not in (OK, "crashed")
+        s.backend.label: s.status for s in session.states.values() if s.status != OK
     }
     for bench in analysis.group_sized(session.records, labels):
         table = analysis.sized_table(bench, labels, missing)
@@ -208,17 +288,35 @@ def summary_lines(
         sections.append(("benchmarks without a size axis: median wall time", table))
 
     settings = session.settings
-    if settings.compare_data is not None:
+    if compared is not None:
         title = f"comparison with {settings.compare_path}"
         if settings.compare_fail is not None:
             title += f" (fail above {settings.compare_fail})"
-        lines = analysis.comparison_table(comparisons, settings.compare_fail)
-        if not comparisons:
+        lines = analysis.comparison_table(compared.comparisons, settings.compare_fail)
+        if not compared.comparisons:
             lines = ["no benchmark of this run appears in the saved run"]
-        if session.regressions:
-            lines.append(f"{len(session.regressions)} benchmark(s) regressed")
+        if compared.missing:
+            lines.append(
+                f"{len(compared.missing)} saved benchmark(s) missing from this run:"
+            )
+            lines += [f"  {name}" for name in compared.missing[:20]]
+            if len(compared.missing) > 20:
+                lines.append(f"  ... and {len(compared.missing) - 20} more")
+        regressed = len(compared.regressions)
+        if regressed:
+            lines.append(f"{regressed} benchmark(s) regressed")
         sections.append((title, lines))
-    if written or session.figure_error:
+    if not session.records:
+        sections.append(
+            (
+                "pytest-lyapax: reports",
+                [
+                    "no benchmark was measured: nothing written to "
+                    f"{settings.report_dir}"
+                ],
+            )
+        )
+    elif written or session.figure_error:
         lines = [f"wrote {p}" for p in written]
         if session.figure_error:
             lines.append(session.figure_error)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import warnings
 
 import pytest
 
@@ -27,7 +26,6 @@ from .session import (
     STASH_KEY,
     BackendState,
     LyapaxSession,
-    PytestLyapaxWarning,
     mark_inprocess_states,
 )
 
@@ -50,24 +48,37 @@ def informational(config: pytest.Config) -> bool:
     )
 
 
+_XDIST_FLAGS = ("-n", "--numprocesses", "--dist", "--tx", "-d", "--maxprocesses")
+
+
+def _xdist_flags_on_command_line(config: pytest.Config) -> list[str]:
+    """xdist options the user typed (as opposed to ini addopts or PYTEST_ADDOPTS)."""
+    found = []
+    for arg in config.invocation_params.args:
+        arg = str(arg)
+        for flag in _XDIST_FLAGS:
+            if (
+                arg == flag
+                or arg.startswith(flag + "=")
+                or (flag == "-n" and arg.startswith("-n") and not arg.startswith("--"))
+            ):
+                found.append(flag)
+    return found
+
+
 def why_not_xdist(config: pytest.Config) -> str | None:
     """Why this run cannot use one xdist worker per backend (None if it can)."""
     if not config.pluginmanager.hasplugin("xdist"):
         return "pytest-xdist is not active (disabled with -p no:xdist or not installed)"
-    if config.getoption("numprocesses", None) == 0:
-        return "-n 0 asks for no worker processes"
+    typed = _xdist_flags_on_command_line(config)
+    if config.getoption("numprocesses", None) == 0 and (
+        "-n" in typed or "--numprocesses" in typed
+    ):
+        # Only when typed: "-n 0" in a project's addopts is overridden.
+        return "-n 0 on the command line asks for no worker processes"
     if config.getoption("usepdb", False):
         return "--pdb runs the tests in this process"
     return None
-
-
-def _silence_benchmark_xdist_warning() -> None:
-    # pytest-benchmark warns that xdist disables it; the plugin turns it back on.
-    warnings.filterwarnings(
-        "ignore",
-        message="Benchmarks are automatically disabled because xdist",
-        category=pytest.PytestWarning,
-    )
 
 
 def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
@@ -76,7 +87,9 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     config.stash[STASH_KEY] = session
     config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
     benchmarks.defer_benchmark_only(config)
-    _silence_benchmark_xdist_warning()
+    benchmarks.quiet_xdist_check(config)
+    # The option itself arrived as the controller left it (disabled).
+    benchmarks.set_user_disabled(config, session.benchmark_disabled)
     return session
 
 
@@ -84,14 +97,21 @@ def _start_workers(
     config: pytest.Config, session: LyapaxSession, order: list[str]
 ) -> None:
     opt = config.option
-    if opt.tx or opt.numprocesses or opt.dist != "no":
-        config.issue_config_time_warning(
-            PytestLyapaxWarning(
-                "pytest-lyapax starts one xdist worker per backend itself and "
-                "overrides -n/--tx/--dist; drop them when using --jax-backend"
-            ),
-            stacklevel=2,
+    if opt.tx or opt.numprocesses is not None or opt.dist != "no":
+        # A note, not a warning: projects with ``filterwarnings = error`` and
+        # ``addopts = -n auto`` would otherwise fail before running anything.
+        where = (
+            "the command line"
+            if _xdist_flags_on_command_line(config)
+            else "addopts/PYTEST_ADDOPTS"
         )
+        session.notes.append(
+            f"-n/--dist/--tx from {where} replaced by one xdist worker per backend"
+        )
+    # This runs in our tryfirst pytest_configure: after xdist's
+    # pytest_cmdline_main turned -n into --tx, and before xdist's own
+    # pytest_configure reads tx/dist to create its session.  Both orders are
+    # what make replacing the options here work.
     opt.tx = [worker_spec(session.backend(label)) for label in order]
     opt.dist = "load"  # any mode other than "no"; our scheduler replaces it
     opt.numprocesses = None
@@ -100,8 +120,11 @@ def _start_workers(
         # cannot even collect.
         opt.maxworkerrestart = str(4 * len(order))
     benchmarks.defer_benchmark_only(config)
-    _silence_benchmark_xdist_warning()
-    config.pluginmanager.register(XdistHooks(session, order), "pytest-lyapax-xdist")
+    benchmarks.quiet_xdist_check(config)
+    session.benchmark_disabled = benchmarks.user_disabled(config)
+    config.pluginmanager.register(
+        XdistHooks(config, session, order), "pytest-lyapax-xdist"
+    )
 
 
 def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSession:
@@ -118,6 +141,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             state = states[label]
             state.status, state.reason = result.status, result.reason
             state.info = result.info
+        check_required(session)
         order = [label for label, state in states.items() if state.runnable]
         if order:
             session.role = CONTROLLER
@@ -134,11 +158,23 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     return session
 
 
+def check_required(session: LyapaxSession) -> None:
+    """``--jax-require``: a required backend that cannot run is a usage error."""
+    for label in session.settings.required:
+        state = session.states[label]
+        if not state.runnable:
+            raise pytest.UsageError(
+                f"--jax-require: backend {label!r} (JAX_PLATFORMS="
+                f"{state.backend.platform}) is {state.status}: {state.reason}"
+            )
+
+
 def settle_inprocess_backend(session: LyapaxSession) -> None:
     """In a run without xdist, find this process's backend; the others skip."""
     if session.pending_detection:
         mark_inprocess_states(session, session.pending_detection)
         session.pending_detection = ""
+        check_required(session)
 
 
 def check_process_backend(session: LyapaxSession, label: str) -> None:
@@ -157,6 +193,17 @@ def check_process_backend(session: LyapaxSession, label: str) -> None:
             f"single platform, e.g. --jax-backend-platform={label}={first}",
             pytrace=False,
         )
+
+
+def start_jax() -> None:
+    """Import JAX and start this process's backend; failures are left to the
+    per-test check (:func:`check_process_backend`), which reports them."""
+    try:
+        import jax
+
+        jax.devices()
+    except Exception:  # noqa: BLE001, S110 - reported by the first test instead
+        pass
 
 
 def release_worker_memory() -> None:

@@ -2,70 +2,94 @@
 
 The controller starts one ``popen`` worker per runnable backend, each with its
 own ``JAX_PLATFORMS`` (set by execnet before the worker imports anything).
-:class:`BackendScheduling` sends every test to the worker of the backend named
-in its id, and starts a backend's *phase* only when the previous backend's
-tests have all finished, so timings of different backends never share cores.
+Each worker keeps, at collection, only the items of its own backend (chosen
+from the item's label, see ``items.py``), so the workers' collections differ
+on purpose.  :class:`BackendScheduling` runs each worker's whole collection,
+and starts a backend's *phase* only when the previous backend's worker has
+finished, so timings of different backends never share cores.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .backends import CRASHED, Backend
 from .session import LABEL_ENV, WORKERINPUT_KEY, LyapaxSession
 
+if TYPE_CHECKING:
+    from xdist.scheduler.protocol import Scheduling
+    from xdist.workermanage import WorkerController
 
-def worker_spec(backend: Backend) -> str:
+# Set in GPU workers unless the user set it: a correctness run starts child
+# JAX processes (pytester, subprocess tests) that would find most of the
+# GPU's memory reserved by the worker's default preallocation.
+GPU_MEMORY_ENV = "XLA_PYTHON_CLIENT_PREALLOCATE"
+
+
+def worker_spec(backend: Backend, environ: dict[str, str] | None = None) -> str:
     """The ``--tx`` spec of a backend's worker."""
-    return (
+    environ = os.environ if environ is None else environ
+    spec = (
         f"popen//env:JAX_PLATFORMS={backend.platform}//env:{LABEL_ENV}={backend.label}"
     )
+    if backend.expected == "gpu" and GPU_MEMORY_ENV not in environ:
+        spec += f"//env:{GPU_MEMORY_ENV}=false"
+    return spec
 
 
-def node_label(node: Any) -> str | None:
+def node_label(node: WorkerController | Any) -> str | None:
     """The backend label of an xdist worker, read from its spec environment."""
     return node.gateway.spec.env.get(LABEL_ENV)
 
 
 class BackendScheduling:
-    """xdist scheduler: route tests by backend label, one backend phase at a time.
+    """xdist scheduler: one backend phase at a time, each worker runs all it collected.
 
-    ``route`` maps a test id to the label of the worker that must run it;
-    ``order`` lists the labels of the workers in run order.  A worker that
-    crashes is replaced by xdist; its unfinished tests go to the replacement.
+    Implements ``xdist.scheduler.protocol.Scheduling``.  ``order`` lists the
+    labels of the workers in run order.  A worker that crashes in a test is
+    replaced by xdist and its unfinished tests go to the replacement; a
+    backend whose worker dies before it finishes collecting is given up
+    (``dead``) so that the other backends still run.
     """
 
     def __init__(
         self,
         order: Sequence[str],
-        route: Callable[[str], str],
         log: Callable[..., None] | None = None,
+        on_collection: Callable[[dict[str, list[str]]], None] | None = None,
     ) -> None:
         self.order = list(order)
-        self.route = route
         self.log = log or (lambda *args: None)
-        self.node2pending: dict[Any, list[int]] = {}
-        self.node2collection: dict[Any, list[str]] = {}
-        self.label2node: dict[str, Any] = {}
+        self.on_collection = on_collection or (lambda collections: None)
+        self.node2pending: dict[WorkerController, list[int]] = {}
+        self.node2collection: dict[WorkerController, list[str]] = {}
+        self.label2node: dict[str, WorkerController] = {}
         self.collections: dict[str, list[str]] = {}
         self.queue: list[str] = []
         self.current: str | None = None
-        self.started: set[Any] = set()
+        self.started: set[WorkerController] = set()
         # Test ids left unfinished by a crashed worker, per label.
         self.orphans: dict[str, list[str]] = {}
+        # Labels whose worker died before finishing its collection.
+        self.dead: set[str] = set()
+        # Set on a collection error: like pytest without xdist, run nothing.
+        self.halted = False
         self._scheduled = False
 
     # -- the xdist Scheduling protocol -------------------------------------
     @property
-    def nodes(self) -> list[Any]:
+    def nodes(self) -> list[WorkerController]:
         return list(self.node2pending)
 
     @property
     def collection_is_completed(self) -> bool:
-        return all(label in self.collections for label in self.order)
+        return all(
+            label in self.collections or label in self.dead for label in self.order
+        )
 
     @property
     def tests_finished(self) -> bool:
@@ -77,19 +101,22 @@ class BackendScheduling:
     def has_pending(self) -> bool:
         return any(self.node2pending.values())
 
-    def add_node(self, node: Any) -> None:
+    def add_node(self, node: WorkerController) -> None:
         label = node_label(node)
         if label not in self.order:
             raise RuntimeError(f"pytest-lyapax: worker {node} has no backend label")
         self.node2pending[node] = []
         self.label2node[label] = node
 
-    def add_node_collection(self, node: Any, collection: Sequence[str]) -> None:
+    def add_node_collection(
+        self, node: WorkerController, collection: Sequence[str]
+    ) -> None:
         self.node2collection[node] = list(collection)
         self.collections.setdefault(node_label(node), list(collection))
+        self.on_collection(self.collections)
 
     def mark_test_complete(
-        self, node: Any, item_index: int, duration: float = 0
+        self, node: WorkerController, item_index: int, duration: float = 0
     ) -> None:
         # The phase ends when the worker has finished (remove_node), not here:
         # its session teardown must not overlap the next backend's timings.
@@ -98,14 +125,31 @@ class BackendScheduling:
     def mark_test_pending(self, item: str) -> None:
         raise NotImplementedError("pytest-lyapax does not reschedule single tests")
 
-    def remove_pending_tests_from_node(self, node: Any, indices: Sequence[int]) -> None:
+    def remove_pending_tests_from_node(
+        self, node: WorkerController, indices: Sequence[int]
+    ) -> None:
         raise NotImplementedError("pytest-lyapax does not steal work between backends")
 
-    def remove_node(self, node: Any) -> str | None:
+    def collected(self, node: WorkerController) -> bool:
+        return node in self.node2collection
+
+    def give_up(self, label: str) -> None:
+        """Stop waiting for ``label``: its worker cannot even collect."""
+        self.dead.add(label)
+        self.orphans.pop(label, None)
+        if self.current == label:
+            self.current = None
+        self.schedule()
+
+    def remove_node(self, node: WorkerController) -> str | None:
         pending = self.node2pending.pop(node)
         label = node_label(node)
         if self.label2node.get(label) is node:
             del self.label2node[label]
+        if node not in self.node2collection:
+            # Died before it finished collecting: a replacement would too.
+            self.give_up(label)
+            return None
         crashitem = None
         if pending:
             # The worker crashed: the first unfinished test is the one it died in.
@@ -121,6 +165,14 @@ class BackendScheduling:
     def schedule(self) -> None:
         if not self.collection_is_completed:
             return
+        if self.halted:
+            self._scheduled = True
+            self.queue, self.current, self.orphans = [], None, {}
+            for node in self.node2pending:
+                if node not in self.started:
+                    self.started.add(node)
+                    node.shutdown()
+            return
         if not self._scheduled:
             self._scheduled = True
             self.queue = list(self.order)
@@ -129,12 +181,12 @@ class BackendScheduling:
         self._advance()
 
     # -- phases ---------------------------------------------------------------
-    def indices_for(self, label: str, collection: Sequence[str]) -> list[int]:
-        return [i for i, nodeid in enumerate(collection) if self.route(nodeid) == label]
-
     def _advance(self) -> None:
         while self.current is None and self.queue:
             self.current = self.queue.pop(0)
+            if self.current in self.dead:
+                self.current = None
+                continue
             self._start_current()
 
     def _start_current(self) -> None:
@@ -149,7 +201,7 @@ class BackendScheduling:
             position = {nodeid: i for i, nodeid in enumerate(collection)}
             pending = [position[n] for n in self.orphans.pop(label) if n in position]
         else:
-            pending = self.indices_for(label, collection)
+            pending = list(range(len(collection)))
         self.node2pending[node] = pending
         self.started.add(node)
         self.log("backend phase", label, len(pending), "tests")
@@ -162,34 +214,103 @@ class BackendScheduling:
 
 
 class XdistHooks:
-    """The controller's xdist hooks; registered only when xdist is in use."""
+    """The controller's xdist hooks; registered only when xdist is in use.
 
-    def __init__(self, session: LyapaxSession, order: Sequence[str]) -> None:
+    Registered from our ``pytest_configure``; xdist's own ``pytest_configure``
+    runs after it (ours is ``tryfirst``) and reads ``config.option.tx`` and
+    ``dist`` to create its session, which is why ``runplan._start_workers``
+    can replace them there.
+    """
+
+    def __init__(
+        self, config: pytest.Config, session: LyapaxSession, order: Sequence[str]
+    ) -> None:
+        self.session_config = config
         self.session = session
         self.order = list(order)
+        self.scheduler: BackendScheduling | None = None
+        self.pytest_session: pytest.Session | None = None
 
-    def route(self, nodeid: str) -> str:
-        """Tests of other (unavailable) backends and unlabelled tests go first."""
-        label = self.session.label_of(nodeid)
-        return label if label in self.order else self.order[0]
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        return BackendScheduling(self.order, self.route, log=log)
+    def _count_collected(self, collections: dict[str, list[str]]) -> None:
+        # xdist sets testscollected to the last worker's count; the workers'
+        # collections are disjoint here, so the run's total is their sum.
+        for label, collection in collections.items():
+            self.session.expected[label] = len(collection)
+        if self.pytest_session is not None:
+            self.pytest_session.testscollected = sum(map(len, collections.values()))
 
     @pytest.hookimpl
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.pytest_session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_xdist_make_scheduler(
+        self, config: pytest.Config, log: Any
+    ) -> Scheduling:
+        self.scheduler = BackendScheduling(
+            self.order, log=log, on_collection=self._count_collected
+        )
+        _no_replacement_for_dead_backends(config, self.scheduler)
+        return self.scheduler
+
+    @pytest.hookimpl
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        config = self.session_config
+        if report.failed and not config.getoption("continue_on_collection_errors"):
+            self.session.collection_errors += 1
+            if self.scheduler is not None:
+                self.scheduler.halted = True
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: WorkerController) -> None:
         node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(
             node_label(node)
         )
 
     @pytest.hookimpl
-    def pytest_testnodedown(self, node: Any, error: object) -> None:
-        if error is None:
-            return
+    def pytest_testnodedown(self, node: WorkerController, error: object) -> None:
         label = node_label(node)
+        if error is None:
+            if self.scheduler is not None and node not in self.scheduler.started:
+                # It finished before its phase began (its own usage error, or
+                # a stop requested elsewhere): nothing will run there.
+                self.scheduler.give_up(label)
+            return
         state = self.session.states.get(label)
-        if state is not None:
-            state.status = CRASHED
+        if state is None:
+            return
+        state.status = CRASHED
+        if self.scheduler is not None and not self.scheduler.collected(node):
+            message = f"its worker crashed before it finished collecting ({error})"
+            if message not in state.crashes:
+                state.crashes.append(message)
+            self.scheduler.give_up(label)
+        else:
             state.crashes.append(f"worker {node.gateway.id} went down: {error}")
-            state.reason = "; ".join(state.crashes)
+        state.reason = "; ".join(state.crashes)
+
+
+def _no_replacement_for_dead_backends(
+    config: pytest.Config, scheduler: BackendScheduling
+) -> None:
+    """Keep xdist from restarting a worker that died while collecting.
+
+    xdist replaces every crashed worker until ``--max-worker-restart`` is
+    reached and then shuts all workers down -- also those of healthy
+    backends.  A worker that cannot collect would crash again, so its
+    backend is given up instead (xdist 3.x: ``DSession._clone_node``,
+    checked by a test).
+    """
+    dsession = config.pluginmanager.getplugin("dsession")
+    clone = getattr(dsession, "_clone_node", None)
+    if clone is None:
+        return
+
+    def clone_unless_dead(node: WorkerController) -> WorkerController | None:
+        if node_label(node) not in scheduler.dead:
+            return clone(node)
+        if not [n for n in dsession._active_nodes if n is not node]:
+            dsession.triggershutdown()  # nothing left: end the run normally
+        return None
+
+    dsession._clone_node = clone_unless_dead

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .backends import NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend, label_from_nodeid
+from .backends import NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend
 from .options import Settings
 
 CONTROLLER, WORKER, INPROCESS, COLLECT = "controller", "worker", "inprocess", "collect"
@@ -65,24 +65,45 @@ class LyapaxSession:
     states: dict[str, BackendState]
     own_label: str | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
-    figure_written: bool = False
     pending_detection: str = ""  # why xdist is not used, until detection ran
     figure_error: str = ""
-    regressions: list[str] = field(default_factory=list)
+    gate_failures: list[str] = field(default_factory=list)
+    # One-line notes for the report header (never warnings: a project with
+    # ``filterwarnings = error`` would turn them into errors).
+    notes: list[str] = field(default_factory=list)
+    # Per label of the process that runs them: tests handed out, tests finished.
+    expected: Counter[str] = field(default_factory=Counter)
+    finished: Counter[str] = field(default_factory=Counter)
+    interrupted: bool = False  # Ctrl-C, as opposed to -x or --maxfail
+    benchmark_disabled: bool = False  # the user's --benchmark-disable
+    collection_errors: int = 0  # seen by the controller (xdist runs)
 
     @property
     def labels(self) -> tuple[str, ...]:
         return self.settings.labels
 
+    @property
+    def order(self) -> tuple[str, ...]:
+        """Labels whose tests run, in run order."""
+        return tuple(label for label, s in self.states.items() if s.runnable)
+
     def backend(self, label: str) -> Backend:
         return self.states[label].backend
 
-    def label_of(self, nodeid: str) -> str | None:
-        return label_from_nodeid(nodeid, self.labels)
+    def runs_here(self, label: str) -> bool:
+        """Whether this worker runs (or, for a backend that cannot run, skips
+        with a reason) the items of ``label``: every item goes to exactly one
+        worker, chosen from the item's own label."""
+        if label == self.own_label:
+            return True
+        order = self.order
+        return label not in order and bool(order) and order[0] == self.own_label
 
     def skip_reason(self, label: str) -> str | None:
         """Why items of ``label`` must not run in this process (None: run them)."""
-        state = self.states[label]
+        state = self.states.get(label)
+        if state is None:
+            return None
         if state.status == UNAVAILABLE:
             return f"jax backend {label!r} unavailable: {state.reason}"
         if self.role == INPROCESS and label != self.own_label:
@@ -95,6 +116,8 @@ class LyapaxSession:
             {
                 "label": label,
                 "sizes": self.settings.sizes,
+                "known_labels": self.settings.known_labels,
+                "benchmark_disabled": self.benchmark_disabled,
                 "states": [
                     {
                         "label": s.backend.label,
@@ -118,9 +141,17 @@ class LyapaxSession:
         }
         sizes = tuple(data["sizes"]) if data["sizes"] is not None else None
         settings = Settings(
-            backends=tuple(s.backend for s in states.values()), sizes=sizes
+            backends=tuple(s.backend for s in states.values()),
+            sizes=sizes,
+            known_labels=tuple(data["known_labels"]),
         )
-        return cls(settings, WORKER, states, own_label=data["label"])
+        return cls(
+            settings,
+            WORKER,
+            states,
+            own_label=data["label"],
+            benchmark_disabled=data["benchmark_disabled"],
+        )
 
 
 def detect_process_label(session: LyapaxSession) -> tuple[str | None, str]:
@@ -170,7 +201,3 @@ STASH_KEY = pytest.StashKey[LyapaxSession]()
 def get_session(config: pytest.Config) -> LyapaxSession | None:
     """Return the run's session object, or None if the plugin is inactive."""
     return config.stash.get(STASH_KEY, None)
-
-
-class PytestLyapaxWarning(pytest.PytestWarning):
-    """Warnings issued by pytest-lyapax (e.g. when it overrides -n/--tx)."""

@@ -4,15 +4,15 @@ import json
 
 import pytest
 
-from pytest_lyapax.backends import Backend, label_from_nodeid
+from pytest_lyapax.backends import Backend
 from pytest_lyapax.options import (
     CompareThreshold,
+    check_report_dir,
     load_compare_file,
     parse_backends,
     parse_compare_fail,
     parse_platform_mappings,
     parse_sizes,
-    resolve_report_dir,
     validate_marker_sizes,
 )
 
@@ -125,15 +125,17 @@ class TestCompareFail:
 
 
 class TestPaths:
-    def test_report_dir_created(self, tmp_path):
+    def test_report_dir_checked_but_not_created(self, tmp_path):
         target = tmp_path / "a" / "b"
-        assert resolve_report_dir(target) == target
-        assert target.is_dir()
+        assert check_report_dir(target) == target
+        assert not (tmp_path / "a").exists()
 
     def test_report_dir_under_a_file(self, tmp_path):
         (tmp_path / "file").write_text("x")
         with pytest.raises(pytest.UsageError, match="cannot write reports to"):
-            resolve_report_dir(tmp_path / "file" / "sub")
+            check_report_dir(tmp_path / "file" / "sub")
+        with pytest.raises(pytest.UsageError, match="not a directory"):
+            check_report_dir(tmp_path / "file")
 
     def test_compare_file(self, tmp_path):
         good = tmp_path / "good.json"
@@ -147,15 +149,6 @@ class TestPaths:
         (tmp_path / "other.json").write_text("[1, 2]")
         with pytest.raises(pytest.UsageError, match="no 'benchmarks' list"):
             load_compare_file(tmp_path / "other.json")
-
-
-def test_label_from_nodeid():
-    labels = ("cpu", "gpu")
-    assert label_from_nodeid("t.py::test_a[gpu]", labels) == "gpu"
-    assert label_from_nodeid("t.py::C::test_a[cpu-20]", labels) == "cpu"
-    assert label_from_nodeid("t.py::test_a[20-cpu]", labels) is None
-    assert label_from_nodeid("t.py::test_a", labels) is None
-    assert label_from_nodeid("t[gpu].py::test_a", labels) is None
 
 
 # Every invalid value reaches the user as a usage error, raised while pytest
@@ -175,7 +168,7 @@ def test_label_from_nodeid():
         (["--jax-backend=cpu", "--jax-compare=afile"], "not valid JSON"),
         (["--jax-backend=cpu", "--jax-compare-fail=median"], "FIELD:PERCENT%"),
         (["--jax-backend=cpu", "--jax-compare-fail=median:5%"], "needs a saved run"),
-        (["--jax-compare=afile"], "also give --jax-backend"),
+        (["--jax-compare=afile"], "--jax-compare needs --jax-backend=LIST"),
     ],
 )
 def test_usage_errors(pytester, args, message):

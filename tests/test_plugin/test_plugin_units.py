@@ -12,7 +12,7 @@ from pytest_lyapax.benchmarks import RecordedBenchmark
 from pytest_lyapax.figure import BackendLegend, build_figure, render_png
 from pytest_lyapax.options import CompareThreshold
 from pytest_lyapax.probe import interpret
-from pytest_lyapax.scheduling import BackendScheduling, worker_spec
+from pytest_lyapax.scheduling import GPU_MEMORY_ENV, BackendScheduling, worker_spec
 from pytest_lyapax.session import LABEL_ENV
 
 # ---------------------------------------------------------------- scheduler
@@ -38,55 +38,54 @@ class FakeNode:
         return self.gateway.id
 
 
-COLLECTION = [
-    "t.py::test_a[cpu]",
-    "t.py::test_a[gpu]",
-    "t.py::test_b[cpu-4]",
-    "t.py::test_b[gpu-4]",
-    "t.py::test_b[tpu-4]",  # an unavailable backend: goes to the first worker
-    "t.py::test_unlabelled",
-]
-
-
-def route(nodeid):
-    for label in ("cpu", "gpu"):
-        if f"[{label}" in nodeid:
-            return label
-    return "cpu"
+# Each worker collects only its own backend's items (see items.py).
+COLLECTIONS = {
+    "cpu": ["t.py::test_a[cpu]", "t.py::test_b[cpu-4]", "t.py::test_b[tpu-4]"],
+    "gpu": ["t.py::test_a[gpu]", "t.py::test_b[gpu-4]"],
+}
 
 
 def started(order=("cpu", "gpu")):
     log = []
-    sched = BackendScheduling(list(order), route)
+    sched = BackendScheduling(list(order))
     nodes = {label: FakeNode(label, log) for label in order}
     for node in nodes.values():
         sched.add_node(node)
-    for node in nodes.values():
+    for label, node in nodes.items():
         assert not sched.collection_is_completed
-        sched.add_node_collection(node, COLLECTION)
+        sched.add_node_collection(node, COLLECTIONS[label])
     assert sched.collection_is_completed
     sched.schedule()
     return sched, nodes, log
 
 
 def test_worker_spec_sets_platform_and_label():
-    spec = worker_spec(Backend("gpu", "cuda"))
-    assert spec == f"popen//env:JAX_PLATFORMS=cuda//env:{LABEL_ENV}=gpu"
+    spec = worker_spec(Backend("cpu", "cpu"), {})
+    assert spec == f"popen//env:JAX_PLATFORMS=cpu//env:{LABEL_ENV}=cpu"
 
 
-def test_scheduler_routes_by_label_one_phase_at_a_time():
+def test_gpu_workers_do_not_preallocate_unless_the_user_chose():
+    # Issue 9 item 15: child JAX processes of a GPU correctness run need memory.
+    spec = worker_spec(Backend("gpu", "cuda"), {})
+    assert spec.endswith("//env:XLA_PYTHON_CLIENT_PREALLOCATE=false")
+    chosen = worker_spec(Backend("gpu", "cuda"), {GPU_MEMORY_ENV: "true"})
+    assert GPU_MEMORY_ENV not in chosen
+    assert GPU_MEMORY_ENV not in worker_spec(Backend("cpu", "cpu"), {})
+
+
+def test_scheduler_runs_each_workers_collection_one_phase_at_a_time():
     sched, nodes, log = started()
-    assert log == [("gw-cpu", "run", [0, 2, 4, 5]), ("gw-cpu", "shutdown")]
-    for index in (0, 2, 4):
+    assert log == [("gw-cpu", "run", [0, 1, 2]), ("gw-cpu", "shutdown")]
+    for index in (0, 1):
         sched.mark_test_complete(nodes["cpu"], index)
     assert len(log) == 2, "the gpu phase must wait for the last cpu test"
     assert not sched.tests_finished
-    sched.mark_test_complete(nodes["cpu"], 5)
+    sched.mark_test_complete(nodes["cpu"], 2)
     assert len(log) == 2, "the gpu phase must wait until the cpu worker finished"
     assert sched.remove_node(nodes["cpu"]) is None
-    assert log[2:] == [("gw-gpu", "run", [1, 3]), ("gw-gpu", "shutdown")]
+    assert log[2:] == [("gw-gpu", "run", [0, 1]), ("gw-gpu", "shutdown")]
+    sched.mark_test_complete(nodes["gpu"], 0)
     sched.mark_test_complete(nodes["gpu"], 1)
-    sched.mark_test_complete(nodes["gpu"], 3)
     assert not sched.tests_finished
     assert sched.remove_node(nodes["gpu"]) is None
     assert sched.tests_finished
@@ -95,49 +94,69 @@ def test_scheduler_routes_by_label_one_phase_at_a_time():
 def test_scheduler_gives_a_crashed_workers_tests_to_its_replacement():
     sched, nodes, log = started()
     sched.mark_test_complete(nodes["cpu"], 0)
-    assert sched.remove_node(nodes["cpu"]) == COLLECTION[2]  # it died in test 2
+    assert sched.remove_node(nodes["cpu"]) == COLLECTIONS["cpu"][1]  # died in 1
     assert not sched.tests_finished
     replacement = FakeNode("cpu", log, name="gw-cpu-2")
     sched.add_node(replacement)
-    sched.add_node_collection(replacement, COLLECTION)
+    sched.add_node_collection(replacement, COLLECTIONS["cpu"])
     sched.schedule()
-    assert log[-2:] == [("gw-cpu-2", "run", [4, 5]), ("gw-cpu-2", "shutdown")]
-    sched.mark_test_complete(replacement, 4)
-    sched.mark_test_complete(replacement, 5)
+    assert log[-2:] == [("gw-cpu-2", "run", [2]), ("gw-cpu-2", "shutdown")]
+    sched.mark_test_complete(replacement, 2)
     sched.remove_node(replacement)
-    assert log[-2:] == [("gw-gpu", "run", [1, 3]), ("gw-gpu", "shutdown")]
+    assert log[-2:] == [("gw-gpu", "run", [0, 1]), ("gw-gpu", "shutdown")]
 
 
 def test_scheduler_moves_on_when_the_crash_was_the_last_test():
     sched, nodes, log = started()
-    for index in (0, 2, 4):
+    for index in (0, 1):
         sched.mark_test_complete(nodes["cpu"], index)
-    assert sched.remove_node(nodes["cpu"]) == COLLECTION[5]
-    assert log[-2:] == [("gw-gpu", "run", [1, 3]), ("gw-gpu", "shutdown")]
+    assert sched.remove_node(nodes["cpu"]) == COLLECTIONS["cpu"][2]
+    assert log[-2:] == [("gw-gpu", "run", [0, 1]), ("gw-gpu", "shutdown")]
 
 
 def test_scheduler_waits_for_replacement_of_an_idle_crashed_worker():
     sched, nodes, log = started()
     assert sched.remove_node(nodes["gpu"]) is None  # crashed while waiting
-    for index in (0, 2, 4, 5):
+    for index in (0, 1, 2):
         sched.mark_test_complete(nodes["cpu"], index)
     sched.remove_node(nodes["cpu"])
     assert not any(entry[0] == "gw-gpu" for entry in log)
     replacement = FakeNode("gpu", log, name="gw-gpu-2")
     sched.add_node(replacement)
-    sched.add_node_collection(replacement, COLLECTION)
+    sched.add_node_collection(replacement, COLLECTIONS["gpu"])
     sched.schedule()
-    assert log[-2:] == [("gw-gpu-2", "run", [1, 3]), ("gw-gpu-2", "shutdown")]
+    assert log[-2:] == [("gw-gpu-2", "run", [0, 1]), ("gw-gpu-2", "shutdown")]
+
+
+def test_scheduler_gives_up_a_backend_whose_worker_dies_while_collecting():
+    # Issue 9 item 3: the other backends still run, and no replacement is
+    # awaited for a worker that cannot even collect.
+    log = []
+    sched = BackendScheduling(["cpu", "gpu"])
+    nodes = {label: FakeNode(label, log) for label in ("cpu", "gpu")}
+    for node in nodes.values():
+        sched.add_node(node)
+    assert sched.remove_node(nodes["cpu"]) is None  # died before collecting
+    assert sched.dead == {"cpu"}
+    assert not sched.collection_is_completed
+    sched.add_node_collection(nodes["gpu"], COLLECTIONS["gpu"])
+    assert sched.collection_is_completed
+    sched.schedule()
+    assert log == [("gw-gpu", "run", [0, 1]), ("gw-gpu", "shutdown")]
+    sched.mark_test_complete(nodes["gpu"], 0)
+    sched.mark_test_complete(nodes["gpu"], 1)
+    sched.remove_node(nodes["gpu"])
+    assert sched.tests_finished
 
 
 def test_scheduler_skips_a_backend_without_tests():
     log = []
-    sched = BackendScheduling(["cpu", "gpu"], route)
+    sched = BackendScheduling(["cpu", "gpu"])
     nodes = {label: FakeNode(label, log) for label in ("cpu", "gpu")}
-    collection = ["t.py::test_a[gpu]"]
     for node in nodes.values():
         sched.add_node(node)
-        sched.add_node_collection(node, collection)
+    sched.add_node_collection(nodes["cpu"], [])
+    sched.add_node_collection(nodes["gpu"], ["t.py::test_a[gpu]"])
     sched.schedule()
     assert log == [
         ("gw-cpu", "shutdown"),  # nothing to run: let the worker go at once
@@ -146,33 +165,95 @@ def test_scheduler_skips_a_backend_without_tests():
     ]
 
 
+def test_scheduler_implements_xdists_scheduling_protocol():
+    from xdist.scheduler.protocol import Scheduling
+
+    def members(cls):
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    assert members(Scheduling) <= members(BackendScheduling)
+    for name in members(Scheduling):
+        if callable(getattr(Scheduling, name)):
+            expected = list(inspect.signature(getattr(Scheduling, name)).parameters)
+            actual = list(
+                inspect.signature(getattr(BackendScheduling, name)).parameters
+            )
+            assert actual == expected, name
+
+
+def test_xdist_session_internals_the_plugin_relies_on():
+    """The crash handling replaces DSession._clone_node (see scheduling.py)."""
+    from xdist.dsession import DSession
+
+    source = inspect.getsource(DSession.worker_errordown)
+    assert "self._clone_node(node)" in source
+    assert "_active_nodes" in inspect.getsource(DSession)
+    assert callable(DSession.triggershutdown)
+
+
 # ----------------------------------------------------------------- analysis
 
 
+def points(medians, spread=0.0):
+    """Points with an interquartile range of +-spread (relative)."""
+    return {
+        size: analysis.Point(size, m, m * (1 - spread), m * (1 + spread))
+        for size, m in medians.items()
+    }
+
+
 def test_crossover_is_interpolated_in_log_log():
-    ref = {10: 1.0, 100: 2.0, 1000: 4.0}
-    other = {10: 2.0, 100: 1.0, 1000: 1.0}  # speedups 0.5, 2, 4
+    ref = points({10: 1.0, 100: 2.0, 1000: 4.0})
+    other = points({10: 2.0, 100: 1.0, 1000: 1.0})  # speedups 0.5, 2, 4
     c = analysis.find_crossover("cpu", "gpu", ref, other)
     assert c.kind == "crossover"
-    assert c.between == (10, 100)
-    assert c.size == pytest.approx(10**1.5)
+    (crossing,) = c.crossings
+    assert crossing.between == (10, 100) and crossing.winner == "gpu"
+    assert crossing.size == pytest.approx(10**1.5)
     assert c.largest == 1000 and c.speedup_at_largest == pytest.approx(4.0)
-    assert "gpu faster than cpu from d ~ 31.6 on" in c.describe("d")
+    text = c.describe("d")
+    assert "gpu faster at d 100, 1000" in text and "cpu faster at d 10" in text
+    assert "medians cross at d ~31.6 (between 10 and 100, gpu faster after)" in text
 
 
-def test_crossover_uses_the_last_change_of_winner():
-    ref = {1: 2.0, 2: 1.0, 3: 3.0}
-    other = {1: 1.0, 2: 2.0, 3: 1.0}  # speedups 2, 0.5, 3
-    assert analysis.find_crossover("a", "b", ref, other).between == (2, 3)
+def test_every_crossing_is_reported():
+    # Issue 9 item 10: lines that visibly cross twice are not "no crossover".
+    ref = points({1: 2.0, 2: 1.0, 3: 1.0})
+    other = points({1: 1.0, 2: 2.0, 3: 3.0})  # speedups 2, 0.5, 1/3
+    c = analysis.find_crossover("a", "b", ref, other)
+    assert [x.between for x in c.crossings] == [(1, 2)]
+    ref = points({1: 2.0, 2: 1.0, 3: 3.0})
+    other = points({1: 1.0, 2: 2.0, 3: 1.0})  # speedups 2, 0.5, 3
+    c = analysis.find_crossover("a", "b", ref, other)
+    assert [(x.between, x.winner) for x in c.crossings] == [
+        ((1, 2), "a"),
+        ((2, 3), "b"),
+    ]
+    assert c.kind == "mixed"
+    assert "no crossover" not in c.describe() and "cross at" in c.describe()
+
+
+def test_identical_backends_are_within_noise():
+    # Issue 9 item 10: cpu vs an identical cpu2 is not "cpu2 faster; 1.01x".
+    ref = points({10: 1.00, 100: 2.0}, spread=0.05)
+    other = points({10: 0.99, 100: 1.98}, spread=0.05)
+    c = analysis.find_crossover("cpu", "cpu2", ref, other)
+    assert c.verdicts == ("noise", "noise") and c.kind == "within-noise"
+    text = c.describe()
+    assert "within noise at size 10, 100" in text and "faster" not in text
 
 
 def test_crossover_other_cases():
-    faster = analysis.find_crossover("a", "b", {1: 2.0, 2: 2.0}, {1: 1.0, 2: 1.0})
+    faster = analysis.find_crossover(
+        "a", "b", points({1: 2.0, 2: 2.0}), points({1: 1.0, 2: 1.0})
+    )
     assert faster.kind == "other-faster"
-    slower = analysis.find_crossover("a", "b", {1: 1.0, 2: 1.0}, {1: 2.0, 2: 3.0})
+    slower = analysis.find_crossover(
+        "a", "b", points({1: 1.0, 2: 1.0}), points({1: 2.0, 2: 3.0})
+    )
     assert slower.kind == "reference-faster"
-    assert "no crossover" in slower.describe()
-    none = analysis.find_crossover("a", "b", {1: 1.0}, {2: 1.0})
+    assert "medians do not cross" in slower.describe()
+    none = analysis.find_crossover("a", "b", points({1: 1.0}), points({2: 1.0}))
     assert none.kind == "no-common-sizes"
 
 
@@ -235,14 +316,71 @@ def test_compare_runs():
     saved = {"benchmarks": [record("cpu", 10, 1.0), record("cpu", 20, 1.0)]}
     now = [record("cpu", 10, 1.2), record("cpu", 20, 1.5), record("cpu", 30, 9.0)]
     threshold = CompareThreshold("median", 25.0, relative=True)
-    result = analysis.compare_runs(saved, now, threshold)
+    result = analysis.compare_runs(saved, now, threshold).comparisons
     assert [(c.size, c.failed) for c in result] == [(10, False), (20, True)]
     assert result[1].change == pytest.approx(50.0)
     table = analysis.comparison_table(result, threshold)
     assert "REGRESSION" in table[-1] and "REGRESSION" not in table[-2]
     absolute = analysis.compare_runs(saved, now, CompareThreshold("median", 0.3, False))
-    assert [c.failed for c in absolute] == [False, True]
-    assert not any(c.failed for c in analysis.compare_runs(saved, now, None))
+    assert [c.failed for c in absolute.comparisons] == [False, True]
+    plain = analysis.compare_runs(saved, now, None)
+    assert not any(c.failed for c in plain.comparisons)
+
+
+def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
+    # Issue 9 item 7.
+    saved = {
+        "benchmarks": [
+            record("cpu", 10, 1.0),
+            record("gpu", 10, 1.0),
+            record("gpu", 20, 1.0),
+        ]
+    }
+    threshold = CompareThreshold("median", 25.0, relative=True)
+    result = analysis.compare_runs(saved, [record("cpu", 10, 1.0)], threshold)
+    assert result.missing == ["t.py::test_x[gpu-10]", "t.py::test_x[gpu-20]"]
+    failures = result.gate_failures(allow_missing=False)
+    assert failures == [
+        "t.py::test_x[gpu-10] is missing from this run",
+        "t.py::test_x[gpu-20] is missing from this run",
+    ]
+    assert result.gate_failures(allow_missing=True) == []
+    other_ids = {"benchmarks": [dict(record("cpu", 10, 1.0), fullname="x.py::y")]}
+    nothing = analysis.compare_runs(other_ids, [record("cpu", 10, 1.0)], threshold)
+    assert not nothing.comparisons
+    assert any("nothing was compared" in f for f in nothing.gate_failures(False))
+
+
+def test_absolute_thresholds_print_readable_units():
+    # Issue 9 item 13: not "-4.74e-06 s".
+    rule = CompareThreshold("median", 1e-5, relative=False)
+    assert rule.format_change(-4.74e-6) == "-4.74 us"
+    assert rule.format_change(0.0125) == "+12.5 ms"
+    assert str(rule) == "median:10 us"
+    comparison = analysis.Comparison(
+        "t.py::x", "cpu", None, 1e-5, 5.26e-6, -4.74e-6, False
+    )
+    assert "-4.74 us" in analysis.comparison_table([comparison], rule)[-1]
+
+
+def test_series_per_other_parameter():
+    # Issue 9 item 5: dtype x size gives one series per dtype, not a mixture.
+    records = []
+    for dtype, scale in (("float32", 1.0), ("float64", 10.0)):
+        for label in ("cpu", "gpu"):
+            for size in (10, 100):
+                r = record(label, size, scale * size / (100 if label == "gpu" else 1))
+                r["params"]["dtype"] = dtype
+                r["fullname"] = f"t.py::test_x[{label}-{dtype}-{size}]"
+                r["name"] = f"test_x[{label}-{dtype}-{size}]"
+                records.append(r)
+    benches = analysis.group_sized(records, ["cpu", "gpu"])
+    assert [b.name for b in benches] == [
+        "test_x[dtype=float32]",
+        "test_x[dtype=float64]",
+    ]
+    assert benches[0].medians("cpu") == {10: 10.0, 100: 100.0}
+    assert benches[1].medians("cpu") == {10: 100.0, 100: 1000.0}
 
 
 # -------------------------------------------------------------------- probe
@@ -295,23 +433,61 @@ def test_figure_marks_unavailable_backend_without_a_curve():
         BackendLegend("gpu", UNAVAILABLE, None, "JAX could not start platform 'cuda'"),
     ]
     fig = build_figure(benches, legends, "host (CPU model)")
-    (ax,) = fig.axes
-    texts = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert texts == ["cpu (cpu): median", "gpu: unavailable"]
-    curves = {line.get_label(): len(line.get_xdata()) for line in ax.get_lines()}
-    assert curves == {"cpu (cpu): median": 2, "gpu: unavailable": 0}
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    texts = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert texts == ["cpu (cpu)", "gpu [unavailable]"]
+    drawn = [c for c in ax.containers]
+    assert len(drawn) == 1 and len(drawn[0].lines[0].get_xdata()) == 2
     assert ax.get_xscale() == ax.get_yscale() == "log"
-    assert "(s)" in ax.get_ylabel()
-    notes = " ".join(t.get_text() for t in ax.texts)
-    assert "gpu not measured (unavailable)" in notes
-    assert "host (CPU model)" in fig._suptitle.get_text()
+    header = fig.texts[0].get_text()
+    assert "host (CPU model)" in header
+    assert "INCOMPLETE RUN: gpu unavailable: JAX could not start" in header
     assert render_png(benches, legends, "m").startswith(b"\x89PNG")
 
 
-def test_figure_without_sized_benchmarks_still_lists_backends():
-    fig = build_figure([], [BackendLegend("gpu", UNAVAILABLE, None, "no GPU")], "m")
-    (ax,) = fig.axes
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["gpu: unavailable"]
+def test_figure_without_sized_benchmarks_draws_bars():
+    # Issue 9 item 9: only unsized benchmarks -> a per-backend bar chart.
+    records = [
+        record("cpu", None, 0.1, name="t1"),
+        record("gpu", None, 0.01, name="t1"),
+    ]
+    legends = [BackendLegend("cpu", OK), BackendLegend("gpu", OK)]
+    fig = build_figure([], legends, "m", analysis.unsized_medians(records))
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    bars = [p.get_height() for p in ax.patches]
+    assert bars == [pytest.approx(0.1), pytest.approx(0.01)]
+    assert "without a size axis" in ax.get_title()
+
+
+def test_figure_single_size_draws_points_with_error_bars():
+    r = record("cpu", 10, 0.5)
+    r["stats"].update(q1=0.4, q3=0.7)
+    benches = analysis.group_sized([r], ["cpu"])
+    fig = build_figure(benches, [BackendLegend("cpu", OK)], "m")
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    (container,) = ax.containers
+    line, caps, (bars,) = container.lines
+    assert list(line.get_xdata()) == [10] and line.get_linestyle() == "None"
+    (segment,) = bars.get_segments()
+    assert [y for _, y in segment] == [pytest.approx(0.4), pytest.approx(0.7)]
+
+
+def test_figure_size_is_bounded():
+    # Issue 9 item 9: 150 sized benchmarks used to give an 825 x 75,900 px PNG.
+    records = [
+        record(label, size, 0.1 * size, name=f"test_{i}")
+        for i in range(150)
+        for label in ("cpu", "gpu")
+        for size in (10, 100)
+    ]
+    benches = analysis.group_sized(records, ["cpu", "gpu"])
+    assert len(benches) == 150
+    fig = build_figure(
+        benches, [BackendLegend("cpu", OK), BackendLegend("gpu", OK)], "m"
+    )
+    width, height = fig.get_size_inches() * fig.dpi
+    assert width <= 1500 and height <= 3400
+    assert "24 of 150 sized benchmarks drawn" in fig.texts[0].get_text()
 
 
 # -------------------------------------------- pytest-benchmark internals used
@@ -375,3 +551,17 @@ def test_pytest_benchmark_attributes_the_plugin_relies_on(pytester):
         "benchmarks",
     ):
         assert hasattr(bs, attribute), attribute
+
+
+def test_scheduler_runs_nothing_after_a_collection_error():
+    # Issue 9 item 4: as pytest without xdist, a collection error runs nothing.
+    log = []
+    sched = BackendScheduling(["cpu", "gpu"])
+    sched.halted = True
+    nodes = {label: FakeNode(label, log) for label in ("cpu", "gpu")}
+    for label, node in nodes.items():
+        sched.add_node(node)
+        sched.add_node_collection(node, COLLECTIONS[label])
+    sched.schedule()
+    assert log == [("gw-cpu", "shutdown"), ("gw-gpu", "shutdown")]
+    assert sched.tests_finished
