@@ -1,7 +1,6 @@
 """
 Matrix-free tangents: why k exponents never need the d x d Jacobian
-===================================================================
-
+============================================================
 The Benettin method pushes a frame ``Y (d, k)`` of tangent vectors through each
 step. Two ways to do it:
 
@@ -101,7 +100,8 @@ def time_method(make, n_nodes: int, repeats: int) -> float:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # A literal, not __doc__: sphinx-gallery runs the script with __doc__ empty.
+    parser = argparse.ArgumentParser(description="matrix-free tangent scaling")
     parser.add_argument("--quick", action="store_true", help="small sizes (CI smoke)")
     parser.add_argument("--sizes", help="comma-separated d values (overrides)")
     parser.add_argument(

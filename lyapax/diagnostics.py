@@ -14,7 +14,7 @@ __all__ = ["ConvergenceDrift", "convergence_drift", "kaplan_yorke_dimension"]
 class ConvergenceDrift(NamedTuple):
     """How far each running estimate moved over the final window of a run.
 
-    ``absolute (k,)``: max |estimate - final estimate| over the window;
+    ``absolute (k,)``: max ``|estimate - final estimate|`` over the window;
     ``relative (k,)``: ``absolute / max(|final|, 1e-12)``;
     ``converged``: True when every ``absolute <= tol``.
     """

@@ -71,7 +71,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="EXPR",
         default=None,
         help="Fail the session when a benchmark is slower than in --jax-compare "
-        "by more than EXPR: FIELD:PERCENT% or FIELD:SECONDS, e.g. median:25%%; "
+        "by more than EXPR: FIELD:PERCENT%% or FIELD:SECONDS, e.g. median:25%%; "
         "also when nothing could be compared or a saved benchmark is missing "
         "(needs --jax-backend).",
     )

@@ -158,7 +158,8 @@ class DDECheckpoint(NamedTuple):
     """
 
     state: Float[Array, "*batch n_sv n"]
-    buf: Float[Array, "*batch horizon ..."]
+    # (*batch, horizon, [2,] n_cvar, n): jaxtyping allows one variadic axis.
+    buf: Float[Array, "*buffer_shape"]
     t: Int[Array, " *batch"]
     Y: Float[Array, "*batch d k"]
     cum_log_growth: Float[Array, "*batch k"]

@@ -365,10 +365,10 @@ def sweep_trajectory(
     round(t_transient / dt / renorm_every))`` steps), so its states line up
     with that run's ``trajectory`` at a fraction of the cost.
 
+    Every argument except ``decimate`` means what it means in
+    :func:`sweep_lyapunov_spectrum`.
+
     Args:
-        step_fn, state0, params_batch, dt, n_steps, renorm_every, t_transient,
-        state0_batch, batch_size, trajectory_to_host, devices, pad: as in
-            :func:`sweep_lyapunov_spectrum`.
         decimate: keep every ``decimate``-th state; must divide ``n_steps``.
 
     Returns:
