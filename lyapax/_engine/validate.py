@@ -93,3 +93,19 @@ def same_dt(given: Any, expected: Any) -> None:
             f"dt={given!r} and problem.dt={expected!r} have different values; "
             "omit dt or build the problem with the step you want"
         )
+
+
+def reject_adaptive(integrator: Any, where: str) -> None:
+    """ValueError when ``integrator`` is an adaptive builder of lyapax.adaptive.
+
+    Networks and delay equations evaluate coupling and history at the stages of
+    their own fixed-step schemes, so they take tableau names only.
+    """
+    if getattr(integrator, "_lyapax_adaptive_ode_only", False):
+        raise ValueError(
+            f"integrator={integrator!r} is an adaptive ODE integrator "
+            "(lyapax.adaptive.diffrax_adaptive_step): it is for ode_problem only, "
+            f"not for network_problem or delay equations ({where} was called). "
+            "These read coupling and history at each fixed Runge-Kutta stage; "
+            "pass integrator='euler', 'heun', 'rk4' or 'rk6'."
+        )

@@ -42,7 +42,7 @@ from lyapax.dde._compat import (
     make_step_fn,
     scalar_delayed_history0,
 )
-from lyapax.dde._delays import resolve_tau_steps, tau_eff
+from lyapax.dde._delays import effective_tau, resolve_tau_steps, tau_eff
 from lyapax.dde._step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
 from lyapax.network._edge_coupling import (
     EdgeCoupling,
@@ -59,6 +59,7 @@ __all__ = [
     "as_edge_coupling",
     "constant_history_buf0",
     "dde_problem",
+    "effective_tau",
     "edge_kuramoto_coupling",
     "edge_linear_coupling",
     "lyapunov_spectrum_dde",

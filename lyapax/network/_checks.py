@@ -59,6 +59,7 @@ def as_cvar_indices(cvar_indices: Any) -> tuple[int, ...]:
 
 
 def as_integrator(integrator: Any) -> str:
+    validate.reject_adaptive(integrator, "a network builder")
     if isinstance(integrator, str) and integrator.lower() in TABLEAUS:
         return integrator.lower()
     raise ValueError(
