@@ -120,7 +120,9 @@ def test_resolve_tau_steps_warn_tol():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert resolve_tau_steps(0.317, 0.01, warn_tol=0.01) == 32  # 0.95% off
-    with pytest.raises(ValueError, match="warn_tol must be a number >= 0; got warn_tol=-1"):
+    with pytest.raises(
+        ValueError, match="warn_tol must be a number >= 0; got warn_tol=-1"
+    ):
         resolve_tau_steps(0.3, 0.01, warn_tol=-1)
 
 
@@ -169,3 +171,25 @@ def test_network_and_delay_builders_reject_an_adaptive_integrator():
             tau=0.3,
             integrator=adaptive,
         )
+
+
+def test_published_private_ring_helpers_follow_the_buffer_convention():
+    from lyapax.simulator.step import (
+        _read_uniform_delayed_cvar,
+        _read_uniform_delayed_cvar_interp,
+        _write_ring,
+        _write_ring_interp,
+    )
+
+    horizon, dt = 5, 0.25
+    grid = jnp.zeros((horizon, 1, 1))
+    smooth = jnp.zeros((horizon, 2, 1, 1))
+    for m in range(7):  # x(t) = 2 + 3 t, sampled at t = m * dt
+        x = jnp.full((1, 1), 2.0 + 3.0 * m * dt)
+        grid = _write_ring(grid, m, x, horizon)
+        smooth = _write_ring_interp(smooth, m, x, jnp.full((1, 1), 3.0), horizon)
+    # at step 6, a delay of 2 steps reads the sample of time 4 * dt
+    assert float(_read_uniform_delayed_cvar(grid, 6, 2, horizon)[0, 0]) == 2.0 + 3.0
+    # cubic Hermite reproduces a straight line between samples
+    value = _read_uniform_delayed_cvar_interp(smooth, 6, 2.5, horizon, dt)
+    assert float(value[0, 0]) == pytest.approx(2.0 + 3.0 * 3.5 * dt, abs=1e-12)
