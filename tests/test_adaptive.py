@@ -195,3 +195,19 @@ def test_missing_diffrax_names_the_extra(monkeypatch):
     finally:
         monkeypatch.undo()
         importlib.reload(adaptive)
+
+
+def test_new_tolerances_and_dt_reuse_the_compiled_program():
+    from lyapax._engine.benettin import run_benettin
+
+    def run(rtol, dt):
+        integrator = diffrax_adaptive_step("tsit5", rtol=rtol, atol=rtol * 1e-3)
+        problem = lyapax.ode_problem(
+            systems.lorenz(), jnp.array([1.0, 1.0, 1.0]), dt, integrator=integrator
+        )
+        return lyapax.lyapunov_spectrum(problem, n_steps=5, t_transient=0)
+
+    run(1e-6, 0.1)
+    size = run_benettin._cache_size()
+    run(1e-8, 0.05)
+    assert run_benettin._cache_size() == size
