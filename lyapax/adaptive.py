@@ -7,10 +7,14 @@ keeps its lyapax meaning: the interval between two Benettin steps. Inside each
 ``dt`` an embedded Runge-Kutta pair (Tsit5, Dopri5 or Dopri8) chooses its own
 sub-steps under a PID controller with tolerances ``rtol``/``atol``.
 
-The engine pushes tangent vectors through ``step`` with ``jax.jvp``, i.e.
-through the whole adaptive solve: the sub-step sizes are decided by the error of
-the state alone (diffrax stops gradients through the controller), and the
-tangents see the same sequence of Runge-Kutta maps. Consequences:
+Tangents. By default (``tangent_control=True``) each ``dt`` is one solve of the
+state together with its variational equation (tangent columns pushed by
+``jax.jvp`` of ``rhs``), and the controller sizes the sub-steps by the error of
+both. With ``tangent_control=False`` (what lyapax 0.3.0 did) only the state is
+solved and the engine differentiates the solve with ``jax.jvp``: the sub-steps
+then follow the state error alone (diffrax stops gradients through the
+controller), which misses directions the state no longer excites, e.g. the fast
+exponent of a stiff linear system. Differentiating an exponent:
 
 * ``jax.jacfwd`` of an exponent with respect to a parameter works in either
   mode below.
@@ -45,7 +49,7 @@ __all__ = ["SOLVERS", "diffrax_adaptive_step"]
 SOLVERS: tuple[str, ...] = ("tsit5", "dopri5", "dopri8")
 
 # Marker read by the network/DDE builders to reject this integrator clearly.
-ADAPTIVE_MARKER = "_lyapax_adaptive_ode_only"
+_ADAPTIVE_MARKER = "_lyapax_adaptive_ode_only"
 
 
 def _require_diffrax() -> None:
@@ -152,5 +156,5 @@ def diffrax_adaptive_step(
             bool(tangent_control),
         )
 
-    setattr(builder, ADAPTIVE_MARKER, True)
+    setattr(builder, _ADAPTIVE_MARKER, True)
     return builder
