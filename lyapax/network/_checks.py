@@ -9,7 +9,6 @@ numbers of the same shapes pays nothing for it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -23,8 +22,14 @@ from lyapax.integrators import TABLEAUS
 from lyapax.network._step import NetworkStep
 
 
-def as_weights(weights: Any) -> Any:
-    """Dense float array or BCOO matrix of shape ``(n, n)``; raises on others."""
+def as_weights(weights: Any, dense: bool = False) -> Any:
+    """Float array or BCOO matrix of shape ``(n, n)`` (``dense``: always an array).
+
+    Raises:
+        ValueError: not a non-empty square matrix.
+    """
+    if isinstance(weights, sparse.BCOO) and dense:
+        weights = weights.todense()  # per-edge delays need the full grid
     if isinstance(weights, sparse.BCOO):
         shape = tuple(weights.shape)
     else:
@@ -41,7 +46,12 @@ def as_weights(weights: Any) -> Any:
     return weights
 
 
-def as_cvar_indices(cvar_indices: Any) -> tuple[int, ...]:
+def as_cvar_indices(cvar_indices: Any, n_sv: int | None = None) -> tuple[int, ...]:
+    """Distinct coupled state rows as a tuple (each ``< n_sv`` when given).
+
+    Raises:
+        ValueError: not a non-empty tuple of distinct rows in ``[0, n_sv)``.
+    """
     if isinstance(cvar_indices, int | np.integer):
         cvar_indices = (cvar_indices,)
     try:
@@ -55,6 +65,11 @@ def as_cvar_indices(cvar_indices: Any) -> tuple[int, ...]:
             "cvar_indices must be a non-empty tuple of distinct rows >= 0; "
             f"got {cvar_indices!r}"
         )
+    if n_sv is not None and max(out) >= n_sv:
+        raise ValueError(
+            f"cvar_indices={out} out of range for n_sv={n_sv} state variables "
+            f"(valid rows 0..{n_sv - 1})"
+        )
     return out
 
 
@@ -66,21 +81,6 @@ def as_integrator(integrator: Any) -> str:
         f"integrator={integrator!r} is not known for networks; valid names are "
         f"{', '.join(sorted(TABLEAUS))}"
     )
-
-
-def as_params(params: Any) -> Any:
-    # Python ints become floats so that they are traced leaves, not static.
-    if isinstance(params, Mapping):
-        return {
-            k: float(x) if isinstance(x, int) and not isinstance(x, bool) else x
-            for k, x in params.items()
-        }
-    return params
-
-
-def as_dt(dt: Any) -> Any:
-    validate.positive_dt(dt)
-    return float(dt) if isinstance(dt, int) else dt
 
 
 def state_rows(state0: Any, n: int, dfun: Any) -> tuple[jax.Array, int]:
@@ -130,11 +130,7 @@ def check_shapes(step: NetworkStep, n_sv: int | None, dtype: Any) -> None:
             parameter).
     """
     n = step.n_nodes
-    if n_sv is not None and max(step.cvar_indices) >= n_sv:
-        raise ValueError(
-            f"cvar_indices={step.cvar_indices} out of range for n_sv={n_sv} state "
-            f"variables (valid rows 0..{n_sv - 1})"
-        )
+    as_cvar_indices(step.cvar_indices, n_sv)
     dynamic, static = split_static(step)
     leaves = tuple(
         (np.shape(x), getattr(x, "dtype", type(x))) for x in dynamic if x is not None
