@@ -193,3 +193,28 @@ def test_published_private_ring_helpers_follow_the_buffer_convention():
     # cubic Hermite reproduces a straight line between samples
     value = _read_uniform_delayed_cvar_interp(smooth, 6, 2.5, horizon, dt)
     assert float(value[0, 0]) == pytest.approx(2.0 + 3.0 * 3.5 * dt, abs=1e-12)
+
+
+def test_make_step_fn_runs_under_lax_scan():
+    import jax
+
+    from lyapax.simulator.step import make_step_fn
+
+    def dfun(x, c, p):
+        return p["gamma"] * x + c
+
+    step = make_step_fn(
+        dfun=dfun,
+        weights=jnp.zeros((1, 1)),
+        delay_steps=jnp.zeros((1, 1), dtype=jnp.int32),
+        has_delays=False,
+        horizon=1,
+        n_nodes=1,
+        cvar_indices=(0,),
+        dt=1e-2,
+        integrator="heun",
+    )
+    carry0 = (jnp.ones((1, 1)), jnp.zeros((1, 1, 1)), jnp.int32(0), {"gamma": -1.0})
+    (final, *_), _ = jax.lax.scan(step, carry0, None, length=100)
+    # Heun on x' = -x: amplification 1 - h + h^2/2 per step
+    assert float(final[0, 0]) == pytest.approx((1 - 1e-2 + 0.5e-4) ** 100, rel=1e-12)
