@@ -1,5 +1,6 @@
 """lyapax: Lyapunov spectra of ODEs, maps, delay equations and networks in JAX."""
 
+from lyapax import coupling
 from lyapax.__version__ import __version__
 from lyapax.converge import ConvergedRun, ConvergenceProgress, run_until_converged
 from lyapax.core import (
@@ -27,7 +28,12 @@ from lyapax.integrators import (
     rk4_step,
     rk6_step,
 )
-from lyapax.network import Network, network_problem
+from lyapax.network import (
+    Network,
+    network_problem,
+    network_step,
+    network_step_parametrized,
+)
 from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
 from lyapax.utils import simulate_trajectory
 
@@ -56,6 +62,9 @@ __all__ = [
     "lyapunov_spectrum_dde",
     "network_dde_problem",
     "network_problem",
+    "network_step",
+    "network_step_parametrized",
+    "coupling",
     # sweeps and convergence
     "ConvergedRun",
     "ConvergenceProgress",

@@ -16,12 +16,12 @@ class ConvergenceDrift(NamedTuple):
 
     ``absolute (k,)``: max ``|estimate - final estimate|`` over the window;
     ``relative (k,)``: ``absolute / max(|final|, 1e-12)``;
-    ``converged``: True when every ``absolute <= tol``.
+    ``converged``: True when every ``absolute <= tol``; ``None`` without ``tol``.
     """
 
     absolute: Float[Array, " k"]
     relative: Float[Array, " k"]
-    converged: bool
+    converged: bool | None
 
 
 def convergence_drift(
@@ -33,24 +33,30 @@ def convergence_drift(
         result: a ``LyapunovResult`` (anything with a ``history (n, k)``).
         window: fraction of the renormalisations, in (0, 1].
         tol: absolute tolerance (units of the exponents, 1/time) for
-            ``converged``; default 1e-2.
+            ``converged``; without it ``converged`` is ``None``.
 
     Raises:
-        ValueError: ``window`` outside (0, 1] or ``tol`` <= 0.
+        ValueError: ``window`` outside (0, 1], ``tol`` <= 0, or a history of
+            fewer than 2 rows (no drift to measure).
     """
     if not 0.0 < float(window) <= 1.0:
         raise ValueError(f"window must be in (0, 1]; got window={window!r}")
-    tol = 1e-2 if tol is None else float(tol)
-    if tol <= 0:
+    if tol is not None and not float(tol) > 0:
         raise ValueError(f"tol must be > 0; got tol={tol!r}")
     history = jnp.asarray(result.history)
     n = history.shape[0]
+    if n < 2:
+        raise ValueError(
+            f"convergence_drift needs a history of at least 2 renormalisations; "
+            f"got {n} (use more n_steps or a smaller renorm_every)"
+        )
     start = min(n - 1, int(np.floor(n * (1.0 - float(window)))))
     tail = history[start:]
     final = history[-1]
     absolute = jnp.max(jnp.abs(tail - final), axis=0)
     relative = absolute / jnp.maximum(jnp.abs(final), 1e-12)
-    return ConvergenceDrift(absolute, relative, bool(jnp.all(absolute <= tol)))
+    converged = None if tol is None else bool(jnp.all(absolute <= float(tol)))
+    return ConvergenceDrift(absolute, relative, converged)
 
 
 def kaplan_yorke_dimension(
@@ -86,7 +92,8 @@ def kaplan_yorke_dimension(
             raise ValueError(
                 f"the cumulative sum of the {lam.size} exponents given never turns "
                 f"negative, but d_total={d_total} says more exist; compute more "
-                "exponents (larger k) to locate the Kaplan-Yorke dimension"
+                "exponents (larger k): the Kaplan-Yorke dimension lies beyond the "
+                "tracked exponents"
             )
         return float(lam.size)
     return float(j + sums[j - 1] / abs(lam[j]))

@@ -14,12 +14,12 @@ from lyapax.dde import (
     DDECheckpoint,
     constant_history_buf0,
     dde_problem,
+    effective_tau,
     lyapunov_spectrum_dde,
     make_scalar_delayed_step_fn,
     network_dde_problem,
     resolve_tau_steps,
     scalar_delayed_history0,
-    tau_eff,
 )
 from lyapax.network import Network
 from lyapax.simulator import (
@@ -255,8 +255,8 @@ def test_tau_resolution_warns_and_reports_the_delay_used():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert resolve_tau_steps(0.3, 0.01) == 30  # 29.999... counts as whole
-        assert tau_eff(0.317, 0.01) == pytest.approx(0.32)
-        assert tau_eff(0.317, 0.01, interpolate=True) == pytest.approx(0.317)
+        assert effective_tau(0.317, 0.01) == pytest.approx(0.32)
+        assert effective_tau(0.317, 0.01, interpolate=True) == pytest.approx(0.317)
     with pytest.warns(UserWarning, match="not a multiple"):
         problem = dde_problem(systems.linear_scalar_dde(), 1.0, 0.317, 0.01)
     assert problem.tau_steps == 32 and problem.tau_eff == pytest.approx(0.32)

@@ -221,18 +221,19 @@ def _check_resume(resume: Any, d: int, k: int, dt: Any, t_tr: float) -> None:
     if Y.ndim != 2 or Y.shape[0] != d:
         raise ValueError(
             f"resume checkpoint has a frame of shape {Y.shape}, but the state has "
-            f"dimension d={d}"
+            f"dimension d={d}; the shapes of a resumed run must match"
         )
     if Y.shape[1] != k:
         raise ValueError(
-            f"resume checkpoint tracks k={Y.shape[1]} exponents, but k={k} was "
-            "requested; pass the same k (or omit k)"
+            f"resume checkpoint tracks k={Y.shape[1]} exponents (its tracked "
+            f"dimension), but k={k} was requested; pass the same k (or omit k)"
         )
     if not (validate.is_traced(dt) or validate.is_traced(resume.dt)):
         if not np.isclose(float(resume.dt), float(dt), rtol=1e-12, atol=0.0):
             raise ValueError(
-                f"resume checkpoint was made with dt={float(resume.dt)!r}, but this "
-                f"run uses dt={float(dt)!r}; a resumed run must keep its step"
+                f"resume checkpoint was made with dt={float(resume.dt)!r} "
+                f"(resume.dt), but this run uses dt={float(dt)!r}; a resumed run "
+                "must keep its step"
             )
 
 

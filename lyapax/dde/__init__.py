@@ -44,7 +44,7 @@ from lyapax.dde._compat import (
     make_step_fn,
     scalar_delayed_history0,
 )
-from lyapax.dde._delays import resolve_tau_steps, tau_eff
+from lyapax.dde._delays import effective_tau, resolve_tau_steps, tau_eff
 from lyapax.dde._step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
 from lyapax.network._checks import as_cvar_indices, as_weights, state_rows
 from lyapax.network.coupling import (
@@ -62,6 +62,7 @@ __all__ = [
     "as_edge_coupling",
     "constant_history_buf0",
     "dde_problem",
+    "effective_tau",
     "edge_kuramoto_coupling",
     "edge_linear_coupling",
     "lyapunov_spectrum_dde",

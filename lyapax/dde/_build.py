@@ -31,6 +31,7 @@ class Delays(NamedTuple):
 
 def method_name(integrator: Any) -> str:
     """The tableau name behind ``integrator`` (names only for delay equations)."""
+    validate.reject_adaptive(integrator, "a delay-equation builder")
     if not isinstance(integrator, str):
         raise TypeError(
             "integrator must be a name (euler, heun, rk4, rk6) for delay equations, "

@@ -44,30 +44,36 @@ def _snap(ratio: float) -> float:
     return ratio
 
 
-def resolve_tau_steps(tau: float, dt: float) -> int:
+def resolve_tau_steps(tau: float, dt: float, warn_tol: float = 1e-6) -> int:
     """The delay ``tau`` as a whole number of steps of size ``dt`` (grid mode).
 
     Args:
         tau: delay in model time units (finite, > 0).
         dt: time step (finite, > 0).
+        warn_tol: relative mismatch ``|tau_steps * dt - tau| / tau`` above
+            which to warn (>= 0).
 
     Returns:
         ``round(tau / dt)``, at least 1. The delay actually simulated is then
-        ``tau_steps * dt`` (see :func:`tau_eff`).
+        ``tau_eff(tau_steps, dt) = tau_steps * dt``.
 
     Warns:
-        UserWarning: when ``tau`` is not a multiple of ``dt``; the message gives
-        the delay actually used.
+        UserWarning: when ``tau`` is not a multiple of ``dt`` within
+        ``warn_tol``; the message gives the delay actually used.
 
     Raises:
-        ValueError: ``tau`` or ``dt`` not finite and positive, or ``tau < dt / 2``
-            (it would round to no delay at all).
+        ValueError: ``tau`` or ``dt`` not finite and positive, ``tau < dt / 2``
+            (it would round to no delay at all), ``warn_tol`` negative.
     """
-    return grid_tau_steps(tau, dt, stacklevel=3)
+    return grid_tau_steps(tau, dt, stacklevel=3, warn_tol=warn_tol)
 
 
-def grid_tau_steps(tau: float, dt: float, *, stacklevel: int) -> int:
+def grid_tau_steps(
+    tau: float, dt: float, *, stacklevel: int, warn_tol: float = 1e-6
+) -> int:
     """:func:`resolve_tau_steps` whose warning points ``stacklevel`` frames up."""
+    if not float(warn_tol) >= 0:
+        raise ValueError(f"warn_tol must be a number >= 0; got warn_tol={warn_tol!r}")
     tau_value, dt_value = _concrete_tau(tau), _concrete_dt(dt)
     ratio = tau_value / dt_value
     steps = round(ratio)
@@ -76,7 +82,7 @@ def grid_tau_steps(tau: float, dt: float, *, stacklevel: int) -> int:
             f"tau={tau_value!r} is shorter than dt/2 (dt={dt_value!r}): it rounds to "
             "zero steps, i.e. no delay. Use a step dt <= tau."
         )
-    if _snap(ratio) != steps:
+    if abs(steps * dt_value - tau_value) > float(warn_tol) * tau_value:
         warnings.warn(
             f"tau={tau_value!r} is not a multiple of dt={dt_value!r}; the delay "
             f"used is tau_steps={steps} steps, i.e. tau_eff={steps * dt_value!r}. "
@@ -87,7 +93,22 @@ def grid_tau_steps(tau: float, dt: float, *, stacklevel: int) -> int:
     return steps
 
 
-def tau_eff(tau: float, dt: float, interpolate: bool = False) -> float:
+def tau_eff(tau_steps: float, dt: float) -> float:
+    """The delay ``tau_steps * dt`` (time units) of a delay of ``tau_steps`` steps.
+
+    The lyapax 0.3.0 signature; :func:`effective_tau` answers the same from a
+    requested ``tau``.
+
+    Raises:
+        ValueError: ``tau_steps`` negative or not finite, ``dt`` not > 0.
+    """
+    steps = validate.concrete_float("tau_steps", tau_steps, why="to compute a delay")
+    if not np.isfinite(steps) or steps < 0:
+        raise ValueError(f"tau_steps must be a finite number >= 0; got {tau_steps!r}")
+    return steps * _concrete_dt(dt)
+
+
+def effective_tau(tau: float, dt: float, interpolate: bool = False) -> float:
     """The delay actually simulated for a requested ``tau`` at step ``dt``.
 
     Grid mode (default) rounds to ``resolve_tau_steps(tau, dt) * dt`` (without
@@ -111,9 +132,9 @@ def interpolated_tau_steps(tau: float, dt: float) -> float:
     ratio = _snap(tau_value / dt_value)
     if ratio < 1.0:
         raise ValueError(
-            f"interpolate=True needs tau >= dt, but tau={tau_value!r} < "
-            f"dt={dt_value!r}: the delayed value would fall inside the step being "
-            "computed. Reduce dt or use interpolate=False."
+            f"interpolate=True needs tau >= dt (tau_steps >= 1), but "
+            f"tau={tau_value!r} < dt={dt_value!r}: the delayed value would fall "
+            "inside the step being computed. Reduce dt or use interpolate=False."
         )
     return ratio
 

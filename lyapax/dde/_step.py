@@ -221,6 +221,10 @@ class CarryStep(eqx.Module):
 
     ring: RingStep
 
+    # jax.lax.scan(step, ...) hashes its function; the default hash of an
+    # equinox module hashes its array leaves, which fails. Identity is enough.
+    __hash__ = object.__hash__
+
     @property
     def horizon(self) -> int:
         return self.ring.horizon

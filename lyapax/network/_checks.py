@@ -82,6 +82,7 @@ def as_cvar_indices(cvar_indices: Any, n_sv: int | None = None) -> tuple[int, ..
 
 
 def as_integrator(integrator: Any) -> str:
+    validate.reject_adaptive(integrator, "a network builder")
     if isinstance(integrator, str) and integrator.lower() in TABLEAUS:
         return integrator.lower()
     raise ValueError(

@@ -75,6 +75,11 @@ class Connectivity:
         """Number of nodes ``n``."""
         return int(self.weights.shape[0])
 
+    @property
+    def has_delays(self) -> bool:
+        """True when some edge has a positive tract length (a nonzero delay)."""
+        return self.tract_lengths is not None and bool(np.any(self.tract_lengths > 0))
+
     def delays(self) -> np.ndarray:
         """Per-edge conduction delays ``tract_lengths / speed`` (time units)."""
         if self.tract_lengths is None:
