@@ -14,8 +14,8 @@ dt = 1e-2, QR every 10 steps. In one process, interleaved:
 
 The ratio is ``ours / min(floor_bcoo, floor_ell)``. ``first`` is the first call
 (compile + run) of ours; ``compile`` is first minus warm, the tracing and
-compile cost (it must not grow with ``n``: sizes are shapes, not unrolled code). Times are the
-best of ``--repeats`` warm calls.
+compile cost (it must not grow with ``n``: sizes are shapes, not unrolled
+code). Times are the best of ``--repeats`` warm calls.
 
     python benchmarks/sparse_bench.py [--sizes 1000,10000] [--repeats 3] [--quick]
 """

@@ -88,8 +88,8 @@ class EllWeights(eqx.Module):
         """The ``(n, n)`` dense matrix (duplicates summed)."""
         n, w = self.indices.shape
         rows = jnp.broadcast_to(jnp.arange(n)[:, None], (n, w))
-        return jnp.zeros((n, n), self.values.dtype).at[rows, self.indices].add(
-            self.values
+        return (
+            jnp.zeros((n, n), self.values.dtype).at[rows, self.indices].add(self.values)
         )
 
 
