@@ -167,3 +167,46 @@ def as_ell(weights: Any, dtype: Any = None) -> EllWeights:
         vals = vals.astype(dtype)
     indices, values, _ = ell_from_coo(rows, cols, vals, n)
     return EllWeights(jnp.asarray(indices), jnp.asarray(values))
+
+
+def read_edges_ell(
+    values: jax.Array, t: Any, steps: jax.Array, indices: jax.Array
+) -> jax.Array:
+    """Delayed source values of the stored edges only (the sparse ``read_edges``).
+
+    ``out[c, i, s] = values[(t - steps[i, s]) % H, c, indices[i, s]]`` for a
+    ring buffer ``values (H, n_cvar, n)``, integer ``steps (n, w)`` and sources
+    ``indices (n, w)``: ``n * w`` reads instead of the dense ``n * n``.
+    Returns ``(n_cvar, n, w)``.
+    """
+    horizon = values.shape[0]
+    slots = jnp.mod(t - steps, horizon)
+    # Advanced indices on axes 0 and 2 move to the front: (n, w, n_cvar).
+    picked = values[slots, :, indices]
+    return jnp.moveaxis(picked, -1, 0)
+
+
+def available_bytes() -> int | None:
+    """Physical memory of this host in bytes (None where it cannot be read)."""
+    try:
+        import os
+
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_dense_fits(
+    what: str, n_bytes: int, hint: str, limit: int | None = None
+) -> None:
+    """Raise ``MemoryError`` when a dense array of ``n_bytes`` cannot fit.
+
+    ``limit`` defaults to the host's physical memory. The message names the
+    array, the memory it needs and what to use instead (``hint``).
+    """
+    limit = available_bytes() if limit is None else limit
+    if limit is not None and n_bytes > limit:
+        raise MemoryError(
+            f"{what} needs {n_bytes / 2**30:.1f} GiB but this machine has "
+            f"{limit / 2**30:.1f} GiB of memory; {hint}"
+        )

@@ -99,3 +99,31 @@ def test_ell_is_a_pytree_with_array_leaves():
     ell = as_ell(np.eye(4))
     leaves = jax.tree_util.tree_leaves(ell)
     assert len(leaves) == 2 and isinstance(ell, EllWeights)
+
+
+def test_sparse_edge_read_matches_the_dense_read():
+    from lyapax._history import read_edges
+
+    rng = np.random.default_rng(5)
+    n, horizon = 12, 6
+    dense = _random_sparse(n, 0.3, seed=5)
+    rows, cols = np.nonzero(dense)
+    steps_dense = np.zeros((n, n), dtype=np.int32)
+    steps_dense[rows, cols] = rng.integers(0, horizon, rows.size)
+    indices, values, (steps,) = ell_from_coo(
+        rows, cols, dense[rows, cols], n, (steps_dense[rows, cols],)
+    )
+    buf = jnp.asarray(rng.normal(size=(horizon, 2, n)))
+    full = np.asarray(read_edges(buf, 9, jnp.asarray(steps_dense)))
+    got = np.asarray(_sparse.read_edges_ell(buf, 9, steps, indices))
+    assert got.shape == (2, n, indices.shape[1])
+    real = values != 0  # padded slots carry weight 0: their reads do not count
+    for c in range(2):
+        expected = full[c][np.arange(n)[:, None], indices]
+        np.testing.assert_array_equal(got[c][real], expected[real])
+
+
+def test_dense_memory_guard_names_the_size():
+    _sparse.check_dense_fits("x", 10, "fine", limit=100)
+    with pytest.raises(MemoryError, match=r"needs 8\.0 GiB.*1\.0 GiB.*use sparse"):
+        _sparse.check_dense_fits("weights", 8 * 2**30, "use sparse", limit=2**30)
