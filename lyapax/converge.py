@@ -17,9 +17,10 @@ from typing import Any, NamedTuple, TextIO
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax import _stats
-from lyapax import _validate as v
-from lyapax.core import LyapunovResult, lyapunov_spectrum
+from lyapax._engine import stats, validate
+from lyapax._engine.problem import is_problem
+from lyapax._engine.run import LyapunovResult, check_multiple
+from lyapax.core import lyapunov_spectrum
 
 __all__ = ["ConvergedRun", "ConvergenceProgress", "run_until_converged"]
 
@@ -110,15 +111,11 @@ def run_until_converged(
         raise ValueError(
             f"tol must be a positive number or a 1-D array of them; got {tol!r}"
         )
-    max_steps = v.as_int("max_steps", max_steps, minimum=1)
-    chunk_steps = v.as_int("chunk_steps", chunk_steps, minimum=1)
-    renorm_every = v.as_int("renorm_every", renorm_every, minimum=1)
-    min_blocks = v.as_int("min_blocks", min_blocks, minimum=2)
-    if chunk_steps % renorm_every:
-        raise ValueError(
-            f"chunk_steps={chunk_steps} must be a multiple of "
-            f"renorm_every={renorm_every}"
-        )
+    max_steps = validate.as_int("max_steps", max_steps, minimum=1)
+    chunk_steps = validate.as_int("chunk_steps", chunk_steps, minimum=1)
+    renorm_every = validate.as_int("renorm_every", renorm_every, minimum=1)
+    min_blocks = validate.as_int("min_blocks", min_blocks, minimum=2)
+    check_multiple("chunk_steps", chunk_steps, renorm_every)
     if max_steps < renorm_every:
         raise ValueError(
             f"max_steps={max_steps} must be at least renorm_every={renorm_every}"
@@ -170,7 +167,7 @@ def run_until_converged(
 
 def _caller(step_fn_or_problem, state0, dt, spectrum_fn):
     """``call(**kwargs)`` running one chunk, for either call form."""
-    if all(hasattr(step_fn_or_problem, a) for a in ("step_fn", "state0", "dt")):
+    if is_problem(step_fn_or_problem):
         if state0 is not None:
             raise TypeError(
                 "run_until_converged(problem, ...) takes no state0: the problem "
@@ -203,12 +200,12 @@ def _join(chunks: list[LyapunovResult], renorm_every: int) -> LyapunovResult:
         raw, t, cum = _host(res)
         raws.append(raw)
         times.append(t)
-        growths.append(_stats.block_growths(raw, t, cum_start))
+        growths.append(stats.block_growths(raw, t, cum_start))
         cum_start = cum
     order = np.argsort(-cum_start, kind="stable")
     all_times = np.concatenate(times)
     block_time = float(last.checkpoint.dt) * renorm_every
-    stderr = _stats.batch_means_stderr(
+    stderr = stats.batch_means_stderr(
         np.concatenate(growths), block_time, float(all_times[-1])
     )
     history = np.concatenate(raws)[:, order]

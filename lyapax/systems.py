@@ -2,7 +2,7 @@
 
 Flows return a vector field ``rhs(x)`` (use :func:`lyapax.core.ode_problem`);
 maps return a step ``x -> x_next`` (use ``dt=1.0``). Parameters are carried as
-pytree leaves (:class:`lyapax._tree.Bound`), so the same builder with new numbers
+pytree leaves (:class:`lyapax._engine.tree.Bound`), so the same builder with new numbers
 reuses compiled programs and can be differentiated with respect to them.
 """
 
@@ -12,7 +12,9 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from lyapax._tree import Bound, as_float_params
+from lyapax._engine.tree import Bound, as_float_params
+from lyapax.network import Network, network_problem
+from lyapax.network.coupling import kuramoto_coupling
 
 __all__ = [
     "linear_system",
@@ -139,9 +141,6 @@ def kuramoto_network(
         sync with identical ``omega`` and all-to-all weights its exponents are
         ``{0, -K (N - 1 times)}``.
     """
-    from lyapax.coupling import kuramoto_coupling
-    from lyapax.network import Network, network_problem
-
     if isinstance(weights, int) and not isinstance(weights, bool):
         weights = jnp.ones((weights, weights)) - jnp.eye(weights)
     network = Network(weights, (0,))

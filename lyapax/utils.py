@@ -8,8 +8,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from lyapax import _validate as v
-from lyapax._tree import merge_static, split_static
+from lyapax._engine import validate
+from lyapax._engine.tree import merge_static, split_static
 
 __all__ = ["Trajectory", "simulate_trajectory"]
 
@@ -56,13 +56,13 @@ def simulate_trajectory(
         ValueError: ``n_steps`` < 1, ``decimate`` < 1 or not dividing
             ``n_steps``, ``n_transient`` < 0, bad ``state0``.
     """
-    state0 = v.as_state("state0", state0)
-    n_steps = v.as_int("n_steps", n_steps, minimum=1)
-    decimate = v.as_int("decimate", decimate, minimum=1)
-    n_transient = v.as_int("n_transient", n_transient, minimum=0)
+    state0 = validate.as_state("state0", state0)
+    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
+    decimate = validate.as_int("decimate", decimate, minimum=1)
+    n_transient = validate.as_int("n_transient", n_transient, minimum=0)
     if n_steps % decimate:
         raise ValueError(f"decimate={decimate} must divide n_steps={n_steps}")
-    step = 1.0 if dt is None else v.positive_dt(dt)
+    step = 1.0 if dt is None else validate.positive_dt(dt)
     dynamic, static = split_static(step_fn)
     states = _simulate(
         dynamic,

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lyapax._benettin import tangent_step
+from lyapax._engine.benettin import tangent_step
 from lyapax.core import (
     LyapunovCheckpoint,
     ODEProblem,
@@ -138,7 +138,7 @@ def test_rebuilt_problems_and_repeated_calls_do_not_retrace():
         traces.append(1)  # runs only while JAX traces
         return p["a"] * x
 
-    from lyapax._tree import Bound
+    from lyapax._engine.tree import Bound
 
     def problem(a):
         return ode_problem(Bound(rhs, {"a": a}), jnp.ones(2), 0.01)
@@ -162,7 +162,7 @@ def test_rebuilt_problems_and_repeated_calls_do_not_retrace():
 
 
 def test_systems_builders_hit_the_cache_across_parameters():
-    from lyapax._benettin import run_benettin
+    from lyapax._engine.benettin import run_benettin
 
     lyapunov_spectrum(_lorenz_problem(rho=28.0), n_steps=50, renorm_every=5)
     size = run_benettin._cache_size()

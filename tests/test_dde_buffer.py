@@ -11,12 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lyapax import _history as h
 from lyapax import systems
-from lyapax._benettin import tangent_step
-from lyapax._dde_step import FlatStep
+from lyapax._engine.benettin import tangent_step
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
 from lyapax.dde import (
+    _history,
     as_edge_coupling,
     constant_history_buf0,
     dde_problem,
@@ -24,6 +23,7 @@ from lyapax.dde import (
     network_dde_problem,
     scalar_delayed_history0,
 )
+from lyapax.dde._step import FlatStep
 from lyapax.network import Network
 
 
@@ -46,7 +46,7 @@ def test_slot_holds_the_value_at_t_minus_tau(horizon):
     for t in range(0, 3 * horizon + 4):
         buf = filled_buffer(t, horizon)
         for s in range(horizon):
-            got = h.read_slot(buf, jnp.int32(t), s)
+            got = _history.read_slot(buf, jnp.int32(t), s)
             np.testing.assert_array_equal(got, g(t - s))
 
 
@@ -54,7 +54,7 @@ def test_per_edge_reads_take_each_edge_delay():
     horizon, t = 6, 23
     values = filled_buffer(t, horizon)  # (H, 1, 2): one cvar, two nodes
     steps = jnp.array([[0, 5], [3, 1]])
-    out = h.read_edges(values, jnp.int32(t), steps)  # (1, target, source)
+    out = _history.read_edges(values, jnp.int32(t), steps)  # (1, target, source)
     for i in range(2):
         for j in range(2):
             assert out[0, i, j] == g(t - int(steps[i, j]))[0, j]
@@ -62,7 +62,7 @@ def test_per_edge_reads_take_each_edge_delay():
 
 def test_hermite_read_is_exact_on_a_cubic():
     dt, horizon = 0.1, 7
-    uniform, edges = jax.jit(h.hermite_uniform), jax.jit(h.hermite_edges)
+    uniform, edges = jax.jit(_history.hermite_uniform), jax.jit(_history.hermite_edges)
 
     def p(time):
         return 1.0 - 2.0 * time + 0.5 * time**2 + 3.0 * time**3

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lyapax import _stats
+from lyapax._engine import stats as _stats
 from lyapax.core import lyapunov_spectrum
 from lyapax.integrators import rk4_step
 from lyapax.sweep import sweep_lyapunov_spectrum

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax.experimental import sparse
 
-from lyapax._benettin import run_benettin
+from lyapax._engine.benettin import run_benettin
 from lyapax.core import lyapunov_spectrum
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
 from lyapax.network import (

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import lyapax.sweep as sweep_mod
-from lyapax._sweep_kernels import spectrum_kernel
 from lyapax.core import ODEProblem, lyapunov_spectrum, ode_problem
 from lyapax.integrators import rk4_step
 from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
+from lyapax.sweep._kernels import spectrum_kernel
 from lyapax.systems import henon_map, lorenz
 from lyapax.utils import simulate_trajectory
 

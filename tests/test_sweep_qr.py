@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lyapax._smallqr import SMALL_K, thin_qr
-from lyapax._smallqr import householder_qr as _householder_qr
+from lyapax._engine.qr import SMALL_K, thin_qr
+from lyapax._engine.qr import householder_qr as _householder_qr
 
 # Jitted: run eagerly, every small op would compile on its own.
 householder_qr = jax.jit(_householder_qr)

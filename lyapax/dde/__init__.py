@@ -10,7 +10,7 @@ spectrum is that of the discretised history. Directions that the map discards
 largest delay) have exponent ``-inf``; ask for fewer exponents than those.
 
 Buffer time convention and initial-history slot order: see
-:mod:`lyapax._history` (slot ``m % horizon`` holds time ``m * dt``; at ``t = 0``
+:mod:`lyapax.dde._history` (slot ``m % horizon`` holds time ``m * dt``; at ``t = 0``
 slot 0 is now and slot ``horizon - j`` is ``j`` steps ago).
 
 Two ways to read the delayed values:
@@ -26,25 +26,25 @@ Two ways to read the delayed values:
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax import _dde_build as b
-from lyapax import _validate as v
-from lyapax import core
-from lyapax._dde_compat import (
+from lyapax._engine import run, validate
+from lyapax._engine.problem import EngineView, resolve_call
+from lyapax._engine.run import LyapunovResult
+from lyapax.dde import _build as build
+from lyapax.dde._compat import (
     constant_history_buf0,
     make_scalar_delayed_step_fn,
     make_step_fn,
     scalar_delayed_history0,
 )
-from lyapax._dde_step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
-from lyapax._delays import resolve_tau_steps, tau_eff
-from lyapax._edge_coupling import (
+from lyapax.dde._delays import resolve_tau_steps, tau_eff
+from lyapax.dde._step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
+from lyapax.network._edge_coupling import (
     EdgeCoupling,
     as_edge_coupling,
     edge_kuramoto_coupling,
@@ -94,6 +94,57 @@ class DDEProblem(NamedTuple):
     horizon: int
     interpolate: bool
 
+    def for_engine(self) -> EngineView:
+        """The flat map of ``(state, buffer)`` with the ring-buffer step counter;
+        a fresh run passes one history length (``horizon`` steps) first."""
+        X0 = build.finite_array("state0", self.state0)
+        buf0 = build.finite_array("buf0", self.buf0, X0.dtype)
+        dt = validate.positive_dt(self.dt)
+        params = {} if self.params is None else build.as_params(self.params)
+        flat = FlatStep(self.step_fn, params, X0.shape, buf0.shape)
+
+        def checkpoint(z, Y, cum, step, elapsed_time, dt):
+            state, buf = flat.split(z)
+            return DDECheckpoint(state, buf, step, Y, cum, elapsed_time, dt)
+
+        def resume_point(resume: Any):
+            state = jnp.asarray(resume.state, dtype=X0.dtype)
+            buf = jnp.asarray(resume.buf, dtype=X0.dtype)
+            if state.shape != X0.shape or buf.shape != buf0.shape:
+                raise ValueError(
+                    f"resume checkpoint holds a state {state.shape} and buffer "
+                    f"{buf.shape}, but this problem has {X0.shape} and {buf0.shape}"
+                )
+            return jnp.concatenate([state.ravel(), buf.ravel()]), resume.t
+
+        z0 = jnp.concatenate([X0.ravel(), buf0.ravel()])
+        n_history = int(buf0.shape[0])
+        return EngineView(
+            flat,
+            z0,
+            dt,
+            int(X0.size),
+            n_history,
+            checkpoint,
+            resume_point,
+            DDECheckpoint,
+        )
+
+    def with_params(self, params: Any) -> DDEProblem:
+        """The problem with ``params``; a dict updates the problem's own dict."""
+        base = self.params or {}
+        if isinstance(base, dict) and isinstance(params, dict):
+            return self._replace(params={**base, **params})
+        return self._replace(params=params)
+
+    def with_state(self, state0: Any) -> DDEProblem:
+        raise ValueError(
+            "state0_batch cannot be used with a delay problem: its initial "
+            "history buffer belongs to its state0. Sweep initial states with "
+            "problem_family(lambda x0: dde_problem(..., state0=x0, ...)) and "
+            "params_batch=x0s instead"
+        )
+
 
 class DDECheckpoint(NamedTuple):
     """Everything needed to continue a DDE run exactly.
@@ -140,14 +191,16 @@ def dde_problem(
         ValueError: ``tau <= 0``, ``tau < dt`` with ``interpolate``, a history of
             the wrong shape, an ``rhs_delayed`` returning the wrong shape.
     """
-    method = b.method_name(integrator)
-    dt = b.as_dt(dt)
-    X0 = b.scalar_state0(state0)
-    delays = b.uniform_delays(tau, dt, bool(interpolate), stacklevel=3)
+    method = build.method_name(integrator)
+    dt = build.as_dt(dt)
+    X0 = build.scalar_state0(state0)
+    delays = build.uniform_delays(tau, dt, bool(interpolate), stacklevel=3)
     cvar = tuple(range(X0.shape[0]))
     field = ScalarField(rhs_delayed)
-    b.check_field(field, X0, X0.shape, {}, "rhs_delayed(x_now, x_delayed)")
-    buf0 = b.initial_buffer(history, X0, cvar, delays.horizon, dt, bool(interpolate))
+    build.check_field(field, X0, X0.shape, {}, "rhs_delayed(x_now, x_delayed)")
+    buf0 = build.initial_buffer(
+        history, X0, cvar, delays.horizon, dt, bool(interpolate)
+    )
     ring = RingStep(
         field, dt, delays.delay, method, delays.horizon, cvar, bool(interpolate), False
     )
@@ -211,13 +264,13 @@ def network_dde_problem(
             shape, negative or non-finite delays, ``tau <= 0``, ``tau < dt``
             with ``interpolate``, a history or ``dfun`` output of the wrong shape.
     """
-    method = b.method_name(integrator)
-    dt = b.as_dt(dt)
-    params = b.as_params(params)
-    W = b.dense_weights(network.weights)
+    method = build.method_name(integrator)
+    dt = build.as_dt(dt)
+    params = build.as_params(params)
+    W = build.dense_weights(network.weights)
     n = W.shape[0]
-    X0 = b.network_state0(state0, n)
-    cvar = b.check_cvar(network.cvar_indices, X0.shape[0])
+    X0 = build.network_state0(state0, n)
+    cvar = build.check_cvar(network.cvar_indices, X0.shape[0])
     delay_steps = getattr(network, "delay_steps", None)
     if tau is None and delay_steps is None:
         raise ValueError(
@@ -231,9 +284,9 @@ def network_dde_problem(
         )
     interpolate = bool(interpolate)
     if tau is not None and np.ndim(tau) == 0:
-        delays = b.uniform_delays(tau, dt, interpolate, stacklevel=3)
+        delays = build.uniform_delays(tau, dt, interpolate, stacklevel=3)
     else:
-        delays = b.edge_delays(
+        delays = build.edge_delays(
             W,
             dt,
             tau=tau,
@@ -243,8 +296,8 @@ def network_dde_problem(
         )
     field = NetworkField(dfun, as_edge_coupling(coupling), W, cvar, delays.edges)
     D_shape = (len(cvar), n, n) if delays.edges else (len(cvar), n)
-    b.check_field(field, X0, D_shape, params, "dfun(state, coupling, params)")
-    buf0 = b.initial_buffer(history, X0, cvar, delays.horizon, dt, interpolate)
+    build.check_field(field, X0, D_shape, params, "dfun(state, coupling, params)")
+    buf0 = build.initial_buffer(history, X0, cvar, delays.horizon, dt, interpolate)
     ring = RingStep(
         field,
         dt,
@@ -269,30 +322,6 @@ def network_dde_problem(
     )
 
 
-def _start(resume, X0, buf0, d, k, dt, t_transient):
-    """``(z0, Y0, cum0, t0, step0)`` for a fresh or a resumed run."""
-    if resume is None:
-        z0 = jnp.concatenate([X0.ravel(), buf0.ravel()])
-        return z0, None, None, 0.0, 0
-    if not isinstance(resume, DDECheckpoint):
-        raise TypeError(
-            "resume must be the DDECheckpoint of a lyapunov_spectrum_dde result "
-            f"(result.checkpoint); got {type(resume).__name__}"
-        )
-    core._check_resume(resume, d, k, dt, t_transient)
-    state = jnp.asarray(resume.state, dtype=X0.dtype)
-    buf = jnp.asarray(resume.buf, dtype=X0.dtype)
-    if state.shape != X0.shape or buf.shape != buf0.shape:
-        raise ValueError(
-            f"resume checkpoint holds a state {state.shape} and buffer {buf.shape}, "
-            f"but this problem has {X0.shape} and {buf0.shape}"
-        )
-    z0 = jnp.concatenate([state.ravel(), buf.ravel()])
-    Y0 = jnp.asarray(resume.Y, dtype=X0.dtype)
-    cum0 = jnp.asarray(resume.cum_log_growth, dtype=X0.dtype)
-    return z0, Y0, cum0, resume.elapsed_time, resume.t
-
-
 def lyapunov_spectrum_dde(
     step_fn_or_problem: Any,
     state0: Any = None,
@@ -308,7 +337,7 @@ def lyapunov_spectrum_dde(
     decimate: int = 1,
     buf0: Any = None,
     params: Any = None,
-) -> core.LyapunovResult:
+) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a delay equation.
 
     Arguments and result as :func:`lyapax.core.lyapunov_spectrum`, with these
@@ -343,57 +372,38 @@ def lyapunov_spectrum_dde(
         TypeError / ValueError: as ``lyapunov_spectrum``, plus a missing ``buf0``
             or a checkpoint that does not match the problem.
     """
-    step, X0, buf0, params, dt, n_steps = b.resolve_call(
-        step_fn_or_problem, state0, dt, n_steps, buf0, params
+    problem, n_steps = resolve_call(
+        "lyapunov_spectrum_dde",
+        step_fn_or_problem,
+        n_steps,
+        state0,
+        dt,
+        lambda: _plain_problem(step_fn_or_problem, state0, buf0, params, dt),
+        (("state0", state0), ("buf0", buf0), ("dt", dt), ("n_steps", n_steps)),
     )
-    X0 = b.finite_array("state0", X0)
-    buf0 = b.finite_array("buf0", buf0, X0.dtype)
-    dt = v.positive_dt(dt)
-    params = {} if params is None else b.as_params(params)
-    d_state = int(X0.size)
-    d = d_state + int(buf0.size)
-    if k is None and resume is not None:
-        k = int(jnp.shape(resume.Y)[1])
-    elif k is None:
-        k = min(d_state, d)
-        warnings.warn(
-            f"k not given: computing the leading k={k} exponents (the size of the "
-            f"present state); the discretised phase space (state + history "
-            f"buffer) has dimension {d}. Pass k= to choose.",
-            UserWarning,
-            stacklevel=2,
+    if buf0 is not None or params is not None:
+        if not isinstance(problem, DDEProblem):
+            raise TypeError("buf0= and params= apply to delay problems only")
+        problem = problem._replace(
+            buf0=problem.buf0 if buf0 is None else buf0,
+            params=problem.params if params is None else params,
         )
-    args = core._check_run_args(
-        d=d,
-        dt=dt,
-        n_steps=n_steps,
+    return run.spectrum(
+        problem,
+        n_steps,
         k=k,
         renorm_every=renorm_every,
         t_transient=t_transient,
+        seed=seed,
+        check_finite=check_finite,
+        resume=resume,
         save_states=save_states,
         decimate=decimate,
-        dtype=X0.dtype,
-        min_transient_steps=0 if resume is not None else int(buf0.shape[0]),
+        stacklevel=2,
     )
-    flat = FlatStep(step, params, X0.shape, buf0.shape)
-    z0, Y0, cum0, t0, step0 = _start(resume, X0, buf0, d, args.k, dt, args.t_transient)
 
-    def make_checkpoint(carry, t_end):
-        state, buf = flat.split(carry.state)
-        return DDECheckpoint(state, buf, carry.step, carry.Y, carry.cum, t_end, dt)
 
-    return core._run_and_assemble(
-        flat,
-        z0,
-        Y0,
-        cum0,
-        seed,
-        dt,
-        t0,
-        args,
-        save_states=save_states,
-        check_finite=check_finite,
-        make_checkpoint=make_checkpoint,
-        step0=step0,
-        n_state=d_state,
-    )
+def _plain_problem(step: Any, state0: Any, buf0: Any, params: Any, dt: Any):
+    """The plain call form's carry step as a :class:`DDEProblem`."""
+    horizon = int(np.shape(buf0)[0]) if np.ndim(buf0) else 0
+    return DDEProblem(step, state0, buf0, params, dt, None, None, None, horizon, False)

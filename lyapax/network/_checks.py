@@ -17,10 +17,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse
 
-from lyapax import _validate as v
-from lyapax._network_step import NetworkStep
-from lyapax._tree import split_static
+from lyapax._engine import validate
+from lyapax._engine.tree import split_static
 from lyapax.integrators import TABLEAUS
+from lyapax.network._step import NetworkStep
 
 
 def as_weights(weights: Any) -> Any:
@@ -45,7 +45,7 @@ def as_cvar_indices(cvar_indices: Any) -> tuple[int, ...]:
     if isinstance(cvar_indices, int | np.integer):
         cvar_indices = (cvar_indices,)
     try:
-        out = tuple(v.as_int("cvar_indices", i) for i in cvar_indices)
+        out = tuple(validate.as_int("cvar_indices", i) for i in cvar_indices)
     except TypeError:
         raise ValueError(
             f"cvar_indices must be a tuple of state-variable rows; got {cvar_indices!r}"
@@ -78,7 +78,7 @@ def as_params(params: Any) -> Any:
 
 
 def as_dt(dt: Any) -> Any:
-    v.positive_dt(dt)
+    validate.positive_dt(dt)
     return float(dt) if isinstance(dt, int) else dt
 
 

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax._network_checks import (
+from lyapax._engine.problem import ODEProblem
+from lyapax.network._checks import (
     as_cvar_indices,
     as_dt,
     as_integrator,
@@ -30,8 +31,7 @@ from lyapax._network_checks import (
     check_shapes,
     state_rows,
 )
-from lyapax._network_step import NetworkStep, ParametrizedNetworkStep
-from lyapax.core import ODEProblem
+from lyapax.network._step import NetworkStep, ParametrizedNetworkStep
 
 __all__ = [
     "Network",

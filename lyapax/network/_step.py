@@ -20,8 +20,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from lyapax.coupling import coupling_jvp
 from lyapax.integrators import TABLEAUS, rk_stage_update
+from lyapax.network.coupling import coupling_jvp
 
 __all__ = ["NetworkStep", "ParametrizedNetworkStep", "take_rows"]
 

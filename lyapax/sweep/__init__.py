@@ -28,19 +28,18 @@ multiple of the global device count there, so no padding slice is needed::
 
 from __future__ import annotations
 
-import math
 import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from lyapax import _batching as b
-from lyapax import _validate as v
-from lyapax._sweep_kernels import spectrum_kernel, trajectory_kernel
-from lyapax._sweep_rows import Probe, ProblemFamily, StepRows, builder_for, probe
-from lyapax._tree import split_static
-from lyapax.core import LyapunovResult
+from lyapax._engine import run, validate
+from lyapax._engine.run import LyapunovResult
+from lyapax._engine.tree import split_static
+from lyapax.sweep import _batching as batching
+from lyapax.sweep._kernels import spectrum_kernel, trajectory_kernel
+from lyapax.sweep._rows import Probe, ProblemFamily, StepRows, builder_for, probe
 from lyapax.utils import Trajectory
 
 __all__ = [
@@ -77,21 +76,21 @@ class _Setup(NamedTuple):
     batched: tuple
     probe: Probe
     dt: Any
-    plan: b.Plan
+    plan: batching.Plan
 
 
 def _setup(step_fn, state0, params_batch, dt, state0_batch, seed, plan_args):
     """Validate the batch and describe its rows (shared by both sweeps)."""
-    if v.is_traced((params_batch, state0, state0_batch, dt)):
+    if validate.is_traced((params_batch, state0, state0_batch, dt)):
         raise TypeError(
             "sweeps are eager entry points (they jit and shard internally); call "
             "them outside jax.jit/vmap, or vmap lyapunov_spectrum yourself"
         )
-    n, _ = b.batch_size_of(params_batch, state0_batch, seed)
+    n, _ = batching.batch_size_of(params_batch, state0_batch, seed)
     builder = builder_for(step_fn, params_batch is not None, state0_batch is not None)
     if isinstance(builder, StepRows):
-        states = b.state_batch(state0, state0_batch, n)
-        v.positive_dt(dt)
+        states = batching.state_batch(state0, state0_batch, n)
+        validate.positive_dt(dt)
     else:
         if state0 is not None:
             raise TypeError(
@@ -100,60 +99,29 @@ def _setup(step_fn, state0, params_batch, dt, state0_batch, seed, plan_args):
             )
         states = np.zeros((n, 1))
         if state0_batch is not None:
-            states = b.state_batch(None, state0_batch, n)
+            states = batching.state_batch(None, state0_batch, n)
     found = probe(builder, params_batch, states)
     if found.dt is not None:
-        v.same_dt(dt, found.dt)
-        dt = v.positive_dt(found.dt)
-    plan = b.Plan(n, *plan_args)
+        validate.same_dt(dt, found.dt)
+        dt = validate.positive_dt(found.dt)
+    plan = batching.Plan(n, *plan_args)
     return _Setup(
-        n, builder, (params_batch, states, b.seed_batch(seed, n)), found, dt, plan
+        n,
+        builder,
+        (params_batch, states, batching.seed_batch(seed, n)),
+        found,
+        dt,
+        plan,
     )
 
 
-def _transient_blocks(t_transient, dt, renorm_every, min_steps) -> int:
-    """Transient blocks as in ``lyapunov_spectrum`` (at least ``min_steps``)."""
-    t_transient = float(t_transient)
-    if not np.isfinite(t_transient) or t_transient < 0:
-        raise ValueError(f"t_transient must be a finite number >= 0; got {t_transient}")
-    blocks = 0
-    if t_transient > 0:
-        dt_value = v.concrete_float("dt", dt, why="when t_transient > 0")
-        blocks = max(1, round(t_transient / dt_value / renorm_every))
-    return max(blocks, math.ceil(min_steps / renorm_every))
+def _min_transient(found: Probe) -> int:
+    return 0 if found.view is None else found.view.min_transient_steps
 
 
-def _check_spectrum_args(n_steps, renorm_every, decimate, save_states, k, found):
-    """Validated ``(n_steps, renorm_every, decimate, k)``."""
-    n_steps = v.as_int("n_steps", n_steps, minimum=1)
-    renorm_every = v.as_int("renorm_every", renorm_every, minimum=1)
-    if n_steps % renorm_every:
-        raise ValueError(
-            f"n_steps={n_steps} must be a multiple of renorm_every={renorm_every}"
-        )
-    decimate = v.as_int("decimate", decimate, minimum=1)
-    if save_states and renorm_every % decimate:
-        raise ValueError(
-            f"decimate={decimate} must divide renorm_every={renorm_every} "
-            "when save_states=True"
-        )
-    if k is None:
-        k = found.n_state
-        if found.dde_shapes is not None:
-            warnings.warn(
-                f"k not given: computing the leading k={k} exponents (the size of "
-                f"the present state) of a delay problem whose discretised phase "
-                f"space has dimension {found.d}. Pass k= to choose.",
-                UserWarning,
-                stacklevel=3,
-            )
-    k = v.as_int("k", k)
-    if not 1 <= k <= found.d:
-        raise ValueError(f"k must satisfy 1 <= k <= d={found.d}; got k={k}")
-    return n_steps, renorm_every, decimate, k
-
-
-def _warn_trajectory(plan: b.Plan, n_saved: int, d: int, dtype: Any, to_host: bool):
+def _warn_trajectory(
+    plan: batching.Plan, n_saved: int, d: int, dtype: Any, to_host: bool
+):
     itemsize = np.dtype(dtype).itemsize
     host_bytes = plan.n * n_saved * d * itemsize
     device_bytes = plan.padded * n_saved * d * itemsize
@@ -275,27 +243,26 @@ def sweep_lyapunov_spectrum(
         (batch_size, devices, pad),
     )
     found, plan = setup.probe, setup.plan
-    n_steps, renorm_every, decimate, k = _check_spectrum_args(
-        n_steps, renorm_every, decimate, save_states, k, found
-    )
-    n_tr = _transient_blocks(
-        t_transient, setup.dt, renorm_every, found.min_transient_steps
+    if k is None and found.view is not None:
+        k = run.default_k(found.view, None, None, stacklevel=2)
+    args = run.run_args(
+        d=found.d,
+        dt=setup.dt,
+        n_steps=n_steps,
+        k=found.d if k is None else k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        save_states=save_states,
+        decimate=decimate,
+        dtype=found.dtype,
+        min_transient_steps=_min_transient(found),
     )
     if save_states:
-        n_saved = n_steps // decimate
+        n_saved = args.n_steps // args.decimate
         _warn_trajectory(plan, n_saved, found.n_state, found.dtype, trajectory_to_host)
     dynamic, static = split_static(setup.builder)
     kernel = partial(
-        spectrum_kernel,
-        dynamic,
-        static=static,
-        mesh=plan.mesh,
-        k=k,
-        n_blocks=n_steps // renorm_every,
-        n_transient_blocks=n_tr,
-        renorm_every=renorm_every,
-        decimate=decimate,
-        save_states=bool(save_states),
+        spectrum_kernel, dynamic, static=static, mesh=plan.mesh, **args.kernel_kwargs()
     )
     to_host = ("trajectory",) if save_states and trajectory_to_host else ()
     return plan.run(lambda *rows: kernel(*rows, setup.dt), setup.batched, to_host)
@@ -346,13 +313,13 @@ def sweep_trajectory(
         step_fn, state0, params_batch, dt, state0_batch, 0, (batch_size, devices, pad)
     )
     found, plan = setup.probe, setup.plan
-    n_steps = v.as_int("n_steps", n_steps, minimum=1)
-    decimate = v.as_int("decimate", decimate, minimum=1)
+    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
+    decimate = validate.as_int("decimate", decimate, minimum=1)
     if n_steps % decimate:
         raise ValueError(f"decimate={decimate} must divide n_steps={n_steps}")
-    renorm_every = v.as_int("renorm_every", renorm_every, minimum=1)
-    n_tr = _transient_blocks(
-        t_transient, setup.dt, renorm_every, found.min_transient_steps
+    renorm_every = validate.as_int("renorm_every", renorm_every, minimum=1)
+    _, n_tr = run.transient_blocks(
+        t_transient, setup.dt, renorm_every, _min_transient(found)
     )
     n_saved = n_steps // decimate
     _warn_trajectory(plan, n_saved, found.n_state, found.dtype, trajectory_to_host)

@@ -13,10 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax import _delays
-from lyapax import _history as h
-from lyapax import _validate as v
-from lyapax._dde_step import _cvar_rows
+from lyapax._engine import validate
+from lyapax.dde import _delays, _history
+from lyapax.dde._step import _cvar_rows
 from lyapax.integrators import tableau_of
 
 
@@ -43,7 +42,7 @@ def method_name(integrator: Any) -> str:
 
 def as_dt(dt: Any) -> Any:
     """A checked ``dt``; Python ints become floats (traced leaves, not static)."""
-    v.positive_dt(dt)
+    validate.positive_dt(dt)
     return float(dt) if isinstance(dt, int) and not isinstance(dt, bool) else dt
 
 
@@ -62,7 +61,7 @@ def scalar_state0(state0: Any) -> jax.Array:
     x = jnp.asarray(state0)
     if x.ndim == 0:
         x = x[None]
-    return v.as_state("state0", x)[:, None]
+    return validate.as_state("state0", x)[:, None]
 
 
 def network_state0(state0: Any, n: int) -> jax.Array:
@@ -71,10 +70,10 @@ def network_state0(state0: Any, n: int) -> jax.Array:
         raise TypeError("state0 is required: the present network state")
     x = jnp.asarray(state0)
     if x.ndim == 2 and x.shape[1] == n:
-        flat = v.as_state("state0", x.reshape(-1))
+        flat = validate.as_state("state0", x.reshape(-1))
         return flat.reshape(x.shape)
     if x.ndim == 1 and x.shape[0] % n == 0 and x.shape[0] > 0:
-        return v.as_state("state0", x).reshape(-1, n)
+        return validate.as_state("state0", x).reshape(-1, n)
     raise ValueError(
         f"state0 must have shape (n_sv, n_nodes) = (n_sv, {n}) or be flat with a "
         f"multiple of n_nodes={n} entries; got shape {x.shape}"
@@ -140,7 +139,7 @@ def edge_delays(
 
 
 def check_horizon(horizon: Any, needed: int) -> int:
-    horizon = v.as_int("horizon", horizon, minimum=1)
+    horizon = validate.as_int("horizon", horizon, minimum=1)
     if horizon < needed:
         raise ValueError(
             f"horizon={horizon} ring-buffer slots cannot hold the largest delay: it "
@@ -157,16 +156,16 @@ def initial_buffer(
     dt: Any,
     interpolate: bool,
 ) -> jax.Array:
-    """The ring buffer at ``t = 0`` (slot order: see :mod:`lyapax._history`).
+    """The ring buffer at ``t = 0`` (slot order: see :mod:`lyapax.dde._history`).
 
     ``history`` is None (constant history equal to ``X0``), a callable
     ``history(t)`` returning the state at time ``t <= 0`` (shape of ``X0`` or
     flat), or a ready ring buffer of exactly the buffer's shape.
     """
     now = _cvar_rows(X0, cvar)
-    shape = h.buffer_shape(horizon, now.shape, interpolate)
+    shape = _history.buffer_shape(horizon, now.shape, interpolate)
     if history is None:
-        return h.constant_history_buf0(now, horizon, interpolate)
+        return _history.constant_history_buf0(now, horizon, interpolate)
     if callable(history):
 
         def cvar_of(x):
@@ -179,12 +178,12 @@ def initial_buffer(
                 ) from None
             return _cvar_rows(x, cvar)
 
-        buf = h.sampled_history_buf0(
+        buf = _history.sampled_history_buf0(
             history,
             cvar_of,
             now,
             horizon,
-            v.concrete_float("dt", dt, why=""),
+            validate.concrete_float("dt", dt, why=""),
             interpolate,
         )
     else:
@@ -197,7 +196,7 @@ def initial_buffer(
                 + (", [:, 0] value, [:, 1] derivative" if interpolate else "")
                 + f"); got shape {buf.shape}. Or pass a function history(t)."
             )
-    if not v.is_traced(buf) and not bool(jnp.all(jnp.isfinite(buf))):
+    if not validate.is_traced(buf) and not bool(jnp.all(jnp.isfinite(buf))):
         raise ValueError("the initial history must be finite; it holds nan or inf")
     return buf
 
@@ -219,40 +218,12 @@ def check_field(
         )
 
 
-def resolve_call(obj, state0, dt, n_steps, buf0, params):
-    """Both call forms as ``(step, state0, buf0, params, dt, n_steps)``."""
-    if all(hasattr(obj, a) for a in ("step_fn", "state0", "buf0", "dt")):
-        if state0 is not None:
-            if n_steps is not None:
-                raise TypeError(
-                    "lyapunov_spectrum_dde(problem, ...) got n_steps twice: as the "
-                    "second positional argument and as n_steps="
-                )
-            n_steps = state0
-        v.same_dt(dt, obj.dt)
-        params = getattr(obj, "params", None) if params is None else params
-        buf0 = obj.buf0 if buf0 is None else buf0
-        return obj.step_fn, obj.state0, buf0, params, obj.dt, n_steps
-    if not callable(obj):
-        raise TypeError(
-            "lyapunov_spectrum_dde expects a DDEProblem or a step function "
-            f"step(carry, _) -> (carry, state); got {type(obj).__name__}"
-        )
-    given = (("state0", state0), ("buf0", buf0), ("dt", dt), ("n_steps", n_steps))
-    missing = [name for name, val in given if val is None]
-    if missing:
-        raise TypeError(
-            "lyapunov_spectrum_dde(step_fn, ...) requires " + ", ".join(missing)
-        )
-    return obj, state0, buf0, params, dt, n_steps
-
-
 def finite_array(name: str, x: Any, dtype: Any = None) -> Any:
     arr = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
     if arr.ndim == 0 or arr.size == 0:
         raise ValueError(f"{name} must be a non-empty array; got shape {arr.shape}")
     if not jnp.issubdtype(arr.dtype, jnp.inexact):
         arr = arr.astype(jnp.result_type(float))
-    if not v.is_traced(arr) and not bool(jnp.all(jnp.isfinite(arr))):
+    if not validate.is_traced(arr) and not bool(jnp.all(jnp.isfinite(arr))):
         raise ValueError(f"{name} must be finite; it holds nan or inf")
     return arr

@@ -3,7 +3,7 @@
 They return the carry step ``step(carry, _) -> (new_carry, new_state)`` with
 ``carry = (state (n_sv, n_nodes), buf, t (int32 step counter), params)`` that
 the plain form of :func:`lyapax.dde.lyapunov_spectrum_dde` runs. The ring
-buffer follows the convention of :mod:`lyapax._history`: slot ``m % horizon``
+buffer follows the convention of :mod:`lyapax.dde._history`: slot ``m % horizon``
 holds time ``m * dt``; at step ``t`` delay ``s`` reads slot ``(t - s) % horizon``
 before the new state is written to slot ``(t + 1) % horizon``.
 """
@@ -16,11 +16,11 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from lyapax import _dde_build as b
-from lyapax import _history as h
-from lyapax import _validate as v
-from lyapax._dde_step import CarryStep, NetworkField, RingStep, ScalarField
-from lyapax._edge_coupling import as_edge_coupling, edge_linear_coupling
+from lyapax._engine import validate
+from lyapax.dde import _build as build
+from lyapax.dde import _history
+from lyapax.dde._step import CarryStep, NetworkField, RingStep, ScalarField
+from lyapax.network._edge_coupling import as_edge_coupling, edge_linear_coupling
 
 
 def make_scalar_delayed_step_fn(
@@ -42,15 +42,15 @@ def make_scalar_delayed_step_fn(
         ValueError: ``m < 1``, ``tau_steps < 1``, non-positive ``dt``, unknown
             integrator.
     """
-    m = v.as_int("m", m, minimum=1)
-    s = v.as_int("tau_steps", tau_steps, minimum=1)
-    dt = b.as_dt(dt)
+    m = validate.as_int("m", m, minimum=1)
+    s = validate.as_int("tau_steps", tau_steps, minimum=1)
+    dt = build.as_dt(dt)
     delay = float(s) if interpolate else s
     ring = RingStep(
         ScalarField(rhs_delayed),
         dt,
         delay,
-        b.method_name(integrator),
+        build.method_name(integrator),
         s + 1,
         tuple(range(m)),
         bool(interpolate),
@@ -67,9 +67,9 @@ def scalar_delayed_history0(
     ``buf0`` has ``tau_steps + 1`` slots, ``(tau_steps + 1, m, 1)`` (or
     ``(tau_steps + 1, 2, m, 1)`` with derivatives for interpolation).
     """
-    s = v.as_int("tau_steps", tau_steps, minimum=1)
-    X0 = b.scalar_state0(state0_now)
-    return X0, h.constant_history_buf0(X0, s + 1, interpolate)
+    s = validate.as_int("tau_steps", tau_steps, minimum=1)
+    X0 = build.scalar_state0(state0_now)
+    return X0, _history.constant_history_buf0(X0, s + 1, interpolate)
 
 
 def make_step_fn(
@@ -106,8 +106,9 @@ def make_step_fn(
             ``G = params.get("G", G_default)``.
         integrator: ``euler``, ``heun``, ``rk4`` or ``rk6``.
         coupling_fn: another coupling: plain ``(cvar, weights, params)`` or
-            edge-aware (:mod:`lyapax._edge_coupling`); with ``tau_steps`` it sees
-            one uniform delay, with ``delay_steps`` per-edge delays.
+            edge-aware (:mod:`lyapax.network._edge_coupling`); with
+            ``tau_steps`` it sees one uniform delay, with ``delay_steps``
+            per-edge delays.
         tau_steps: uniform delay in steps.
         interpolate: buffer ``(horizon, 2, n_cvar, n)`` of values and
             derivatives; delays read at every stage's time.
@@ -116,29 +117,29 @@ def make_step_fn(
         ValueError: shapes that disagree, a horizon too short for the delays,
             delays missing while ``has_delays=True``, bad delay entries.
     """
-    W = b.dense_weights(weights)
-    n = v.as_int("n_nodes", n_nodes, minimum=1)
+    W = build.dense_weights(weights)
+    n = validate.as_int("n_nodes", n_nodes, minimum=1)
     if W.shape != (n, n):
         raise ValueError(f"weights has shape {W.shape}; n_nodes={n} needs ({n}, {n})")
     cvar = tuple(int(c) for c in cvar_indices)
-    dt = b.as_dt(dt)
+    dt = build.as_dt(dt)
     if coupling_fn is None:
         coupling = edge_linear_coupling(coup_a, coup_b, G_default)
     else:
         coupling = as_edge_coupling(coupling_fn)
     if not has_delays:
         delay, edges = None, False
-        horizon = v.as_int("horizon", horizon, minimum=1)
+        horizon = validate.as_int("horizon", horizon, minimum=1)
     elif delay_steps is not None:
-        d = b.edge_delays(
+        d = build.edge_delays(
             W, dt, delay_steps=delay_steps, interpolate=interpolate, stacklevel=3
         )
         delay, edges = d.delay, True
-        horizon = b.check_horizon(horizon, d.horizon)
+        horizon = build.check_horizon(horizon, d.horizon)
     elif tau_steps is not None:
-        s = v.as_int("tau_steps", tau_steps, minimum=1)
+        s = validate.as_int("tau_steps", tau_steps, minimum=1)
         delay, edges = (float(s) if interpolate else s), False
-        horizon = b.check_horizon(horizon, s + 1)
+        horizon = build.check_horizon(horizon, s + 1)
     else:
         raise ValueError(
             "has_delays=True needs delay_steps (per-edge (n, n) steps) or "
@@ -149,7 +150,7 @@ def make_step_fn(
         field,
         dt,
         delay,
-        b.method_name(integrator),
+        build.method_name(integrator),
         horizon,
         cvar,
         bool(interpolate),
@@ -168,4 +169,6 @@ def constant_history_buf0(
         horizon: slots (largest delay in steps + 1).
         interpolate: add zero derivatives: ``(horizon, 2, n_cvar, n_nodes)``.
     """
-    return h.constant_history_buf0(jnp.asarray(cvar_state0), horizon, interpolate)
+    return _history.constant_history_buf0(
+        jnp.asarray(cvar_state0), horizon, interpolate
+    )

@@ -15,10 +15,10 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from lyapax._batching import BATCH_AXIS
-from lyapax._benettin import run_benettin
-from lyapax._tree import merge_static, split_static
-from lyapax.core import LyapunovCheckpoint, LyapunovResult
+from lyapax._engine.benettin import run_benettin
+from lyapax._engine.run import assemble
+from lyapax._engine.tree import merge_static, split_static
+from lyapax.sweep._batching import BATCH_AXIS
 from lyapax.utils import Trajectory
 
 
@@ -38,17 +38,6 @@ def _spread(f, mesh):
         out_specs=rows,
         check_vma=False,
     )
-
-
-def _checkpoint(row, carry, t_end, dt):
-    if row.dde_shapes is None:
-        return LyapunovCheckpoint(carry.state, carry.Y, carry.cum, t_end, dt)
-    from lyapax.dde import DDECheckpoint  # lazy: delay support is optional
-
-    (state_shape, buf_shape), n = row.dde_shapes, row.step.n_state
-    state = carry.state[:n].reshape(state_shape)
-    buf = carry.state[n:].reshape(buf_shape)
-    return DDECheckpoint(state, buf, carry.step, carry.Y, carry.cum, t_end, dt)
 
 
 @partial(
@@ -83,11 +72,11 @@ def spectrum_kernel(
     """One Benettin run per row; returns a LyapunovResult with a row axis."""
 
     def one(dyn, p, x0, seed, dt):
-        row = merge_static(dyn, static).build(p, x0)
-        step_dyn, step_static = split_static(row.step)
+        view = merge_static(dyn, static).build(p, x0, dt)
+        step_dyn, step_static = split_static(view.step)
         out = run_benettin(
             step_dyn,
-            row.z0,
+            view.z0,
             None,
             None,
             seed,
@@ -102,19 +91,7 @@ def spectrum_kernel(
             save_states=save_states,
             small_qr=True,
         )
-        carry, times = out["carry"], out["times"]
-        saved = out["saved"]
-        if saved is not None and row.dde_shapes is not None:
-            saved = saved[:, : row.step.n_state]
-        return LyapunovResult(
-            out["exponents"],
-            out["history"],
-            times,
-            _checkpoint(row, carry, out["elapsed"], dt),
-            saved,
-            out["save_times"],
-            out["stderr"],
-        )
+        return assemble(view._replace(dt=dt), out)
 
     batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None))
     return _spread(batched, mesh)(dynamic, params, states, seeds, dt)
@@ -131,23 +108,22 @@ def trajectory_kernel(
     axis. ``seeds`` is unused: the signature matches ``spectrum_kernel``."""
 
     def one(dyn, p, x0, _seed, dt):
-        row = merge_static(dyn, static).build(p, x0)
-        step = row.step
+        view = merge_static(dyn, static).build(p, x0, dt)
+        step = view.step
         indexed = getattr(step, "uses_step_index", False)
 
         def advance(c, _):
             z, i = c
             return ((step(z, i) if indexed else step(z)), i + 1), None
 
-        c, _ = jax.lax.scan(advance, (row.z0, jnp.int32(0)), None, length=n_transient)
+        c, _ = jax.lax.scan(advance, (view.z0, jnp.int32(0)), None, length=n_transient)
 
         def group(c, _):
             c, _ = jax.lax.scan(advance, c, None, length=decimate)
             return c, c[0]
 
         _, saved = jax.lax.scan(group, c, None, length=n_saved)
-        if row.dde_shapes is not None:
-            saved = saved[:, : step.n_state]
+        saved = saved[:, : view.n_state]
         times = dt * decimate * jnp.arange(1, n_saved + 1, dtype=saved.dtype)
         return Trajectory(times, saved)
 

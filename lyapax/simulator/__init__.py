@@ -6,10 +6,8 @@
   ``(state (n_sv, n), coupling (n_cvar, n), params) -> (n_sv, n)``.
 - :class:`Connectivity`: weights plus tract lengths and conduction speed, giving
   per-edge integer delays ``delay_steps(dt)``.
-
-The delayed-network step builder of the published API (``make_step_fn``,
-SPEC 1.4b) belongs with the delay engine; its place is marked at the end of
-this module.
+- :func:`make_step_fn` (in :mod:`lyapax.simulator.step`, built by the delay
+  engine :mod:`lyapax.dde`): the carry step of a delay-coupled network.
 """
 
 from __future__ import annotations
@@ -19,7 +17,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax._model import ModelDfun, ModelSpec, Parameter, StateVar, build_jax_dfun
+from lyapax.simulator._model import ModelDfun, ModelSpec, Parameter, StateVar
+from lyapax.simulator.step import build_jax_dfun, make_step_fn
 
 __all__ = [
     "Connectivity",
@@ -28,6 +27,7 @@ __all__ = [
     "Parameter",
     "StateVar",
     "build_jax_dfun",
+    "make_step_fn",
 ]
 
 
@@ -99,11 +99,3 @@ class Connectivity:
     def __repr__(self) -> str:
         delayed = "with" if self.tract_lengths is not None else "without"
         return f"Connectivity(n_nodes={self.n_nodes}, {delayed} tract lengths)"
-
-
-# --- delayed-network step builder (SPEC 1.4b ``make_step_fn``) ---------------
-# Added by the delay engine (lyapax.dde) so that
-# ``from lyapax.simulator import make_step_fn`` works; add it to __all__ too.
-from lyapax.dde import make_step_fn  # noqa: E402
-
-__all__ += ["make_step_fn"]

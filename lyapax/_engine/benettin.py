@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from lyapax._smallqr import thin_qr
-from lyapax._stats import batch_means_stderr, block_growths
-from lyapax._tree import merge_static
+from lyapax._engine.qr import thin_qr
+from lyapax._engine.stats import batch_means_stderr, block_growths
+from lyapax._engine.tree import merge_static
 
 
 class BenettinState(NamedTuple):

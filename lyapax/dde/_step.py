@@ -1,7 +1,7 @@
 """One method-of-steps step of a delay equation on the ring buffer.
 
 :class:`RingStep` advances the present state ``X (n_sv, n)`` and the ring buffer
-of its coupled rows (convention in :mod:`lyapax._history`) by one explicit
+of its coupled rows (convention in :mod:`lyapax.dde._history`) by one explicit
 Runge-Kutta step. The right-hand side is a *field* ``field(X, D, params)``,
 where ``D`` holds the delayed coupled variables: ``(n_cvar, n)`` for one delay
 shared by every node (``edges=False``) or ``(n_cvar, n_target, n_source)`` per
@@ -23,7 +23,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from lyapax import _history as h
+from lyapax.dde import _history
 from lyapax.integrators import TABLEAUS, rk_stage_update
 
 
@@ -62,8 +62,9 @@ class ScalarField:
 class NetworkField:
     """``dfun(X, coupling(D, X[cvar], weights, params), params)``.
 
-    ``coupling`` is edge-aware (:mod:`lyapax._edge_coupling`); with ``edges=False``
-    its ``uniform`` form receives the delayed sources ``(n_cvar, n)``.
+    ``coupling`` is edge-aware (:mod:`lyapax.network._edge_coupling`); with
+    ``edges=False`` its ``uniform`` form receives the delayed sources
+    ``(n_cvar, n)``.
     """
 
     def __init__(self, dfun, coupling, weights, cvar: tuple[int, ...], edges: bool):
@@ -151,23 +152,23 @@ class RingStep:
 
     def _read_grid(self, buf, t):
         if self.edges:
-            return h.read_edges(buf, t, self.delay)
-        return h.read_slot(buf, t, self.delay)
+            return _history.read_edges(buf, t, self.delay)
+        return _history.read_slot(buf, t, self.delay)
 
     def _read_at(self, buf, t, c: float, slope_now=None):
         position = c - jnp.asarray(self.delay, dtype=buf.dtype)
         if self.edges:
-            return h.hermite_edges(buf, t, position, self.dt, slope_now)
-        return h.hermite_uniform(buf, t, position, self.dt, slope_now)
+            return _history.hermite_edges(buf, t, position, self.dt, slope_now)
+        return _history.hermite_uniform(buf, t, position, self.dt, slope_now)
 
     def write_slots(self, t) -> tuple[tuple[Any, int | None], ...]:
         """``(slot, part)`` of each buffer write of step ``t``, as in :meth:`advance`.
 
         ``part`` is None for a grid buffer, else 1 (derivative) or 0 (value).
         """
-        value = (h.value_slot(t, self.horizon), 0 if self.interpolate else None)
+        value = (_history.value_slot(t, self.horizon), 0 if self.interpolate else None)
         if self.interpolate and self.delay is not None:
-            return ((h.slope_slot(t, self.horizon), 1), value)
+            return ((_history.slope_slot(t, self.horizon), 1), value)
         return (value,)
 
     def advance(self, X, buf, t, params):
@@ -212,7 +213,7 @@ class RingStep:
     def __call__(self, X, buf, t, params):
         X_next, writes = self.advance(X, buf, t, params)
         for (slot, part), value in zip(self.write_slots(t), writes, strict=True):
-            buf = h.put(buf, slot, part, value)
+            buf = _history.put(buf, slot, part, value)
         return X_next, buf
 
 
@@ -303,7 +304,7 @@ class FlatStep:
         n = self.n_state
         rows = [jnp.arange(n, dtype=jnp.int32)]
         for (slot, part), w in zip(ring.write_slots(t), writes, strict=True):
-            start = n + h.flat_offset(self.buf_shape, slot, part)
+            start = n + _history.flat_offset(self.buf_shape, slot, part)
             rows.append(start + jnp.arange(w.size, dtype=jnp.int32))
         return jnp.concatenate(rows)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from lyapax._expr import RESERVED, compile_expression
+from lyapax.simulator._expr import RESERVED, compile_expression
 
 __all__ = ["StateVar", "Parameter", "ModelSpec", "ModelDfun", "build_jax_dfun"]
 

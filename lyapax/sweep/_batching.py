@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lyapax import _validate as v
+from lyapax._engine import validate
 
 BATCH_AXIS = "batch"
 
@@ -87,7 +87,7 @@ def state_batch(state0: Any, state0_batch: Any, n: int) -> np.ndarray:
             shape of ``state0``. TypeError: neither given.
     """
     if state0_batch is None:
-        x0 = np.asarray(v.as_state("state0", state0))
+        x0 = np.asarray(validate.as_state("state0", state0))
         return np.broadcast_to(x0, (n, x0.shape[0]))
     arr = np.asarray(state0_batch)
     if arr.ndim != 2 or arr.shape[1] == 0:
@@ -168,7 +168,7 @@ def chunk_layout(n: int, batch_size: Any, n_devices: int, pad: bool) -> tuple[in
     if batch_size is None:
         chunk = n
     else:
-        chunk = min(n, v.as_int("batch_size", batch_size, minimum=1))
+        chunk = min(n, validate.as_int("batch_size", batch_size, minimum=1))
     padded = math.ceil(chunk / n_devices) * n_devices
     if padded != chunk and not pad:
         raise ValueError(

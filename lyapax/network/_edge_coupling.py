@@ -29,7 +29,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from lyapax._tree import as_float_params
+from lyapax._engine.tree import as_float_params
+from lyapax.network import coupling as uniform
 
 
 def _weighted_sum(weights: jax.Array, x: jax.Array) -> jax.Array:
@@ -253,14 +254,12 @@ def pairwise_edge_coupling(
 
 def _from_builtin(coupling: Any) -> EdgeCoupling | None:
     """The edge-aware twin of a built-in :mod:`lyapax.coupling` coupling."""
-    from lyapax import coupling as lc  # lazy: only needed for conversion
-
     kind = type(coupling)
-    if kind is lc.LinearCoupling:
+    if kind is uniform.LinearCoupling:
         return EdgeLinearCoupling(coupling.a, coupling.b, coupling.G_default)
-    if kind is lc.KuramotoCoupling:
+    if kind is uniform.KuramotoCoupling:
         return EdgeKuramotoCoupling(coupling.alpha, coupling.G_default)
-    if kind is lc.SigmoidalCoupling:
+    if kind is uniform.SigmoidalCoupling:
         return EdgeSigmoidalCoupling(
             coupling.a,
             coupling.b,

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from lyapax import _validate as v
+from lyapax._engine import validate
 
 # Relative tolerance for "tau is a multiple of dt": tau / dt computed in
 # floating point (0.3 / 0.01 = 29.999999999999996) must count as whole.
@@ -23,14 +23,14 @@ _WHOLE_RTOL = 1e-9
 
 
 def _concrete_dt(dt: Any) -> float:
-    v.positive_dt(dt)
-    return v.concrete_float("dt", dt, why="to size the delay ring buffer")
+    validate.positive_dt(dt)
+    return validate.concrete_float("dt", dt, why="to size the delay ring buffer")
 
 
 def _concrete_tau(tau: Any) -> float:
     if tau is None:
         raise TypeError("tau is required: the delay, in model time units")
-    value = v.concrete_float("tau", tau, why="to size the delay ring buffer")
+    value = validate.concrete_float("tau", tau, why="to size the delay ring buffer")
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"tau must be a finite number > 0; got tau={value!r}")
     return value
@@ -127,7 +127,7 @@ def horizon_for(max_steps: float) -> int:
 
 
 def _as_square(name: str, matrix: Any, n: int, *, integer: bool) -> np.ndarray:
-    if v.is_traced(matrix):
+    if validate.is_traced(matrix):
         raise TypeError(
             f"{name} must be concrete (it sets the ring-buffer length); got a "
             "traced value"

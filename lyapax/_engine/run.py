@@ -1,0 +1,303 @@
+"""One Lyapunov run of any problem: run arguments, resume, kernel call, result.
+
+:class:`RunArgs` is the one record of validated run sizes; single runs,
+sweeps and ``run_until_converged`` build it with :func:`run_args`.
+:func:`spectrum` runs a :class:`~lyapax._engine.problem.Problem` through the
+Benettin kernel and assembles the :class:`LyapunovResult`.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lyapax._engine import validate
+from lyapax._engine.benettin import run_benettin
+from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
+from lyapax._engine.tree import split_static
+
+__all__ = [
+    "LyapunovCheckpoint",
+    "LyapunovResult",
+    "RunArgs",
+    "default_k",
+    "run_args",
+    "spectrum",
+]
+
+
+class LyapunovResult(NamedTuple):
+    """Result of a Lyapunov run.
+
+    ``exponents (k,)`` descending (1/time units); ``history (n_renorm, k)``
+    running estimates after each renormalisation, columns ordered like the final
+    row; ``times (n_renorm,)`` elapsed time since the transient (offset by the
+    checkpoint on resume); ``checkpoint`` to resume; ``trajectory
+    (n_steps // decimate, d)`` and ``save_times`` when ``save_states=True``;
+    ``stderr (k,)`` standard error of each exponent (same order), NaN when the
+    run has fewer than 2 renormalisation blocks.
+
+    ``stderr`` comes from non-overlapping batch means over the renormalisation
+    blocks with the square-root rule: the ``n`` blocks form
+    ``b = max(2, floor(sqrt(n)))`` consecutive batches of ``n // b`` blocks, so
+    batches lengthen (and decorrelate) as the run grows while enough remain to
+    estimate a variance; the error is ``sqrt(tau * var(batch rates) / T)`` with
+    ``tau`` the batch duration and ``T`` the elapsed time (see
+    :mod:`lyapax._engine.stats`). It measures statistical scatter only, not the
+    bias of a finite step ``dt``.
+    """
+
+    exponents: Any
+    history: Any
+    times: Any
+    checkpoint: Any
+    trajectory: Any = None
+    save_times: Any = None
+    stderr: Any = None
+
+
+class RunArgs(NamedTuple):
+    """Validated run sizes (see :func:`run_args`)."""
+
+    n_steps: int
+    k: int
+    renorm_every: int
+    decimate: int
+    t_transient: float
+    n_transient_blocks: int
+    save_states: bool
+
+    def kernel_kwargs(self) -> dict[str, Any]:
+        """The static arguments of :func:`~lyapax._engine.benettin.run_benettin`."""
+        return {
+            "k": self.k,
+            "n_blocks": self.n_steps // self.renorm_every,
+            "n_transient_blocks": self.n_transient_blocks,
+            "renorm_every": self.renorm_every,
+            "decimate": self.decimate,
+            "save_states": self.save_states,
+        }
+
+
+def check_multiple(name: str, n: int, renorm_every: int) -> None:
+    """``n`` steps must be whole renormalisation blocks."""
+    if n % renorm_every:
+        raise ValueError(
+            f"{name}={n} must be a multiple of renorm_every={renorm_every}"
+        )
+
+
+def transient_blocks(
+    t_transient: Any, dt: Any, renorm_every: int, min_steps: int = 0
+) -> tuple[float, int]:
+    """``(t_transient, blocks)``: ``renorm_every * max(1, round(t/dt/renorm_every))``
+    steps when ``t_transient > 0``, raised to at least ``min_steps`` steps
+    (rounded up to whole blocks)."""
+    if validate.is_traced(t_transient):
+        raise TypeError("t_transient must be a concrete number, not a traced value")
+    t_transient = float(t_transient)
+    if not np.isfinite(t_transient) or t_transient < 0:
+        raise ValueError(f"t_transient must be a finite number >= 0; got {t_transient}")
+    blocks = 0
+    if t_transient > 0:
+        dt_value = validate.concrete_float("dt", dt, why="when t_transient > 0")
+        blocks = max(1, round(t_transient / dt_value / renorm_every))
+    return t_transient, max(blocks, math.ceil(min_steps / renorm_every))
+
+
+def default_k(view: EngineView, k: Any, resume: Any, stacklevel: int) -> Any:
+    """``k`` as given; else the checkpoint's, else the present-state size (with
+    a warning when the phase space is larger, as for delay equations)."""
+    if k is not None:
+        return k
+    if resume is not None:
+        return int(jnp.shape(resume.Y)[1])
+    d = int(view.z0.shape[0])
+    if view.n_state < d:
+        warnings.warn(
+            f"k not given: computing the leading k={view.n_state} exponents (the "
+            "size of the present state); the discretised phase space (state + "
+            f"history buffer) has dimension {d}. Pass k= to choose.",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
+    return view.n_state
+
+
+def run_args(
+    *,
+    d: int,
+    dt: Any,
+    n_steps: Any,
+    k: Any,
+    renorm_every: Any,
+    t_transient: Any,
+    save_states: bool,
+    decimate: Any,
+    dtype: Any = None,
+    min_transient_steps: int = 0,
+    stacklevel: int = 2,
+) -> RunArgs:
+    """Range checks of the run arguments (``k`` already defaulted).
+
+    ``min_transient_steps`` raises the transient to at least that many steps,
+    rounded up to whole renormalisation blocks (delay equations: one history).
+
+    Raises:
+        TypeError / ValueError: naming the argument, its value and what is allowed.
+    """
+    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
+    renorm_every = validate.as_int("renorm_every", renorm_every, minimum=1)
+    check_multiple("n_steps", n_steps, renorm_every)
+    k = validate.as_int("k", k)
+    if not 1 <= k <= d:
+        raise ValueError(f"k must satisfy 1 <= k <= d={d}; got k={k}")
+    decimate = validate.as_int("decimate", decimate, minimum=1)
+    if save_states and renorm_every % decimate:
+        raise ValueError(
+            f"decimate={decimate} must divide renorm_every={renorm_every} "
+            "when save_states=True"
+        )
+    t_transient, n_transient_blocks = transient_blocks(
+        t_transient, dt, renorm_every, min_transient_steps
+    )
+    if dtype == jnp.float32 and not jax.config.jax_enable_x64:
+        warnings.warn(
+            "state0 is float32 and jax_enable_x64 is off: exponents will carry "
+            "single-precision errors; call jax.config.update('jax_enable_x64', True)",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
+    return RunArgs(
+        n_steps,
+        k,
+        renorm_every,
+        decimate,
+        t_transient,
+        n_transient_blocks,
+        bool(save_states),
+    )
+
+
+def _check_resume(resume: Any, d: int, k: int, dt: Any, t_tr: float) -> None:
+    if t_tr > 0:
+        raise ValueError(
+            f"t_transient={t_tr} and resume are mutually exclusive: a resumed run "
+            "continues a run whose transient is already over"
+        )
+    Y = jnp.asarray(resume.Y)
+    if Y.ndim != 2 or Y.shape[0] != d:
+        raise ValueError(
+            f"resume checkpoint has a frame of shape {Y.shape}, but the state has "
+            f"dimension d={d}"
+        )
+    if Y.shape[1] != k:
+        raise ValueError(
+            f"resume checkpoint tracks k={Y.shape[1]} exponents, but k={k} was "
+            "requested; pass the same k (or omit k)"
+        )
+    if not (validate.is_traced(dt) or validate.is_traced(resume.dt)):
+        if not np.isclose(float(resume.dt), float(dt), rtol=1e-12, atol=0.0):
+            raise ValueError(
+                f"resume checkpoint was made with dt={float(resume.dt)!r}, but this "
+                f"run uses dt={float(dt)!r}; a resumed run must keep its step"
+            )
+
+
+def spectrum(
+    problem: Problem,
+    n_steps: Any,
+    *,
+    k: Any,
+    renorm_every: Any,
+    t_transient: Any,
+    seed: Any,
+    check_finite: bool,
+    resume: Any,
+    save_states: bool,
+    decimate: Any,
+    stacklevel: int,
+) -> LyapunovResult:
+    """Validate the run, start it (fresh or from ``resume``), run the kernel.
+
+    ``stacklevel`` is that of a warning raised in the caller of this function.
+    """
+    view = problem.for_engine()
+    d = int(view.z0.shape[0])
+    k = default_k(view, k, resume, stacklevel + 1)
+    args = run_args(
+        d=d,
+        dt=view.dt,
+        n_steps=n_steps,
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        save_states=save_states,
+        decimate=decimate,
+        dtype=view.z0.dtype,
+        min_transient_steps=0 if resume is not None else view.min_transient_steps,
+        stacklevel=stacklevel + 1,
+    )
+    Y0 = cum0 = None
+    z0, t0, step0 = view.z0, 0.0, 0
+    if resume is not None:
+        kind = view.checkpoint_type
+        if kind is not None and not isinstance(resume, kind):
+            raise TypeError(
+                f"resume must be the {kind.__name__} of a previous result "
+                f"(result.checkpoint); got {type(resume).__name__}"
+            )
+        _check_resume(resume, d, args.k, view.dt, args.t_transient)
+        z0, step0 = view.resume_point(resume)
+        Y0 = jnp.asarray(resume.Y, dtype=view.z0.dtype)
+        cum0 = jnp.asarray(resume.cum_log_growth, dtype=view.z0.dtype)
+        t0 = resume.elapsed_time
+    dynamic, static = split_static(view.step)
+    out = run_benettin(
+        dynamic,
+        z0,
+        Y0,
+        cum0,
+        seed,
+        view.dt,
+        t0,
+        step0,
+        static=static,
+        **args.kernel_kwargs(),
+    )
+    return assemble(view, out, check_finite)
+
+
+def assemble(view: EngineView, out: dict[str, Any], check_finite: bool = False):
+    """The :class:`LyapunovResult` of one kernel run (traceable unless
+    ``check_finite``, which reads the exponents on the host)."""
+    carry = out["carry"]
+    checkpoint = view.checkpoint(
+        carry.state, carry.Y, carry.cum, carry.step, out["elapsed"], view.dt
+    )
+    trajectory = out["saved"]
+    if trajectory is not None and trajectory.shape[1] > view.n_state:
+        trajectory = trajectory[:, : view.n_state]  # the present state only
+    exponents = out["exponents"]
+    if check_finite and not validate.is_traced(exponents):
+        bad = ~np.isfinite(np.asarray(exponents))
+        if bad.any():
+            raise FloatingPointError(
+                f"non-finite Lyapunov estimates at positions "
+                f"{np.flatnonzero(bad).tolist()}: the trajectory or tangent frame "
+                "overflowed; reduce dt or renorm_every, or check the model"
+            )
+    return LyapunovResult(
+        exponents,
+        out["history"],
+        out["times"],
+        checkpoint,
+        trajectory,
+        out["save_times"],
+        out["stderr"],
+    )

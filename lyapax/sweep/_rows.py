@@ -1,0 +1,193 @@
+"""What one row of a sweep runs: a problem built from the row's numbers.
+
+A sweep row is described by a *row builder*, a pytree whose static part (the
+functions) is shared by every row and whose leaves are traced. Inside the
+vmapped kernel ``builder.build(params_row, state_row, dt)`` returns the row's
+:class:`~lyapax._engine.problem.EngineView` (the step the Benettin kernel
+iterates, its start point, its checkpoint factory), through the same problem
+protocol a single run uses.
+
+Two builders:
+
+* :class:`StepRows`: ``step_fn(state, params)`` (or ``step_fn(state)``).
+* :class:`ProblemFamily`: ``make_problem(params) -> problem`` for problems
+  (ODE, network or delay) whose parameters sit inside the problem; a problem
+  passed directly becomes a family whose rows change its parameters
+  (``problem.with_params``) or nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from lyapax._engine.problem import (
+    EngineView,
+    ODEProblem,
+    Problem,
+    as_problem,
+    is_problem,
+)
+
+
+@jax.tree_util.register_pytree_node_class
+class ParamStep:
+    """``step(state[, step_index])`` = ``fn(state[, step_index], params)``.
+
+    Parameters are pytree leaves, so one compiled program serves every row; a
+    step declaring ``uses_step_index`` keeps that declaration.
+    """
+
+    def __init__(self, fn: Any, params: Any) -> None:
+        self.fn = fn
+        self.params = params
+        self.uses_step_index = getattr(fn, "uses_step_index", False)
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args, self.params)
+
+    def tree_flatten(self):
+        return (self.fn, self.params), None
+
+    @classmethod
+    def tree_unflatten(cls, _aux, children):
+        return cls(*children)
+
+
+@jax.tree_util.register_pytree_node_class
+class StepRows:
+    """Rows of ``step_fn(state, params)``; ``step_fn(state)`` if not ``has_params``."""
+
+    def __init__(self, step_fn: Any, has_params: bool) -> None:
+        self.step_fn = step_fn
+        self.has_params = has_params
+
+    def build(self, params: Any, state: Any, dt: Any) -> EngineView:
+        step = ParamStep(self.step_fn, params) if self.has_params else self.step_fn
+        return ODEProblem(step, state, dt).for_engine()
+
+    def tree_flatten(self):
+        return (self.step_fn,), self.has_params
+
+    @classmethod
+    def tree_unflatten(cls, has_params, children):
+        return cls(children[0], has_params)
+
+
+@jax.tree_util.register_pytree_node_class
+class ProblemFamily:
+    """A family of problems indexed by parameters: ``make_problem(params)``.
+
+    Pass ``ProblemFamily(make_problem)`` (or :func:`lyapax.sweep.problem_family`)
+    as the ``step_fn`` of a sweep to sweep parameters that live inside a
+    problem, e.g. ``lambda p: dde_problem(mackey_glass(beta=p), 1.2, 17.0,
+    0.1)``. Every row must have the same structure (functions, shapes, delays
+    in steps, ``dt``); only numbers may differ. ``make_problem`` is traced
+    once, with the parameters as abstract values, so it must not branch on
+    them.
+    """
+
+    def __init__(
+        self, make_problem: Callable[[Any], Any], use_state_rows: bool = False
+    ) -> None:
+        self.make_problem = make_problem
+        self.use_state_rows = use_state_rows
+
+    def problem(self, params: Any, state: Any) -> Problem:
+        """The row's problem (``state`` replaces its initial state if rows
+        carry states)."""
+        made = self.make_problem(params)
+        if not is_problem(made):
+            raise TypeError(
+                "make_problem(params) must return a problem with step_fn, state0 "
+                f"and dt; it returned {type(made).__name__}"
+            )
+        problem = as_problem(made)
+        return problem.with_state(state) if self.use_state_rows else problem
+
+    def build(self, params: Any, state: Any, dt: Any) -> EngineView:
+        return self.problem(params, state).for_engine()
+
+    def tree_flatten(self):
+        return (self.make_problem,), self.use_state_rows
+
+    @classmethod
+    def tree_unflatten(cls, use_state_rows, children):
+        return cls(children[0], use_state_rows)
+
+
+@jax.tree_util.register_pytree_node_class
+class _FromProblem:
+    """``make_problem`` of one problem: each row replaces its parameters
+    (``with_params``), or, without swept parameters, returns it as it is (its
+    numbers stay pytree leaves, so they are not baked into the program)."""
+
+    def __init__(self, problem: Problem, swept_params: bool) -> None:
+        self.problem = problem
+        self.swept_params = swept_params
+
+    def __call__(self, row: Any) -> Problem:
+        return self.problem.with_params(row) if self.swept_params else self.problem
+
+    def tree_flatten(self):
+        return (self.problem,), self.swept_params
+
+    @classmethod
+    def tree_unflatten(cls, swept_params, children):
+        return cls(children[0], swept_params)
+
+
+class Probe(NamedTuple):
+    """Facts about a row, known before tracing: phase-space size ``d``, the
+    present-state size ``n_state`` (``d`` unless a delay problem), ``dt`` (None
+    for plain steps: the caller passes it), ``dtype`` and the engine view of
+    the first row."""
+
+    d: int
+    n_state: int
+    dt: Any
+    dtype: Any
+    view: EngineView | None
+
+
+def probe(builder: Any, params_batch: Any, states: Any) -> Probe:
+    """Build the first row eagerly to learn its sizes (cheap: no tracing).
+
+    Raises:
+        ValueError / TypeError: whatever the row's problem raises for the
+            first row (e.g. swept parameters on a problem that has none).
+    """
+    if isinstance(builder, StepRows):
+        d = int(states.shape[1])
+        return Probe(d, d, None, states.dtype, None)
+    row0 = None
+    if params_batch is not None:
+        row0 = jax.tree.map(lambda leaf: leaf[0], params_batch)
+    view = builder.problem(row0, jnp.asarray(states[0])).for_engine()
+    d = int(view.z0.shape[0])
+    return Probe(d, view.n_state, view.dt, view.z0.dtype, view)
+
+
+def builder_for(step_fn: Any, has_params: bool, has_state_rows: bool) -> Any:
+    """The row builder for what the user passed as ``step_fn``.
+
+    Raises:
+        TypeError: ``step_fn`` is neither a step function, a problem nor a
+            :class:`ProblemFamily`.
+    """
+    if isinstance(step_fn, ProblemFamily):
+        return ProblemFamily(step_fn.make_problem, has_state_rows)
+    if is_problem(step_fn):
+        return ProblemFamily(
+            _FromProblem(as_problem(step_fn), has_params), has_state_rows
+        )
+    if not callable(step_fn):
+        raise TypeError(
+            "step_fn must be a step_fn(state, params) -> state (step_fn(state) when "
+            "params_batch is None), a problem, or a problem_family; got "
+            f"{type(step_fn).__name__}"
+        )
+    return StepRows(step_fn, has_params)
