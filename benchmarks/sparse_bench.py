@@ -35,7 +35,7 @@ jax.config.update("jax_enable_x64", True)
 from jax.experimental import sparse  # noqa: E402
 
 from lyapax import lyapunov_spectrum  # noqa: E402
-from lyapax._sparse import as_ell  # noqa: E402
+from lyapax.network._sparse import as_ell  # noqa: E402
 from lyapax.systems import kuramoto_network  # noqa: E402
 
 K, N_STEPS, RENORM, DT = 5, 200, 10, 1e-2

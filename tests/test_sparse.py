@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from jax.experimental import sparse
 
-from lyapax import _sparse
-from lyapax._sparse import EllWeights, as_ell, ell_from_coo
+from lyapax.network import _sparse
+from lyapax.network._sparse import EllWeights, as_ell, ell_from_coo
 
 
 def _random_sparse(n, density, seed=0):
@@ -102,7 +102,7 @@ def test_ell_is_a_pytree_with_array_leaves():
 
 
 def test_sparse_edge_read_matches_the_dense_read():
-    from lyapax._history import read_edges
+    from lyapax.dde._history import read_edges
 
     rng = np.random.default_rng(5)
     n, horizon = 12, 6
@@ -127,3 +127,115 @@ def test_dense_memory_guard_names_the_size():
     _sparse.check_dense_fits("x", 10, "fine", limit=100)
     with pytest.raises(MemoryError, match=r"needs 8\.0 GiB.*1\.0 GiB.*use sparse"):
         _sparse.check_dense_fits("weights", 8 * 2**30, "use sparse", limit=2**30)
+
+
+# --- networks with sparse weights: the same spectra as dense weights ---------
+
+from lyapax.core import lyapunov_spectrum  # noqa: E402
+from lyapax.coupling import (  # noqa: E402
+    kuramoto_coupling,
+    linear_coupling,
+    sigmoidal_coupling,
+)
+from lyapax.network import Network, network_problem  # noqa: E402
+
+
+def _ring(n, offsets):
+    """Dense ``(n, n)`` circulant ring lattice: i receives from i + s, s in offsets."""
+    W = np.zeros((n, n))
+    for s in offsets:
+        W[np.arange(n), (np.arange(n) + s) % n] += 1.0
+    return W
+
+
+def _two_var_dfun(x, c, p):
+    # x (2, n): a damped oscillator per node, driven by the coupling on row 0.
+    return jnp.stack([x[1] + c[0] - p["gamma"] * x[0], -x[0] - p["gamma"] * x[1]])
+
+
+def _spectrum(W, coupling, dfun, state0, cvar=(0,), n_steps=100):
+    params = {"gamma": 0.3, "G": 0.8, "omega": jnp.linspace(-1, 1, W.shape[0])}
+    problem = network_problem(dfun, Network(W, cvar), coupling, params, state0, 0.01)
+    return lyapunov_spectrum(problem, n_steps=n_steps, k=5, renorm_every=10)
+
+
+def _kuramoto_dfun(theta, c, p):
+    return p["omega"] + c
+
+
+COUPLINGS = {
+    "linear": (linear_coupling(a=0.5), _two_var_dfun, 2),
+    "sigmoidal": (sigmoidal_coupling(a=1.0, midpoint=0.2, sigma=0.7), _two_var_dfun, 2),
+    "kuramoto": (kuramoto_coupling(alpha=0.3), _kuramoto_dfun, 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUPLINGS))
+def test_sparse_spectrum_equals_dense_at_n500(name):
+    coupling, dfun, n_sv = COUPLINGS[name]
+    n = 500
+    rng = np.random.default_rng(7)
+    W = _ring(n, (-3, -1, 2, 5)) * rng.uniform(0.5, 1.5, (n, n))
+    state0 = jnp.asarray(rng.uniform(-1, 1, (n_sv, n)))
+    dense = _spectrum(jnp.asarray(W), coupling, dfun, state0)
+    for weights in (sparse.BCOO.fromdense(W), as_ell(W)):
+        got = _spectrum(weights, coupling, dfun, state0)
+        np.testing.assert_allclose(got.exponents, dense.exponents, rtol=0, atol=1e-10)
+
+
+def test_scipy_weights_build_a_neighbour_list_network():
+    scipy_sparse = pytest.importorskip("scipy.sparse")
+    W = _ring(30, (-1, 1))
+    network = Network(scipy_sparse.csr_matrix(W), (0,))
+    assert isinstance(network.weights, EllWeights) and network.weights.width == 2
+    np.testing.assert_array_equal(np.asarray(network.weights.todense()), W)
+
+
+def test_custom_coupling_on_sparse_weights_takes_the_generic_path():
+    # A plain function: no fused batched_jvp, so each stage runs jax.jvp of it
+    # batched over the k tangents (k + 1 products per stage instead of one).
+    def cubic(x, weights, params):
+        return params["G"] * (weights @ (x**3).T).T
+
+    n = 60
+    W = _ring(n, (-2, 1, 4))
+    state0 = jnp.asarray(np.random.default_rng(8).uniform(-1, 1, (2, n)))
+    dense = _spectrum(jnp.asarray(W), cubic, _two_var_dfun, state0)
+    got = _spectrum(sparse.BCOO.fromdense(W), cubic, _two_var_dfun, state0)
+    np.testing.assert_allclose(got.exponents, dense.exponents, rtol=0, atol=1e-10)
+
+
+def test_ring_lattice_spectrum_from_circulant_eigenvalues():
+    # x' = -g x + G W x with W a symmetric circulant ring lattice: eigenvalues
+    # lam_m = -g + G sum_s cos(2 pi m s / n); Heun multiplies each eigen-mode
+    # by exactly 1 + h lam + (h lam)^2 / 2 per step.
+    n, g, G, h = 20, 6.0, 1.0, 0.01
+    offsets = (-3, -2, -1, 1, 2, 3)
+    theta = 2 * np.pi * np.arange(n) / n
+    lam = -g + G * sum(np.cos(theta * s) for s in offsets)
+    mult = 1 + h * lam + (h * lam) ** 2 / 2
+    expected = np.sort(np.log(np.abs(mult)) / h)[::-1][:5]
+
+    def dfun(x, c, p):
+        return -p["g"] * x + c
+
+    problem = network_problem(
+        dfun,
+        Network(sparse.BCOO.fromdense(_ring(n, offsets)), (0,)),
+        linear_coupling(),
+        {"g": g, "G": G},
+        jnp.linspace(-1.0, 1.0, n),
+        h,
+    )
+    assert isinstance(problem.step_fn.weights, EllWeights)
+    result = lyapunov_spectrum(
+        problem, n_steps=2000, k=5, renorm_every=10, t_transient=20.0
+    )
+    np.testing.assert_allclose(result.exponents, expected, rtol=0, atol=1e-8)
+
+
+def test_dense_all_to_all_kuramoto_refuses_a_size_that_cannot_fit():
+    from lyapax.systems import kuramoto_network
+
+    with pytest.raises(MemoryError, match=r"N=1000000 .* needs 14901\.2 GiB"):
+        kuramoto_network(1_000_000)

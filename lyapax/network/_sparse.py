@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse
 
-__all__ = ["EllWeights", "as_ell", "ell_from_coo"]
+__all__ = ["EllWeights", "as_ell", "ell_from_coo", "is_scipy_sparse"]
 
 # Widest row unrolled in the product; beyond it a fori_loop over slots.
 _UNROLL = 64
@@ -128,12 +128,17 @@ def ell_from_coo(
     return indices, values, tuple(out_extra)
 
 
+def is_scipy_sparse(x: Any) -> bool:
+    """True for a ``scipy.sparse`` matrix or array (without importing scipy)."""
+    return type(x).__module__.startswith("scipy.sparse") and hasattr(x, "tocoo")
+
+
 def _coo_of(weights: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """``(rows, cols, vals, n)`` of BCOO, scipy.sparse or dense input."""
     if isinstance(weights, sparse.BCOO):
         idx = np.asarray(weights.indices)
         return idx[:, 0], idx[:, 1], np.asarray(weights.data), int(weights.shape[0])
-    if hasattr(weights, "tocoo") and hasattr(weights, "nnz"):  # scipy.sparse
+    if is_scipy_sparse(weights):
         coo = weights.tocoo()
         return coo.row, coo.col, coo.data, int(coo.shape[0])
     dense = np.asarray(weights)
