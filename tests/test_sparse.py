@@ -239,3 +239,56 @@ def test_dense_all_to_all_kuramoto_refuses_a_size_that_cannot_fit():
 
     with pytest.raises(MemoryError, match=r"N=1000000 .* needs 14901\.2 GiB"):
         kuramoto_network(1_000_000)
+
+
+# --- delayed networks: sparse weights read only their edges ------------------
+
+from lyapax.dde import network_dde_problem  # noqa: E402
+from lyapax.dde._step import SlotDelays  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(COUPLINGS))
+@pytest.mark.parametrize("per_edge", [False, True])
+def test_sparse_delayed_spectrum_equals_dense_at_n500(name, per_edge):
+    coupling, dfun, n_sv = COUPLINGS[name]
+    n, dt = 500, 0.01
+    rng = np.random.default_rng(9)
+    W = _ring(n, (-3, -1, 2, 5)) * rng.uniform(0.5, 1.5, (n, n))
+    tau = np.where(W != 0, rng.integers(1, 8, (n, n)) * dt, 0.0) if per_edge else 0.05
+    state0 = jnp.asarray(rng.uniform(-1, 1, (n_sv, n)))
+    params = {"gamma": 0.3, "G": 0.8, "omega": jnp.linspace(-1, 1, n)}
+
+    def run(weights, tau, is_sparse):
+        problem = network_dde_problem(
+            dfun, Network(weights, (0,)), coupling, params, state0, dt, tau=tau
+        )
+        ring = problem.step_fn.ring
+        assert isinstance(ring.field.weights, EllWeights) == is_sparse
+        assert isinstance(ring.delay, SlotDelays) == (is_sparse and per_edge)
+        return lyapunov_spectrum(problem, n_steps=40, k=3, renorm_every=10)
+
+    dense = run(jnp.asarray(W), tau, False)
+    sparse_tau = sparse.BCOO.fromdense(tau) if per_edge else tau
+    got = run(sparse.BCOO.fromdense(W), sparse_tau, True)
+    np.testing.assert_allclose(got.exponents, dense.exponents, rtol=0, atol=1e-10)
+
+
+def test_dense_per_edge_delays_refuse_a_size_that_cannot_fit(monkeypatch):
+    from lyapax.dde import _build
+
+    monkeypatch.setattr(_build, "check_dense_fits", _tiny_limit)
+    W = _ring(50, (-1, 1))
+    with pytest.raises(MemoryError, match=r"per-edge delays on dense \(50, 50\)"):
+        network_dde_problem(
+            lambda x, c, p: -x + c,
+            Network(jnp.asarray(W), (0,)),
+            linear_coupling(),
+            {},
+            jnp.ones(50),
+            0.1,
+            tau=W * 0.3,
+        )
+
+
+def _tiny_limit(what, n_bytes, hint):
+    _sparse.check_dense_fits(what, n_bytes, hint, limit=1024)

@@ -46,11 +46,13 @@ from lyapax.dde._delays import resolve_tau_steps, tau_eff
 from lyapax.dde._step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
 from lyapax.network._edge_coupling import (
     EdgeCoupling,
+    PerTargetCoupling,
     as_edge_coupling,
     edge_kuramoto_coupling,
     edge_linear_coupling,
     pairwise_edge_coupling,
 )
+from lyapax.network._sparse import EllWeights
 
 __all__ = [
     "DDECheckpoint",
@@ -267,8 +269,7 @@ def network_dde_problem(
     method = build.method_name(integrator)
     dt = build.as_dt(dt)
     params = build.as_params(params)
-    W = build.dense_weights(network.weights)
-    n = W.shape[0]
+    n = int(network.weights.shape[0])
     X0 = build.network_state0(state0, n)
     cvar = build.check_cvar(network.cvar_indices, X0.shape[0])
     delay_steps = getattr(network, "delay_steps", None)
@@ -283,8 +284,18 @@ def network_dde_problem(
             "both tau and network.delay_steps are given; pass only one of them"
         )
     interpolate = bool(interpolate)
-    if tau is not None and np.ndim(tau) == 0:
+    edge_coupling = as_edge_coupling(coupling)
+    per_edge = tau is None or np.ndim(tau) != 0
+    generic = isinstance(edge_coupling, PerTargetCoupling)
+    W = build.network_weights(
+        network.weights, generic or (per_edge and interpolate), per_edge, len(cvar)
+    )
+    if not per_edge:
         delays = build.uniform_delays(tau, dt, interpolate, stacklevel=3)
+    elif isinstance(W, EllWeights):
+        delays = build.sparse_edge_delays(
+            W, dt, tau=tau, delay_steps=delay_steps, stacklevel=3
+        )
     else:
         delays = build.edge_delays(
             W,
@@ -294,8 +305,11 @@ def network_dde_problem(
             interpolate=interpolate,
             stacklevel=3,
         )
-    field = NetworkField(dfun, as_edge_coupling(coupling), W, cvar, delays.edges)
-    D_shape = (len(cvar), n, n) if delays.edges else (len(cvar), n)
+    field = NetworkField(dfun, edge_coupling, W, cvar, delays.edges)
+    if not delays.edges:
+        D_shape = (len(cvar), n)
+    else:  # one delayed value per edge slot: n sources dense, w sparse
+        D_shape = (len(cvar), n, W.width if isinstance(W, EllWeights) else n)
     build.check_field(field, X0, D_shape, params, "dfun(state, coupling, params)")
     buf0 = build.initial_buffer(history, X0, cvar, delays.horizon, dt, interpolate)
     ring = RingStep(

@@ -20,11 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from lyapax.dde import _history
 from lyapax.integrators import TABLEAUS, rk_stage_update
+from lyapax.network._sparse import read_edges_ell
 
 
 def _cvar_rows(X: jax.Array, cvar: tuple[int, ...]) -> jax.Array:
@@ -77,7 +79,10 @@ class NetworkField:
     def __call__(self, X, D, params):
         current = _cvar_rows(X, self.cvar)
         if self.edges:
-            c = self.coupling(D, current, self.weights, params)
+            # Sparse weights: D is (n_cvar, n, w) on the neighbour-list slots and
+            # the edge forms sum over the slot axis of their (n, w) values.
+            W = self.weights
+            c = self.coupling(D, current, getattr(W, "values", W), params)
         else:
             c = self.coupling.uniform(D, current, self.weights, params)
         return self.dfun(X, c, params)
@@ -88,6 +93,17 @@ class NetworkField:
     @classmethod
     def tree_unflatten(cls, aux, children):
         return cls(*children, *aux)
+
+
+class SlotDelays(eqx.Module):
+    """Per-edge grid delays of sparse weights, on their neighbour-list slots.
+
+    ``steps (n, w)`` whole steps of delay and ``sources (n, w)`` source nodes
+    (``EllWeights.indices``): a read gathers ``n * w`` values, not ``n * n``.
+    """
+
+    steps: jax.Array
+    sources: jax.Array
 
 
 @jax.tree_util.register_pytree_node_class
@@ -151,6 +167,8 @@ class RingStep:
         return cls(field, dt, delay, *aux[1:])
 
     def _read_grid(self, buf, t):
+        if isinstance(self.delay, SlotDelays):
+            return read_edges_ell(buf, t, self.delay.steps, self.delay.sources)
         if self.edges:
             return _history.read_edges(buf, t, self.delay)
         return _history.read_slot(buf, t, self.delay)

@@ -26,7 +26,13 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import sparse
 
-__all__ = ["EllWeights", "as_ell", "ell_from_coo", "is_scipy_sparse"]
+__all__ = [
+    "EllWeights",
+    "as_ell",
+    "ell_from_coo",
+    "is_scipy_sparse",
+    "values_at_slots",
+]
 
 # Widest row unrolled in the product; beyond it a fori_loop over slots.
 _UNROLL = 64
@@ -144,6 +150,30 @@ def _coo_of(weights: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     dense = np.asarray(weights)
     rows, cols = np.nonzero(dense)
     return rows, cols, dense[rows, cols], int(dense.shape[0])
+
+
+def values_at_slots(matrix: Any, ell: EllWeights) -> np.ndarray:
+    """Entries of an ``(n, n)`` matrix (dense, BCOO or scipy.sparse) on the
+    slots of ``ell``: ``(n, w)``, 0 where the matrix stores nothing.
+
+    Used for per-edge data (delays) given with the layout of the weights; a
+    sparse matrix is looked up by its stored ``(row, col)`` keys, never
+    densified. Duplicate keys: the first stored entry is read.
+    """
+    indices = np.asarray(ell.indices, dtype=np.int64)
+    n, w = indices.shape
+    rows = np.broadcast_to(np.arange(n)[:, None], (n, w))
+    if not (isinstance(matrix, sparse.BCOO) or is_scipy_sparse(matrix)):
+        return np.asarray(matrix)[rows, indices]
+    r, c, v, _ = _coo_of(matrix)
+    keys = np.asarray(r, dtype=np.int64) * n + np.asarray(c, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    keys, v = keys[order], np.asarray(v)[order]
+    if keys.size == 0:
+        return np.zeros((n, w))
+    want = rows * n + indices
+    pos = np.minimum(np.searchsorted(keys, want), keys.size - 1)
+    return np.where(keys[pos] == want, v[pos], 0)
 
 
 def as_ell(weights: Any, dtype: Any = None) -> EllWeights:
