@@ -253,7 +253,11 @@ def network_dde_problem(
         state0: ``(n_sv, n)``, flat ``(n_sv * n,)``, or ``(n,)`` for one variable.
         dt: time step.
         tau: one delay for every edge (time units), or an ``(n, n)`` matrix of
-            per-edge delays; None to use ``network.delay_steps``.
+            per-edge delays (dense, or BCOO / ``scipy.sparse`` with the weights'
+            pattern); None to use ``network.delay_steps``. With sparse weights
+            and grid delays a step reads only the ``n w`` delayed values of the
+            stored edges (``w`` edges per node); per-edge delays with
+            ``interpolate=True`` or a generic coupling use the dense matrix.
         history: None (constant ``state0``), ``history(t) -> state`` for
             ``t < 0``, or a ready ring buffer of the buffer's shape.
         integrator: ``euler``, ``heun``, ``rk4`` or ``rk6``.
@@ -265,6 +269,8 @@ def network_dde_problem(
         ValueError: no delay given or two given, a delay matrix of the wrong
             shape, negative or non-finite delays, ``tau <= 0``, ``tau < dt``
             with ``interpolate``, a history or ``dfun`` output of the wrong shape.
+        MemoryError: per-edge delays on dense weights of a size that cannot
+            fit in memory (the message gives the size needed).
     """
     method = build.method_name(integrator)
     dt = build.as_dt(dt)

@@ -50,8 +50,11 @@ class Network:
     """Connectivity of a network.
 
     Args:
-        weights: ``(n, n)`` coupling weights indexed ``[target, source]``; dense
-            or ``jax.experimental.sparse.BCOO``.
+        weights: ``(n, n)`` coupling weights indexed ``[target, source]``:
+            dense, ``jax.experimental.sparse.BCOO`` or ``scipy.sparse``. Sparse
+            ones are converted here, once, to a padded neighbour list
+            (``lyapax.network._sparse.EllWeights``: one row gather per edge
+            slot per product, no ``(n, n)`` array).
         cvar_indices: state rows (``0 <= i < n_sv``) that the coupling reads;
             row ``r`` of the coupling array belongs to ``cvar_indices[r]``.
         delay_steps: optional ``(n, n)`` integer per-edge delays in steps (used
