@@ -56,6 +56,34 @@ def timed(run, repeat):
     return first, best, result
 
 
+def timed_rows(cases, n_steps, run, total_steps, repeat):
+    """Time each ``(name, spectrum function, problem)``; ratios to the first."""
+    rows = {}
+    for name, fn, problem in cases:
+        first, best, result = timed(
+            lambda f=fn, p=problem: f(p, n_steps, **run), repeat
+        )
+        rows[name] = {
+            "compile_s": first - best,
+            "run_s": best,
+            "us_per_step": 1e6 * best / total_steps,
+            "lambda1": float(result.exponents[0]),
+        }
+    base = rows[cases[0][0]]["us_per_step"]
+    for row in rows.values():
+        row["ratio_to_no_delay"] = row["us_per_step"] / base
+    return rows
+
+
+def print_rows(rows):
+    for name, r in rows.items():
+        print(
+            f"  {name:13s} {r['us_per_step']:9.1f} us/step  "
+            f"x{r['ratio_to_no_delay']:.2f}  (compile {r['compile_s']:.1f} s, "
+            f"run {r['run_s']:.3f} s)"
+        )
+
+
 def kuramoto_case(n, n_steps, repeat, renorm_every, *, tau=0.3, dt=1e-2, k=5):
     rng = np.random.default_rng(0)
     network = Network(jnp.ones((n, n)) - jnp.eye(n), (0,))
@@ -73,25 +101,12 @@ def kuramoto_case(n, n_steps, repeat, renorm_every, *, tau=0.3, dt=1e-2, k=5):
     per_edge = network_dde_problem(
         _kuramoto, network, coupling, params, theta0, dt, tau=np.round(taus / dt) * dt
     )
-    rows = {}
-    for name, fn, problem in (
+    cases = (
         ("no delay", lyapunov_spectrum, plain),
         ("uniform tau", lyapunov_spectrum_dde, uniform),
         ("per-edge tau", lyapunov_spectrum_dde, per_edge),
-    ):
-        first, best, result = timed(
-            lambda f=fn, p=problem: f(p, n_steps, **run), repeat
-        )
-        rows[name] = {
-            "compile_s": first - best,
-            "run_s": best,
-            "us_per_step": 1e6 * best / total_steps,
-            "lambda1": float(result.exponents[0]),
-        }
-    base = rows["no delay"]["us_per_step"]
-    for row in rows.values():
-        row["ratio_to_no_delay"] = row["us_per_step"] / base
-    return rows
+    )
+    return timed_rows(cases, n_steps, run, total_steps, repeat)
 
 
 def ring_lattice(n, neighbours=20):
@@ -120,24 +135,11 @@ def sparse_kuramoto_case(n, n_steps, repeat, renorm_every, *, dt=1e-2, k=5):
     per_edge = network_dde_problem(
         _kuramoto, network, coupling, params, theta0, dt, tau=tau
     )
-    rows = {}
-    for name, fn, problem in (
+    cases = (
         ("no delay", lyapunov_spectrum, plain),
         ("per-edge tau", lyapunov_spectrum_dde, per_edge),
-    ):
-        first, best, result = timed(
-            lambda f=fn, p=problem: f(p, n_steps, **run), repeat
-        )
-        rows[name] = {
-            "compile_s": first - best,
-            "run_s": best,
-            "us_per_step": 1e6 * best / total_steps,
-            "lambda1": float(result.exponents[0]),
-        }
-    base = rows["no delay"]["us_per_step"]
-    for row in rows.values():
-        row["ratio_to_no_delay"] = row["us_per_step"] / base
-    return rows
+    )
+    return timed_rows(cases, n_steps, run, total_steps, repeat)
 
 
 def mackey_glass_case(n_steps, repeat, k=8):
@@ -190,12 +192,7 @@ def main(argv=None):
             f"\nSparse Kuramoto ring lattice, n = {n}, 20 edges/node, per-edge "
             f"delays 1..50 steps, {sparse_steps} steps, k = 5"
         )
-        for name, r in rows.items():
-            print(
-                f"  {name:13s} {r['us_per_step']:9.1f} us/step  "
-                f"x{r['ratio_to_no_delay']:.2f}  (compile {r['compile_s']:.1f} s, "
-                f"run {r['run_s']:.3f} s)"
-            )
+        print_rows(rows)
     if args.only_sparse:
         if args.json:
             with open(args.json, "w") as fh:
@@ -208,12 +205,7 @@ def main(argv=None):
             f"\nKuramoto, d = {n}, {n_steps} steps, k = 5, "
             f"renorm_every = {args.renorm_every}"
         )
-        for name, r in rows.items():
-            print(
-                f"  {name:13s} {r['us_per_step']:9.1f} us/step  "
-                f"x{r['ratio_to_no_delay']:.2f}  (compile {r['compile_s']:.1f} s, "
-                f"run {r['run_s']:.3f} s)"
-            )
+        print_rows(rows)
     mg = mackey_glass_case(mg_steps, args.repeat)
     out["mackey_glass"] = mg
     print(

@@ -6,8 +6,9 @@ dt = 1e-2, QR every 10 steps. In one process, interleaved:
 
 - ``ours``: the public API, ``lyapax.systems.kuramoto_network(W)`` +
   ``lyapunov_spectrum``, with ``W`` a ``jax.experimental.sparse.BCOO`` matrix;
-- ``floor_bcoo``: one hand-written jitted ``lax.scan`` doing, per Heun stage,
-  one BCOO product of the weights (an argument) with the ``(n, 2 + 2k)`` block
+- ``floor_bcoo``: the hand-written jitted ``lax.scan`` of
+  ``network_floor.floor`` doing, per Heun stage, one BCOO product of the
+  weights (an argument) with the ``(n, 2 + 2k)`` block
   ``[sin th, cos th, cos th * V, sin th * V]``, the n-sized updates and the QR;
 - ``floor_ell``: the same with the weights as a padded neighbour list
   (``(n, w)`` indices and weights: one row gather and a weighted row sum).
@@ -23,8 +24,6 @@ code). Times are the best of ``--repeats`` warm calls.
 from __future__ import annotations
 
 import argparse
-import time
-from functools import partial
 
 import jax
 import jax.numpy as jnp
@@ -33,6 +32,7 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from jax.experimental import sparse  # noqa: E402
+from network_floor import floor, timed  # noqa: E402
 
 from lyapax import lyapunov_spectrum  # noqa: E402
 from lyapax.network._sparse import as_ell  # noqa: E402
@@ -64,48 +64,6 @@ def ours(problem):
     ).exponents
 
 
-@partial(jax.jit, static_argnames=("k", "n_blocks", "renorm_every"))
-def floor(weights, omega, theta0, G, dt, *, k, n_blocks, renorm_every):
-    """Benettin for the Kuramoto network by hand: one product per Heun stage.
-
-    ``weights`` is anything with ``weights @ (n, m)`` (BCOO or the padded
-    neighbour list); it is an argument, so nothing is constant-folded.
-    """
-    n = theta0.shape[0]
-    gain = G / n
-    Y0, _ = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(0), (n, k)))
-
-    def f(theta, V):
-        s, c = jnp.sin(theta), jnp.cos(theta)
-        p = weights @ jnp.concatenate(
-            [s[:, None], c[:, None], c[:, None] * V, s[:, None] * V], axis=1
-        )
-        ws, wc, wcv, wsv = p[:, 0], p[:, 1], p[:, 2 : 2 + k], p[:, 2 + k :]
-        dtheta = omega + gain * (c * ws - s * wc)
-        dV = gain * (
-            c[:, None] * wcv + s[:, None] * wsv - (s * ws + c * wc)[:, None] * V
-        )
-        return dtheta, dV
-
-    def heun(carry, _):
-        theta, V = carry
-        k1, l1 = f(theta, V)
-        k2, l2 = f(theta + dt * k1, V + dt * l1)
-        return (theta + 0.5 * dt * (k1 + k2), V + 0.5 * dt * (l1 + l2)), None
-
-    def block(carry, _):
-        theta, V, cum = carry
-        (theta, V), _ = jax.lax.scan(heun, (theta, V), None, length=renorm_every)
-        Q, R = jnp.linalg.qr(V)
-        diag = jnp.diagonal(R)
-        Q = Q * jnp.where(diag < 0, -1.0, 1.0)
-        return (theta, Q, cum + jnp.log(jnp.abs(diag))), None
-
-    start = (theta0, Y0, jnp.zeros(k, theta0.dtype))
-    (_, _, cum), _ = jax.lax.scan(block, start, None, length=n_blocks)
-    return -jnp.sort(-cum / (dt * renorm_every * n_blocks))
-
-
 def floor_call(weights, problem):
     params = problem.step_fn.params
     return floor(
@@ -118,12 +76,6 @@ def floor_call(weights, problem):
         n_blocks=N_STEPS // RENORM,
         renorm_every=RENORM,
     )
-
-
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - t0
 
 
 def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
