@@ -292,3 +292,23 @@ def test_dense_per_edge_delays_refuse_a_size_that_cannot_fit(monkeypatch):
 
 def _tiny_limit(what, n_bytes, hint):
     _sparse.check_dense_fits(what, n_bytes, hint, limit=1024)
+
+
+def test_network_sparse_option_chooses_the_layout():
+    W = _ring(40, (-2, 3))
+    assert isinstance(Network(W, (0,), sparse=True).weights, EllWeights)
+    assert isinstance(Network(jnp.asarray(W), (0,)).weights, jax.Array)
+    bcoo = sparse.BCOO.fromdense(W)
+    assert isinstance(Network(bcoo, (0,), sparse=False).weights, sparse.BCOO)
+    with pytest.raises(TypeError, match="sparse must be None, True or False"):
+        Network(W, (0,), sparse="yes")
+    # The forced neighbour list gives the dense spectrum.
+    coupling, dfun, _ = COUPLINGS["kuramoto"]
+    state0 = jnp.linspace(0.0, 6.0, 40)[None]
+    a = _spectrum(jnp.asarray(W), coupling, dfun, state0, n_steps=50)
+    params = {"omega": jnp.linspace(-1, 1, 40), "G": 0.8}
+    problem = network_problem(
+        dfun, Network(W, (0,), sparse=True), coupling, params, state0, 0.01
+    )
+    b = lyapunov_spectrum(problem, n_steps=50, k=5, renorm_every=10)
+    np.testing.assert_allclose(b.exponents, a.exponents, rtol=0, atol=1e-10)

@@ -59,15 +59,24 @@ class Network:
             row ``r`` of the coupling array belongs to ``cvar_indices[r]``.
         delay_steps: optional ``(n, n)`` integer per-edge delays in steps (used
             by the delay engine; the instantaneous builders here reject them).
+        sparse: ``None`` (default): sparse input becomes a neighbour list,
+            dense input stays dense (BLAS products); ``True``: dense input too
+            (worth it when rows hold a few percent nonzeros or fewer);
+            ``False``: keep the input as it is (BCOO products).
 
     Raises:
         ValueError: non-square weights, bad ``cvar_indices`` or ``delay_steps``.
+        TypeError: ``sparse`` is not None or a bool.
     """
 
     def __init__(
-        self, weights: Any, cvar_indices: Any, delay_steps: Any = None
+        self,
+        weights: Any,
+        cvar_indices: Any,
+        delay_steps: Any = None,
+        sparse: bool | None = None,
     ) -> None:
-        self.weights = as_weights(weights)
+        self.weights = as_weights(weights, sparse)
         self.cvar_indices = as_cvar_indices(cvar_indices)
         if delay_steps is not None and not isinstance(delay_steps, jax.core.Tracer):
             steps = np.asarray(delay_steps)

@@ -24,7 +24,7 @@ from lyapax.network._sparse import EllWeights, as_ell, is_scipy_sparse
 from lyapax.network._step import NetworkStep
 
 
-def as_weights(weights: Any) -> Any:
+def as_weights(weights: Any, layout: bool | None = None) -> Any:
     """Weights of shape ``(n, n)`` as the step will use them; raises on others.
 
     Sparse input (``jax.experimental.sparse.BCOO`` or ``scipy.sparse``) is
@@ -34,11 +34,20 @@ def as_weights(weights: Any) -> Any:
     (``benchmarks/sparse_bench.py``). Dense input stays a dense float array
     (BLAS products; pass a sparse matrix to get the neighbour list). BCOO
     weights that are traced (inside ``jit`` or ``vmap``) stay BCOO.
+    ``layout`` is :class:`lyapax.network.Network`'s ``sparse`` option: True
+    converts dense input too, False keeps BCOO input as BCOO.
     """
+    if layout is not None and not isinstance(layout, bool):
+        raise TypeError(f"sparse must be None, True or False; got {layout!r}")
     if isinstance(weights, EllWeights):
         return weights
-    if is_scipy_sparse(weights) or (
-        isinstance(weights, sparse.BCOO) and not validate.is_traced(weights.data)
+    if is_scipy_sparse(weights) and layout is False:
+        weights = sparse.BCOO.from_scipy_sparse(weights)
+    traced = validate.is_traced(weights)
+    if not traced and (
+        is_scipy_sparse(weights)
+        or (isinstance(weights, sparse.BCOO) and layout is not False)
+        or layout is True
     ):
         return as_ell(weights)
     if isinstance(weights, sparse.BCOO):
