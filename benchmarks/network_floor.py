@@ -1,11 +1,13 @@
 """The seed benchmark against a hand-written floor.
 
-Dense all-to-all Kuramoto network (the user's GPU page), k = 5 exponents,
-200 Heun steps of dt = 1e-2, QR every 10 steps, for growing d = n_nodes:
+Dense all-to-all Kuramoto network (examples/14_gpu_acceleration.py), k = 5
+exponents, 200 Heun steps of dt = 1e-2, QR every 10 steps, for growing
+d = n_nodes:
 
 - ``ours``: the public call ``lyapunov_spectrum(problem, ...)`` on the problem
-  built exactly as the page builds it (ModelSpec -> build_jax_dfun -> Network
-  -> network_problem), warm (compiled beforehand with the same arguments);
+  built as that example builds it (ModelSpec -> build_jax_dfun -> Network ->
+  network_problem, which lyapax.systems.kuramoto_network does), warm
+  (compiled beforehand with the same arguments);
 - ``floor``: one hand-written jitted ``lax.scan`` doing, per Heun stage, the
   single product ``(d, d) @ (d, 2 + 2k)`` of the weights with
   ``[sin th, cos th, cos th * V, sin th * V]`` and nothing else but the
@@ -31,36 +33,16 @@ import numpy as np
 jax.config.update("jax_enable_x64", True)
 
 from lyapax.core import lyapunov_spectrum  # noqa: E402
-from lyapax.coupling import kuramoto_coupling  # noqa: E402
-from lyapax.network import Network, network_problem  # noqa: E402
-from lyapax.simulator import (  # noqa: E402
-    ModelSpec,
-    Parameter,
-    StateVar,
-    build_jax_dfun,
-)
+from lyapax.systems import kuramoto_network  # noqa: E402
 
 K, N_STEPS, RENORM, DT = 5, 200, 10, 1e-2
 SIZES = (20, 50, 100, 200, 500, 1000, 2000)
 
 
 def seed_problem(n_nodes: int, shift: float = 0.0):
-    """The page's problem; ``shift`` changes the numbers, not the structure."""
-    weights = jnp.ones((n_nodes, n_nodes)) - jnp.eye(n_nodes)
-    model = ModelSpec(
-        name="kuramoto",
-        state_variables=(StateVar("theta", default_init=0.0),),
-        parameters=(Parameter("omega", 0.0),),
-        cvar=("theta",),
-        dfun_str={"theta": "omega + c"},
-    )
-    dfun = build_jax_dfun(model)
-    params = {"omega": jnp.linspace(-1.0, 1.0, n_nodes) + shift, "G": 1.0}
-    network = Network(weights=weights, cvar_indices=model.cvar_indices)
-    state0 = jnp.linspace(0.0, 2 * jnp.pi, n_nodes, endpoint=False)
-    return network_problem(
-        dfun, network, kuramoto_coupling(alpha=0.0), params=params, state0=state0, dt=DT
-    )
+    """The example's problem; ``shift`` changes the numbers, not the structure."""
+    omega = jnp.linspace(-1.0, 1.0, n_nodes) + shift
+    return kuramoto_network(n_nodes, omega=omega, K=1.0, dt=DT)
 
 
 def ours(problem):

@@ -10,9 +10,10 @@ step. Two ways to do it:
   or with the network step's fused ``tangent_step``, which evaluates the
   coupling for the state and all ``k`` tangents in one product per stage.
 
-The system is the all-to-all Kuramoto network of the GPU page (d = n_nodes, one
-phase per node, dense weights), at k = 5. Each tangent step is timed (jitted,
-warm, best of several) for growing d and the curves are plotted log-log: the
+The system is the all-to-all Kuramoto network of 14_gpu_acceleration.py
+(d = n_nodes, one phase per node, dense weights), at k = 5. Each tangent step
+is timed (jitted, warm, best of several) for growing d and the curves are
+plotted log-log: the
 dense Jacobian grows like d^3 (d forward passes each costing a d^2 product),
 the matrix-free forms like d^2 (k passes of one d^2 product), so the gap widens
 linearly with d.

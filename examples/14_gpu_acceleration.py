@@ -77,27 +77,11 @@ def _measure(n_nodes: int, n_steps: int) -> dict:
     jax.config.update("jax_enable_x64", True)
 
     from lyapax.core import lyapunov_spectrum
-    from lyapax.coupling import kuramoto_coupling
-    from lyapax.network import Network, network_problem
-    from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
+    from lyapax.systems import kuramoto_network
 
-    model = ModelSpec(
-        name="kuramoto",
-        state_variables=(StateVar("theta", default_init=0.0),),
-        parameters=(Parameter("omega", 0.0),),
-        cvar=("theta",),
-        dfun_str={"theta": "omega + c"},
-    )
-    problem = network_problem(
-        build_jax_dfun(model),
-        Network(
-            weights=jnp.ones((n_nodes, n_nodes)) - jnp.eye(n_nodes),
-            cvar_indices=model.cvar_indices,
-        ),
-        kuramoto_coupling(alpha=0.0),
-        params={"omega": jnp.linspace(-1.0, 1.0, n_nodes), "G": 1.0},
-        state0=jnp.linspace(0.0, 2 * jnp.pi, n_nodes, endpoint=False),
-        dt=DT,
+    # ModelSpec -> build_jax_dfun -> Network -> network_problem, all-to-all.
+    problem = kuramoto_network(
+        n_nodes, omega=jnp.linspace(-1.0, 1.0, n_nodes), K=1.0, dt=DT
     )
 
     def run():

@@ -13,11 +13,18 @@ runtime inputs, so rebuilding a problem with new numbers does not recompile.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+
+from jaxtyping import Array, Float
 
 from lyapax._engine import run, validate
-from lyapax._engine.problem import LyapunovCheckpoint, ODEProblem, resolve_call
+from lyapax._engine.problem import (
+    LyapunovCheckpoint,
+    ODEProblem,
+    Problem,
+    resolve_call,
+)
 from lyapax._engine.run import LyapunovResult
+from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax.diagnostics import (
     ConvergenceDrift,
     convergence_drift,
@@ -38,10 +45,10 @@ __all__ = [
 
 
 def ode_problem(
-    rhs: Callable[[Any], Any],
-    state0: Any,
+    rhs: Callable[[Float[Array, " d"]], Float[Array, " d"]],
+    state0: StateLike,
     dt: float,
-    integrator: str | Callable[..., Any] = "rk4",
+    integrator: str | Callable[..., StepFn] = "rk4",
 ) -> ODEProblem:
     """Problem for the autonomous ODE ``dx/dt = rhs(x)`` on a fixed step ``dt``.
 
@@ -57,9 +64,9 @@ def ode_problem(
 
 
 def lyapunov_spectrum(
-    step_fn_or_problem: Any,
-    state0: Any = None,
-    dt: Any = None,
+    step_fn_or_problem: Problem | StepFn,
+    state0: StateLike | int | None = None,
+    dt: Scalar | None = None,
     n_steps: int | None = None,
     k: int | None = None,
     renorm_every: int = 1,

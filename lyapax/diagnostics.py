@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
 __all__ = ["ConvergenceDrift", "convergence_drift", "kaplan_yorke_dimension"]
 
@@ -18,8 +19,8 @@ class ConvergenceDrift(NamedTuple):
     ``converged``: True when every ``absolute <= tol``.
     """
 
-    absolute: Any
-    relative: Any
+    absolute: Float[Array, " k"]
+    relative: Float[Array, " k"]
     converged: bool
 
 
@@ -52,7 +53,9 @@ def convergence_drift(
     return ConvergenceDrift(absolute, relative, bool(jnp.all(absolute <= tol)))
 
 
-def kaplan_yorke_dimension(exponents: Any, d_total: int | None = None) -> float:
+def kaplan_yorke_dimension(
+    exponents: Float[ArrayLike, " k"], d_total: int | None = None
+) -> float:
     """Kaplan-Yorke (Lyapunov) dimension ``j + S_j / |lambda_{j+1}|``.
 
     ``j`` is the largest index whose cumulative sum ``S_j`` of the descending

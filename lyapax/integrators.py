@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 
 __all__ = [
@@ -133,25 +134,19 @@ def rk_stage_update(
     return _combine(y, dt, tableau.b, ks)
 
 
-@jax.tree_util.register_pytree_node_class
-class ODEStep:
-    """``state -> state`` map: one step of ``tableau`` on ``rhs`` with step ``dt``."""
+class ODEStep(eqx.Module):
+    """``state -> state`` map: one step of ``tableau`` on ``rhs`` with step ``dt``.
 
-    def __init__(self, rhs: Callable[[Any], Any], dt: Any, method: str) -> None:
-        self.rhs = rhs
-        self.dt = dt
-        self.method = method
+    ``rhs`` and ``dt`` are pytree children (numbers traced), ``method`` static.
+    """
+
+    rhs: Callable[[Any], Any]
+    dt: Any
+    method: str = eqx.field(static=True)
 
     def __call__(self, state: Any) -> Any:
         tableau = TABLEAUS[self.method]
         return rk_stage_update(tableau, lambda y, _i: self.rhs(y), state, self.dt)
-
-    def tree_flatten(self):
-        return (self.rhs, self.dt), self.method
-
-    @classmethod
-    def tree_unflatten(cls, method, children):
-        return cls(children[0], children[1], method)
 
     def __repr__(self) -> str:
         return f"ODEStep(rhs={self.rhs!r}, dt={self.dt!r}, method={self.method!r})"

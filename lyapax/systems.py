@@ -12,10 +12,13 @@ from typing import Any
 
 import jax.numpy as jnp
 
-from lyapax._engine.tree import Bound, as_float_params
+from lyapax._engine.problem import ODEProblem
+from lyapax._engine.tree import Bound
+from lyapax._engine.validate import float_params
 from lyapax.network import Network, network_problem
 from lyapax.network._sparse import check_dense_fits
 from lyapax.network.coupling import kuramoto_coupling
+from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
 
 __all__ = [
     "linear_system",
@@ -25,6 +28,10 @@ __all__ = [
     "lorenz",
     "rossler",
     "lorenz96",
+    "kuramoto_model",
+    "kuramoto_network",
+    "mackey_glass",
+    "linear_scalar_dde",
 ]
 
 
@@ -50,7 +57,7 @@ def _logistic(x, p):
 
 def logistic_map(r: float = 4.0) -> Bound:
     """Map ``x -> r x (1 - x)`` on ``(1,)`` states; exponent ln 2 at r = 4."""
-    return Bound(_logistic, as_float_params(r=r))
+    return Bound(_logistic, float_params(dict(r=r)))
 
 
 def _tent(x, p):
@@ -68,7 +75,7 @@ def _henon(x, p):
 
 def henon_map(a: float = 1.4, b: float = 0.3) -> Bound:
     """Hénon map on ``(2,)`` states; exponents sum to ln|b|."""
-    return Bound(_henon, as_float_params(a=a, b=b))
+    return Bound(_henon, float_params(dict(a=a, b=b)))
 
 
 def _lorenz(x, p):
@@ -83,7 +90,7 @@ def _lorenz(x, p):
 
 def lorenz(sigma: float = 10.0, rho: float = 28.0, beta: float = 8.0 / 3.0) -> Bound:
     """Lorenz (1963) field; exponents sum to -(sigma + 1 + beta)."""
-    return Bound(_lorenz, as_float_params(sigma=sigma, rho=rho, beta=beta))
+    return Bound(_lorenz, float_params(dict(sigma=sigma, rho=rho, beta=beta)))
 
 
 def _rossler(x, p):
@@ -98,7 +105,7 @@ def _rossler(x, p):
 
 def rossler(a: float = 0.2, b: float = 0.2, c: float = 5.7) -> Bound:
     """Rössler (1976) field; exponents sum to a - c + <x> (time average)."""
-    return Bound(_rossler, as_float_params(a=a, b=b, c=c))
+    return Bound(_rossler, float_params(dict(a=a, b=b, c=c)))
 
 
 def _lorenz96(x, p):
@@ -107,11 +114,23 @@ def _lorenz96(x, p):
 
 def lorenz96(F: float = 8.0) -> Bound:
     """Lorenz-96 field for any N >= 4 (N = state size); exponents sum to -N."""
-    return Bound(_lorenz96, as_float_params(F=F))
+    return Bound(_lorenz96, float_params(dict(F=F)))
 
 
-def _kuramoto_dfun(theta, c, p):
-    return p["omega"] + c
+def kuramoto_model() -> ModelSpec:
+    """One Kuramoto phase oscillator as a :class:`~lyapax.simulator.ModelSpec`.
+
+    State ``theta`` (coupled), parameter ``omega`` (default 0), equation
+    ``dtheta/dt = omega + c``; with :func:`lyapax.coupling.kuramoto_coupling`
+    as ``c`` this is the Kuramoto(-Sakaguchi) network.
+    """
+    return ModelSpec(
+        name="kuramoto",
+        state_variables=(StateVar("theta", default_init=0.0),),
+        parameters=(Parameter("omega", 0.0),),
+        cvar=("theta",),
+        dfun_str={"theta": "omega + c"},
+    )
 
 
 def kuramoto_network(
@@ -122,11 +141,13 @@ def kuramoto_network(
     theta0: Any = None,
     dt: float = 0.01,
     integrator: str = "heun",
-):
+) -> ODEProblem:
     """Kuramoto(-Sakaguchi) network problem, ready for ``lyapunov_spectrum``.
 
     ``dtheta_i/dt = omega_i + (K / N) sum_j w_ij sin(theta_j - theta_i + alpha)``
-    with N the node count (see :func:`lyapax.coupling.kuramoto_coupling`).
+    with N the node count (see :func:`lyapax.coupling.kuramoto_coupling`),
+    built the way a user builds a network: :func:`kuramoto_model` ->
+    ``build_jax_dfun`` -> ``Network`` -> ``network_problem``.
 
     Args:
         weights: ``(N, N)`` weights ``[target, source]`` (dense, BCOO or
@@ -156,13 +177,14 @@ def kuramoto_network(
             "pass sparse weights (BCOO or scipy.sparse) for large networks",
         )
         weights = jnp.ones((weights, weights)) - jnp.eye(weights)
-    network = Network(weights, (0,))
+    model = kuramoto_model()
+    network = Network(weights, model.cvar_indices)
     n = network.n_nodes
     if theta0 is None:
         theta0 = jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False)
-    params = as_float_params(omega=omega, G=K)
+    params = float_params(dict(omega=omega, G=K))
     return network_problem(
-        _kuramoto_dfun,
+        build_jax_dfun(model),
         network,
         kuramoto_coupling(alpha=alpha),
         params,
@@ -170,9 +192,6 @@ def kuramoto_network(
         dt,
         integrator,
     )
-
-
-__all__ += ["kuramoto_network"]
 
 
 def _mackey_glass(x, x_delayed, p):
@@ -189,7 +208,7 @@ def mackey_glass(beta: float = 0.2, gamma: float = 0.1, n: float = 10.0) -> Boun
     benchmark) it is chaotic with one small positive exponent, one near zero and
     a Kaplan-Yorke dimension a little above 2 (Farmer 1982).
     """
-    return Bound(_mackey_glass, as_float_params(beta=beta, gamma=gamma, n=n))
+    return Bound(_mackey_glass, float_params(dict(beta=beta, gamma=gamma, n=n)))
 
 
 def _linear_scalar_dde(x, x_delayed, p):
@@ -202,7 +221,4 @@ def linear_scalar_dde(a: float = 1.0) -> Bound:
     Its leading exponent is ``Re W0(-a tau) / tau`` (principal Lambert W branch),
     the rightmost root of ``lambda = -a exp(-lambda tau)``.
     """
-    return Bound(_linear_scalar_dde, as_float_params(a=a))
-
-
-__all__ += ["mackey_glass", "linear_scalar_dde"]
+    return Bound(_linear_scalar_dde, float_params(dict(a=a)))

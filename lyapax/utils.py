@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Float
 
 from lyapax._engine import validate
+from lyapax._engine.shapes import StateLike, StepFn
+from lyapax._engine.trajectory import iterate
 from lyapax._engine.tree import merge_static, split_static
 
 __all__ = ["Trajectory", "simulate_trajectory"]
@@ -17,30 +21,24 @@ __all__ = ["Trajectory", "simulate_trajectory"]
 class Trajectory(NamedTuple):
     """``times (n,)`` and ``states (n, d)``; unpacks as ``times, states``."""
 
-    times: Any
-    states: Any
+    times: Float[Array, "*batch n_saved"]
+    states: Float[Array, "*batch n_saved d"] | np.ndarray
 
 
 @partial(jax.jit, static_argnames=("static", "n_saved", "decimate", "n_transient"))
 def _simulate(dynamic, state0, *, static, n_saved, decimate, n_transient):
-    step_fn = merge_static(dynamic, static)
-
-    def advance(x, _):
-        return step_fn(x), None
-
-    x, _ = jax.lax.scan(advance, state0, None, length=n_transient)
-
-    def group(x, _):
-        x, _ = jax.lax.scan(advance, x, None, length=decimate)
-        return x, x
-
-    _, states = jax.lax.scan(group, x, None, length=n_saved)
-    return states
+    return iterate(
+        merge_static(dynamic, static),
+        state0,
+        n_transient=n_transient,
+        n_saved=n_saved,
+        decimate=decimate,
+    )
 
 
 def simulate_trajectory(
-    step_fn: Any,
-    state0: Any,
+    step_fn: StepFn,
+    state0: StateLike,
     n_steps: int,
     dt: float | None = None,
     decimate: int = 1,

@@ -3,41 +3,22 @@
 One phase per node and dense d x d coupling weights, so the work per step grows
 like d**2 while only k = 5 exponents are tracked.  The problem is built
 through the same public path a user takes (ModelSpec -> build_jax_dfun ->
-Network -> network_problem) and timed end to end through lyapunov_spectrum.
+Network -> network_problem, in lyapax.systems.kuramoto_network) and timed end
+to end through lyapunov_spectrum.
 """
 
 import jax.numpy as jnp
 import pytest
 
 from lyapax.core import lyapunov_spectrum
-from lyapax.coupling import kuramoto_coupling
-from lyapax.network import Network, network_problem
-from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
+from lyapax.systems import kuramoto_network
 
 K, N_STEPS, RENORM_EVERY, DT = 5, 200, 10, 1e-2
 
 
 def kuramoto_problem(n_nodes: int):
     """All-to-all Kuramoto network with spread natural frequencies."""
-    model = ModelSpec(
-        name="kuramoto",
-        state_variables=(StateVar("theta", default_init=0.0),),
-        parameters=(Parameter("omega", 0.0),),
-        cvar=("theta",),
-        dfun_str={"theta": "omega + c"},
-    )
-    network = Network(
-        weights=jnp.ones((n_nodes, n_nodes)) - jnp.eye(n_nodes),
-        cvar_indices=model.cvar_indices,
-    )
-    return network_problem(
-        build_jax_dfun(model),
-        network,
-        kuramoto_coupling(alpha=0.0),
-        params={"omega": jnp.linspace(-1.0, 1.0, n_nodes), "G": 1.0},
-        state0=jnp.linspace(0.0, 2 * jnp.pi, n_nodes, endpoint=False),
-        dt=DT,
-    )
+    return kuramoto_network(n_nodes, omega=jnp.linspace(-1.0, 1.0, n_nodes), dt=DT)
 
 
 @pytest.mark.jax_sizes(

@@ -1,4 +1,4 @@
-"""Delay-equation spectra against exact references (SPEC section 4).
+"""Delay-equation spectra against exact references.
 
 Linear DDEs have characteristic roots given by the Lambert W function, so their
 leading exponents are known exactly; Mackey-Glass is checked structurally.

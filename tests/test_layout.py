@@ -1,4 +1,5 @@
-"""The package layout: every module imports, and lyapax has no import cycle.
+"""The package layout: every module imports, lyapax has no import cycle, and the
+README's Architecture tree lists the subpackages as they are on disk.
 
 The graph is read from the source with :mod:`ast` (every ``import`` statement,
 at module level or inside a function, so lazy imports cannot hide a cycle); an
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -100,3 +102,21 @@ def test_engine_imports_nothing_above_it():
 @pytest.mark.parametrize("module", sorted(MODULES))
 def test_every_module_imports(module):
     importlib.import_module(module)
+
+
+def test_readme_architecture_lists_every_subpackage_module():
+    readme = (ROOT.parent / "README.md").read_text()
+    section = readme.split("## Architecture", 1)[1].split("\n## ", 1)[0]
+    tree = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1)
+    listed: dict[str, set[str]] = {}
+    folder = None
+    for line in tree.splitlines():
+        head = re.match(r"(\w+)/", line)
+        folder = head.group(1) if head else folder
+        listed.setdefault(folder, set()).update(re.findall(r"(\w+)\.py", line))
+    on_disk = {
+        p.name: {m.stem for m in p.glob("*.py") if m.name != "__init__.py"}
+        for p in ROOT.iterdir()
+        if (p / "__init__.py").exists()
+    }
+    assert listed == on_disk

@@ -327,28 +327,8 @@ def test_rebuilt_problem_with_new_numbers_does_not_retrace():
 
 
 def _seed_run(n_nodes):
-    """The user's page (gpu_acceleration), worker body, as written there."""
-    weights = jnp.ones((n_nodes, n_nodes)) - jnp.eye(n_nodes)
-    model = ModelSpec(
-        name="kuramoto",
-        state_variables=(StateVar("theta", default_init=0.0),),
-        parameters=(Parameter("omega", 0.0),),
-        cvar=("theta",),
-        dfun_str={"theta": "omega + c"},
-    )
-    dfun = build_jax_dfun(model)
-    params = {"omega": jnp.linspace(-1.0, 1.0, n_nodes), "G": 1.0}
-    dt = 1e-2
-    network = Network(weights=weights, cvar_indices=model.cvar_indices)
-    state0 = jnp.linspace(0.0, 2 * jnp.pi, n_nodes, endpoint=False)
-    problem = network_problem(
-        dfun,
-        network,
-        kuramoto_coupling(alpha=0.0),
-        params=params,
-        state0=state0,
-        dt=dt,
-    )
+    """The worker body of examples/14_gpu_acceleration.py."""
+    problem = kuramoto_network(n_nodes, omega=jnp.linspace(-1.0, 1.0, n_nodes))
     return lyapunov_spectrum(
         problem,
         n_steps=200,
@@ -358,7 +338,7 @@ def _seed_run(n_nodes):
     )
 
 
-def test_seed_page_code_runs_unchanged():
+def test_gpu_example_problem_runs_and_hits_the_cache():
     first = _seed_run(50)
     cached = run_benettin._cache_size()
     second = _seed_run(50)  # ModelSpec and dfun rebuilt: same compiled program

@@ -1,4 +1,4 @@
-"""Exponents of ODEs and maps against exact or structural references (SPEC §4)."""
+"""Exponents of ODEs and maps against exact or structural references."""
 
 import jax.numpy as jnp
 import numpy as np

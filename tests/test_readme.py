@@ -26,7 +26,8 @@ def test_readme_lorenz_example_prints_the_documented_spectrum(tmp_path):
     ).stdout
     printed = np.array(_numbers(out))
     assert printed.shape == (3,)
-    # Reference spectrum of SPEC §4 with the statistical error of T = 1000.
+    # Published Lorenz spectrum (0.906, 0, -14.572), to the statistical error
+    # of T = 1000.
     np.testing.assert_allclose(printed, [0.906, 0.0, -14.572], atol=3e-2)
     # The output shown in the README is what the example prints (chaos makes the
     # last digits platform dependent, hence the tolerance).

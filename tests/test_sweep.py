@@ -116,17 +116,21 @@ def test_chunked_sweep_is_identical_to_the_unchunked_one(henon_sweep):
         assert _max_diff(henon_sweep, part) == 0.0
 
 
-def test_trajectory_to_host_returns_numpy_with_the_same_numbers(henon_sweep):
-    host = sweep_lyapunov_spectrum(
+def _henon_to_host():
+    return sweep_lyapunov_spectrum(
         henon_step,
         HENON_X0,
         PARAMS,
         1.0,
         N_STEPS,
+        **KW,
         batch_size=2,
         trajectory_to_host=True,
-        **KW,
     )
+
+
+def test_trajectory_to_host_returns_numpy_with_the_same_numbers(henon_sweep):
+    host = _henon_to_host()
     assert isinstance(host.trajectory, np.ndarray)
     np.testing.assert_array_equal(host.trajectory, henon_sweep.trajectory)
 
@@ -159,16 +163,7 @@ def test_large_trajectory_warns_before_allocating(monkeypatch):
     with pytest.warns(UserWarning, match="GiB of trajectory on the device"):
         sweep_lyapunov_spectrum(henon_step, HENON_X0, PARAMS, 1.0, N_STEPS, **KW)
     with pytest.warns(UserWarning, match="on the host"):
-        sweep_lyapunov_spectrum(
-            henon_step,
-            HENON_X0,
-            PARAMS,
-            1.0,
-            N_STEPS,
-            batch_size=2,
-            trajectory_to_host=True,
-            **KW,
-        )
+        _henon_to_host()
 
 
 # ------------------------------------------------------------ known physics

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, ArrayLike, Float, Int
 
 from lyapax._engine.qr import thin_qr
 from lyapax._engine.stats import batch_means_stderr, block_growths
@@ -24,13 +25,18 @@ class BenettinState(NamedTuple):
     """Carry of the scan: point, orthonormal frame, accumulated log-growth and
     the integer step counter (read by steps that index a delay ring buffer)."""
 
-    state: jax.Array
-    Y: jax.Array
-    cum: jax.Array
-    step: jax.Array
+    state: Float[Array, " d"]
+    Y: Float[Array, "d k"]
+    cum: Float[Array, " k"]
+    step: Int[Array, ""]
 
 
-def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
+def tangent_step(
+    step_fn: Any,
+    state: Float[Array, " d"],
+    Y: Float[Array, "d k"],
+    step: Int[Array, ""],
+) -> tuple[Float[Array, " d"], Float[Array, "d k"]]:
     """Advance ``state`` one step and push the columns of ``Y`` through its JVP.
 
     A step function may provide ``tangent_step(state, Y)`` (a fused, cheaper
@@ -50,7 +56,9 @@ def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
     return new_state, new_Y
 
 
-def _qr_renormalise(Y: jax.Array, small_qr: bool = False):
+def _qr_renormalise(
+    Y: Float[Array, "d k"], small_qr: bool = False
+) -> tuple[Float[Array, "d k"], Float[Array, " k"]]:
     # Small frames: Householder in jnp ops (fused, vectorised under vmap);
     # LAPACK's per-call overhead dominated sweeps of small systems.
     # LAPACK for a single run (its compiled program is smaller: faster first
@@ -64,8 +72,14 @@ def _qr_renormalise(Y: jax.Array, small_qr: bool = False):
 
 
 def _block(
-    step_fn, renorm_every: int, decimate: int, save: bool, small_qr: bool, carry, _
-):
+    step_fn: Any,
+    renorm_every: int,
+    decimate: int,
+    save: bool,
+    small_qr: bool,
+    carry: BenettinState,
+    _: None,
+) -> tuple[BenettinState, tuple[Float[Array, " k"], Float[Array, "m d"] | None]]:
     """``renorm_every`` tangent steps then one QR; optionally saves states."""
 
     indexed = getattr(step_fn, "uses_step_index", False)
@@ -95,7 +109,7 @@ def _block(
     return BenettinState(state, Y, cum, step), (cum, saved)
 
 
-def _check_step_output(step_fn: Any, state: jax.Array) -> None:
+def _check_step_output(step_fn: Any, state: Float[Array, " d"]) -> None:
     # Runs at trace time only, so cached calls pay nothing for it.
     if getattr(step_fn, "uses_step_index", False):
         out = jax.eval_shape(step_fn, state, jnp.zeros((), jnp.int32))
@@ -110,28 +124,28 @@ def _check_step_output(step_fn: Any, state: jax.Array) -> None:
         )
 
 
-@partial(
-    jax.jit,
-    static_argnames=(
-        "static",
-        "k",
-        "n_blocks",
-        "n_transient_blocks",
-        "renorm_every",
-        "decimate",
-        "save_states",
-        "small_qr",
-    ),
+#: The run sizes every Benettin program is compiled for (static arguments of
+#: :func:`run_benettin` and of the sweep kernels; see ``RunArgs.kernel_kwargs``).
+RUN_SIZES = (
+    "k",
+    "n_blocks",
+    "n_transient_blocks",
+    "renorm_every",
+    "decimate",
+    "save_states",
 )
+
+
+@partial(jax.jit, static_argnames=("static", *RUN_SIZES, "small_qr"))
 def run_benettin(
     dynamic: list[Any],
-    state0: jax.Array,
-    Y0: jax.Array | None,
-    cum0: jax.Array | None,
-    seed: Any,
-    dt: Any,
-    t0: Any,
-    step0: Any = 0,
+    state0: Float[Array, " d"],
+    Y0: Float[Array, "d k"] | None,
+    cum0: Float[Array, " k"] | None,
+    seed: Int[ArrayLike, ""],
+    dt: Float[ArrayLike, ""],
+    t0: Float[ArrayLike, ""],
+    step0: Int[ArrayLike, ""] = 0,
     *,
     static: Any,
     k: int,
@@ -141,7 +155,7 @@ def run_benettin(
     decimate: int,
     save_states: bool,
     small_qr: bool = False,
-):
+) -> dict[str, Any]:
     """Run transient blocks (growth discarded) then ``n_blocks`` measured blocks.
 
     ``Y0``/``cum0`` are ``None`` for a fresh run (frame drawn from ``seed``) or
@@ -203,7 +217,9 @@ def run_benettin(
     }
 
 
-def initial_basis(seed: Any, *, d: int, k: int, dtype: Any) -> jax.Array:
+def initial_basis(
+    seed: Int[ArrayLike, ""], *, d: int, k: int, dtype: Any
+) -> Float[Array, "d k"]:
     """Orthonormal ``(d, k)`` frame: QR of a standard-normal matrix from ``seed``."""
     M = jax.random.normal(jax.random.PRNGKey(seed), (d, k), dtype=dtype)
     Q, _ = jnp.linalg.qr(M)

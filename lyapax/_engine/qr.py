@@ -15,8 +15,8 @@ columns are nearly parallel (stiff spectra, long ``renorm_every``). Larger
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Float
 
 __all__ = ["SMALL_D", "SMALL_K", "householder_qr", "thin_qr"]
 
@@ -28,7 +28,9 @@ SMALL_K = 8
 SMALL_D = 256
 
 
-def householder_qr(Y: jax.Array) -> tuple[jax.Array, jax.Array]:
+def householder_qr(
+    Y: Float[Array, "d k"],
+) -> tuple[Float[Array, "d k"], Float[Array, "k k"]]:
     """Thin QR ``Y = Q R`` of ``Y (d, k)``, ``k <= d``, by Householder reflections.
 
     Returns ``Q (d, k)`` with orthonormal columns and upper-triangular
@@ -61,12 +63,16 @@ def householder_qr(Y: jax.Array) -> tuple[jax.Array, jax.Array]:
     return Q, jnp.triu(R[:k])
 
 
-def _reflect(A: jax.Array, v: jax.Array, beta: jax.Array) -> jax.Array:
+def _reflect(
+    A: Float[Array, "d m"], v: Float[Array, " d"], beta: Float[Array, ""]
+) -> Float[Array, "d m"]:
     """``(I - beta v v^T) A`` for ``A (d, m)``."""
     return A - (beta * v)[:, None] * jnp.sum(v[:, None] * A, axis=0)[None, :]
 
 
-def thin_qr(Y: jax.Array) -> tuple[jax.Array, jax.Array]:
+def thin_qr(
+    Y: Float[Array, "d k"],
+) -> tuple[Float[Array, "d k"], Float[Array, "k k"]]:
     """Thin QR of ``Y (d, k)``: :func:`householder_qr` for small frames
     (``k <= SMALL_K`` and ``d <= SMALL_D``), ``jnp.linalg.qr`` otherwise."""
     if Y.shape[1] <= SMALL_K and Y.shape[0] <= SMALL_D:

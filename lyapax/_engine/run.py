@@ -19,6 +19,7 @@ import numpy as np
 from lyapax._engine import validate
 from lyapax._engine.benettin import run_benettin
 from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
+from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
 from lyapax._engine.tree import split_static
 
 __all__ = [
@@ -52,13 +53,13 @@ class LyapunovResult(NamedTuple):
     bias of a finite step ``dt``.
     """
 
-    exponents: Any
-    history: Any
-    times: Any
+    exponents: Exponents
+    history: History
+    times: Times
     checkpoint: Any
-    trajectory: Any = None
-    save_times: Any = None
-    stderr: Any = None
+    trajectory: Saved | None = None
+    save_times: SaveTimes | None = None
+    stderr: Exponents | None = None
 
 
 class RunArgs(NamedTuple):
@@ -211,16 +212,16 @@ def _check_resume(resume: Any, d: int, k: int, dt: Any, t_tr: float) -> None:
 
 def spectrum(
     problem: Problem,
-    n_steps: Any,
+    n_steps: int,
     *,
-    k: Any,
-    renorm_every: Any,
-    t_transient: Any,
-    seed: Any,
+    k: int | None,
+    renorm_every: int,
+    t_transient: float,
+    seed: Seed,
     check_finite: bool,
     resume: Any,
     save_states: bool,
-    decimate: Any,
+    decimate: int,
     stacklevel: int,
 ) -> LyapunovResult:
     """Validate the run, start it (fresh or from ``resume``), run the kernel.
@@ -273,7 +274,9 @@ def spectrum(
     return assemble(view, out, check_finite)
 
 
-def assemble(view: EngineView, out: dict[str, Any], check_finite: bool = False):
+def assemble(
+    view: EngineView, out: dict[str, Any], check_finite: bool = False
+) -> LyapunovResult:
     """The :class:`LyapunovResult` of one kernel run (traceable unless
     ``check_finite``, which reads the exponents on the host)."""
     carry = out["carry"]

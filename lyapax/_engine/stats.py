@@ -35,9 +35,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float
 
 __all__ = ["batch_count", "batch_means_stderr", "block_growths"]
 
@@ -55,7 +55,11 @@ def _xp(*arrays: Any) -> Any:
     return np if host else jnp
 
 
-def block_growths(history: Any, times: Any, cum_start: Any) -> jax.Array:
+def block_growths(
+    history: Float[ArrayLike, "n k"],
+    times: Float[ArrayLike, " n"],
+    cum_start: Float[ArrayLike, " k"],
+) -> Float[Array, "n k"]:
     """Per-block log-growths ``(n, k)`` from running estimates.
 
     Args:
@@ -70,7 +74,11 @@ def block_growths(history: Any, times: Any, cum_start: Any) -> jax.Array:
     return cum - previous
 
 
-def batch_means_stderr(growth: Any, block_time: Any, total_time: Any) -> jax.Array:
+def batch_means_stderr(
+    growth: Float[ArrayLike, "n k"],
+    block_time: Float[ArrayLike, ""],
+    total_time: Float[ArrayLike, ""],
+) -> Float[Array, " k"]:
     """Standard error ``(k,)`` of the exponents from block log-growths.
 
     The batch rates ``r_b`` (log-growth per unit time over batch ``b``, which

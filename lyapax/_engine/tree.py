@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
 
@@ -64,36 +65,21 @@ class _Static:
             return self.value is other.value
 
 
-@jax.tree_util.register_pytree_node_class
-class Bound:
+class Bound(eqx.Module):
     """A function with its numeric parameters carried as pytree leaves.
 
     ``Bound(fn, params)(*args)`` calls ``fn(*args, params)``. Two ``Bound`` objects
-    built from the same ``fn`` share one compiled program whatever their numbers.
+    built from the same ``fn`` share one compiled program whatever their numbers
+    (``fn`` is static, so a ``Bound`` also passes through ``jax.jit`` or
+    ``jax.grad`` as an argument).
     """
 
-    def __init__(self, fn: Callable[..., Any], params: Any) -> None:
-        self.fn = fn
-        self.params = params
+    fn: Callable[..., Any] = eqx.field(static=True)
+    params: Any
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args, self.params)
 
-    def tree_flatten(self):
-        return (self.params,), self.fn
-
-    @classmethod
-    def tree_unflatten(cls, fn, children):
-        return cls(fn, children[0])
-
     def __repr__(self) -> str:
         name = getattr(self.fn, "__name__", repr(self.fn))
         return f"Bound({name}, {self.params!r})"
-
-
-def as_float_params(**params: Any) -> dict[str, Any]:
-    """Python ints become floats so that they are traced leaves, not static."""
-    return {
-        k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v
-        for k, v in params.items()
-    }

@@ -7,6 +7,7 @@ received and what is allowed, before anything is traced.
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -93,3 +94,39 @@ def same_dt(given: Any, expected: Any) -> None:
             f"dt={given!r} and problem.dt={expected!r} have different values; "
             "omit dt or build the problem with the step you want"
         )
+
+
+def float_leaf(x: Any) -> Any:
+    """A Python int becomes a float: ints in a pytree stay static (they often
+    set shapes), so a parameter given as ``2`` would compile once per value."""
+    return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+
+
+def float_params(params: Any) -> Any:
+    """A mapping of parameters as a dict with :func:`float_leaf` values; any
+    other pytree unchanged."""
+    if isinstance(params, Mapping):
+        return {key: float_leaf(x) for key, x in params.items()}
+    return params
+
+
+def as_dt(dt: Any) -> Any:
+    """A checked ``dt`` (:func:`positive_dt`) passed through :func:`float_leaf`."""
+    return float_leaf(positive_dt(dt))
+
+
+def finite_array(name: str, x: Any, dtype: Any = None) -> Any:
+    """A non-empty inexact array, finite when its values are known.
+
+    Raises:
+        ValueError: an empty or 0-d array, or nan/inf entries.
+    """
+    arr = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
+    if arr.ndim == 0 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty array; got shape {arr.shape}")
+    if not jnp.issubdtype(arr.dtype, jnp.inexact):
+        arr = arr.astype(jnp.result_type(float))
+    # numpy on the host: an eager jnp reduction would compile a program per shape.
+    if not is_traced(arr) and not np.isfinite(np.asarray(arr)).all():
+        raise ValueError(f"{name} must be finite; it holds nan or inf")
+    return arr

@@ -31,10 +31,12 @@ from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int
 
 from lyapax._engine import run, validate
 from lyapax._engine.problem import EngineView, resolve_call
 from lyapax._engine.run import LyapunovResult
+from lyapax._engine.shapes import Scalar
 from lyapax.dde import _build as build
 from lyapax.dde._compat import (
     constant_history_buf0,
@@ -44,7 +46,9 @@ from lyapax.dde._compat import (
 )
 from lyapax.dde._delays import resolve_tau_steps, tau_eff
 from lyapax.dde._step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
-from lyapax.network._edge_coupling import (
+from lyapax.network._checks import as_cvar_indices, state_rows
+from lyapax.network._sparse import EllWeights
+from lyapax.network.coupling import (
     EdgeCoupling,
     PerTargetCoupling,
     as_edge_coupling,
@@ -52,7 +56,6 @@ from lyapax.network._edge_coupling import (
     edge_linear_coupling,
     pairwise_edge_coupling,
 )
-from lyapax.network._sparse import EllWeights
 
 __all__ = [
     "DDECheckpoint",
@@ -85,11 +88,11 @@ class DDEProblem(NamedTuple):
     units); ``horizon`` buffer slots; ``interpolate``.
     """
 
-    step_fn: Any
-    state0: Any
-    buf0: Any
+    step_fn: Callable[..., Any]
+    state0: Float[ArrayLike, "n_sv n"]
+    buf0: Float[ArrayLike, "horizon ..."]
     params: Any
-    dt: Any
+    dt: Scalar
     tau: Any
     tau_steps: Any
     tau_eff: Any
@@ -99,10 +102,10 @@ class DDEProblem(NamedTuple):
     def for_engine(self) -> EngineView:
         """The flat map of ``(state, buffer)`` with the ring-buffer step counter;
         a fresh run passes one history length (``horizon`` steps) first."""
-        X0 = build.finite_array("state0", self.state0)
-        buf0 = build.finite_array("buf0", self.buf0, X0.dtype)
+        X0 = validate.finite_array("state0", self.state0)
+        buf0 = validate.finite_array("buf0", self.buf0, X0.dtype)
         dt = validate.positive_dt(self.dt)
-        params = {} if self.params is None else build.as_params(self.params)
+        params = {} if self.params is None else validate.float_params(self.params)
         flat = FlatStep(self.step_fn, params, X0.shape, buf0.shape)
 
         def checkpoint(z, Y, cum, step, elapsed_time, dt):
@@ -156,18 +159,18 @@ class DDECheckpoint(NamedTuple):
     (raw column order), ``cum_log_growth (k,)``, ``elapsed_time``, ``dt``.
     """
 
-    state: Any
-    buf: Any
-    t: Any
-    Y: Any
-    cum_log_growth: Any
-    elapsed_time: Any
+    state: Float[Array, "*batch n_sv n"]
+    buf: Float[Array, "*batch horizon ..."]
+    t: Int[Array, " *batch"]
+    Y: Float[Array, "*batch d k"]
+    cum_log_growth: Float[Array, "*batch k"]
+    elapsed_time: Float[Array, " *batch"]
     dt: Any
 
 
 def dde_problem(
-    rhs_delayed: Callable[[Any, Any], Any],
-    state0: Any,
+    rhs_delayed: Callable[[Float[Array, " m"], Float[Array, " m"]], Float[Array, " m"]],
+    state0: Float[ArrayLike, " m"] | float,
     tau: float,
     dt: float,
     history: Any = None,
@@ -194,7 +197,7 @@ def dde_problem(
             the wrong shape, an ``rhs_delayed`` returning the wrong shape.
     """
     method = build.method_name(integrator)
-    dt = build.as_dt(dt)
+    dt = validate.as_dt(dt)
     X0 = build.scalar_state0(state0)
     delays = build.uniform_delays(tau, dt, bool(interpolate), stacklevel=3)
     cvar = tuple(range(X0.shape[0]))
@@ -273,11 +276,12 @@ def network_dde_problem(
             fit in memory (the message gives the size needed).
     """
     method = build.method_name(integrator)
-    dt = build.as_dt(dt)
-    params = build.as_params(params)
+    dt = validate.as_dt(dt)
+    params = validate.float_params(params)
     n = int(network.weights.shape[0])
-    X0 = build.network_state0(state0, n)
-    cvar = build.check_cvar(network.cvar_indices, X0.shape[0])
+    x0, n_sv = state_rows(state0, n, dfun)
+    X0 = x0.reshape(n_sv, n)
+    cvar = as_cvar_indices(network.cvar_indices, n_sv)
     delay_steps = getattr(network, "delay_steps", None)
     if tau is None and delay_steps is None:
         raise ValueError(
@@ -343,9 +347,9 @@ def network_dde_problem(
 
 
 def lyapunov_spectrum_dde(
-    step_fn_or_problem: Any,
-    state0: Any = None,
-    dt: Any = None,
+    step_fn_or_problem: DDEProblem | Callable[..., Any],
+    state0: Float[ArrayLike, "n_sv n"] | int | None = None,
+    dt: Scalar | None = None,
     n_steps: int | None = None,
     k: int | None = None,
     renorm_every: int = 1,
@@ -355,7 +359,7 @@ def lyapunov_spectrum_dde(
     resume: DDECheckpoint | None = None,
     save_states: bool = False,
     decimate: int = 1,
-    buf0: Any = None,
+    buf0: Float[ArrayLike, "horizon ..."] | None = None,
     params: Any = None,
 ) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a delay equation.

@@ -17,6 +17,7 @@ from lyapax._engine import validate
 from lyapax.dde import _delays, _history
 from lyapax.dde._step import SlotDelays, _cvar_rows
 from lyapax.integrators import tableau_of
+from lyapax.network._checks import as_weights
 from lyapax.network._sparse import (
     EllWeights,
     check_dense_fits,
@@ -45,65 +46,12 @@ def method_name(integrator: Any) -> str:
     return tableau_of(integrator).name
 
 
-def as_dt(dt: Any) -> Any:
-    """A checked ``dt``; Python ints become floats (traced leaves, not static)."""
-    validate.positive_dt(dt)
-    return float(dt) if isinstance(dt, int) and not isinstance(dt, bool) else dt
-
-
-def as_params(params: Any) -> Any:
-    """Python ints in a parameter dict become floats, for the same reason."""
-    if isinstance(params, dict):
-        return {
-            key: float(x) if isinstance(x, int) and not isinstance(x, bool) else x
-            for key, x in params.items()
-        }
-    return params
-
-
 def scalar_state0(state0: Any) -> jax.Array:
     """``state0`` of a scalar/vector DDE as the ``(m, 1)`` carry state."""
     x = jnp.asarray(state0)
     if x.ndim == 0:
         x = x[None]
     return validate.as_state("state0", x)[:, None]
-
-
-def network_state0(state0: Any, n: int) -> jax.Array:
-    """``state0`` flat ``(n_sv * n,)`` or ``(n_sv, n)`` as ``(n_sv, n)``."""
-    if state0 is None:
-        raise TypeError("state0 is required: the present network state")
-    x = jnp.asarray(state0)
-    if x.ndim == 2 and x.shape[1] == n:
-        flat = validate.as_state("state0", x.reshape(-1))
-        return flat.reshape(x.shape)
-    if x.ndim == 1 and x.shape[0] % n == 0 and x.shape[0] > 0:
-        return validate.as_state("state0", x).reshape(-1, n)
-    raise ValueError(
-        f"state0 must have shape (n_sv, n_nodes) = (n_sv, {n}) or be flat with a "
-        f"multiple of n_nodes={n} entries; got shape {x.shape}"
-    )
-
-
-def check_cvar(cvar: Any, n_sv: int) -> tuple[int, ...]:
-    cvar = tuple(int(c) for c in cvar)
-    if not cvar or any(not 0 <= c < n_sv for c in cvar):
-        raise ValueError(
-            f"cvar_indices={cvar} must be a non-empty tuple of state-variable rows "
-            f"in [0, {n_sv})"
-        )
-    return cvar
-
-
-def dense_weights(weights: Any) -> jax.Array:
-    if hasattr(weights, "todense"):  # sparse (BCOO) weights: edges need a grid
-        weights = weights.todense()
-    W = jnp.asarray(weights)
-    if W.ndim != 2 or W.shape[0] != W.shape[1]:
-        raise ValueError(f"weights must be a square (n, n) matrix; got {W.shape}")
-    if not jnp.issubdtype(W.dtype, jnp.inexact):
-        W = W.astype(jnp.result_type(float))
-    return W
 
 
 def network_weights(weights: Any, densify: bool, per_edge: bool, n_cvar: int) -> Any:
@@ -128,7 +76,7 @@ def network_weights(weights: Any, densify: bool, per_edge: bool, n_cvar: int) ->
             "pass sparse weights (BCOO or scipy.sparse): per-edge delays then "
             "cost n * (edges per node)",
         )
-    return dense_weights(weights)
+    return as_weights(weights, dense=True)
 
 
 def sparse_edge_delays(
@@ -265,14 +213,3 @@ def check_field(
             f"{what} returned shape {getattr(out, 'shape', None)}; expected "
             f"{X0.shape}, the shape of the state"
         )
-
-
-def finite_array(name: str, x: Any, dtype: Any = None) -> Any:
-    arr = jnp.asarray(x) if dtype is None else jnp.asarray(x, dtype=dtype)
-    if arr.ndim == 0 or arr.size == 0:
-        raise ValueError(f"{name} must be a non-empty array; got shape {arr.shape}")
-    if not jnp.issubdtype(arr.dtype, jnp.inexact):
-        arr = arr.astype(jnp.result_type(float))
-    if not validate.is_traced(arr) and not bool(jnp.all(jnp.isfinite(arr))):
-        raise ValueError(f"{name} must be finite; it holds nan or inf")
-    return arr

@@ -20,7 +20,8 @@ from lyapax._engine import validate
 from lyapax.dde import _build as build
 from lyapax.dde import _history
 from lyapax.dde._step import CarryStep, NetworkField, RingStep, ScalarField
-from lyapax.network._edge_coupling import as_edge_coupling, edge_linear_coupling
+from lyapax.network._checks import as_cvar_indices, as_weights
+from lyapax.network.coupling import as_edge_coupling, edge_linear_coupling
 
 
 def make_scalar_delayed_step_fn(
@@ -44,7 +45,7 @@ def make_scalar_delayed_step_fn(
     """
     m = validate.as_int("m", m, minimum=1)
     s = validate.as_int("tau_steps", tau_steps, minimum=1)
-    dt = build.as_dt(dt)
+    dt = validate.as_dt(dt)
     delay = float(s) if interpolate else s
     ring = RingStep(
         ScalarField(rhs_delayed),
@@ -106,7 +107,7 @@ def make_step_fn(
             ``G = params.get("G", G_default)``.
         integrator: ``euler``, ``heun``, ``rk4`` or ``rk6``.
         coupling_fn: another coupling: plain ``(cvar, weights, params)`` or
-            edge-aware (:mod:`lyapax.network._edge_coupling`); with
+            edge-aware (:mod:`lyapax.network.coupling`); with
             ``tau_steps`` it sees one uniform delay, with ``delay_steps``
             per-edge delays.
         tau_steps: uniform delay in steps.
@@ -117,12 +118,12 @@ def make_step_fn(
         ValueError: shapes that disagree, a horizon too short for the delays,
             delays missing while ``has_delays=True``, bad delay entries.
     """
-    W = build.dense_weights(weights)
+    W = as_weights(weights, dense=True)
     n = validate.as_int("n_nodes", n_nodes, minimum=1)
     if W.shape != (n, n):
         raise ValueError(f"weights has shape {W.shape}; n_nodes={n} needs ({n}, {n})")
-    cvar = tuple(int(c) for c in cvar_indices)
-    dt = build.as_dt(dt)
+    cvar = as_cvar_indices(cvar_indices)
+    dt = validate.as_dt(dt)
     if coupling_fn is None:
         coupling = edge_linear_coupling(coup_a, coup_b, G_default)
     else:

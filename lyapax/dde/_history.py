@@ -24,13 +24,17 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jaxtyping import Array, ArrayLike, Float, Int
+
+#: A step counter or slot index (traced int32, or a Python int).
+Slot = int | Int[ArrayLike, ""]
 
 
-def _at(values: jax.Array, slot: Any) -> jax.Array:
+def _at(values: Float[Array, "H ..."], slot: Slot) -> Float[Array, ...]:
     return jax.lax.dynamic_index_in_dim(values, slot, axis=0, keepdims=False)
 
 
-def read_slot(values: jax.Array, t: Any, s: Any) -> jax.Array:
+def read_slot(values: Float[Array, "H ..."], t: Slot, s: Slot) -> Float[Array, ...]:
     """Sample delayed by ``s`` whole steps at step ``t``: ``values[(t - s) % H]``.
 
     ``values`` is ``(H, ...)`` (a grid buffer, or one component of an
@@ -39,7 +43,9 @@ def read_slot(values: jax.Array, t: Any, s: Any) -> jax.Array:
     return _at(values, jnp.mod(t - s, values.shape[0]))
 
 
-def read_edges(values: jax.Array, t: Any, steps: jax.Array) -> jax.Array:
+def read_edges(
+    values: Float[Array, "H n_cvar n"], t: Slot, steps: Int[Array, "n n"]
+) -> Float[Array, "n_cvar n n"]:
     """Per-edge samples ``out[c, i, j] = values[(t - steps[i, j]) % H, c, j]``.
 
     ``values (H, n_cvar, n)``, ``steps (n, n)`` integer; returns
@@ -109,17 +115,19 @@ def hermite_edges(
     return w0 * y0 + w1 * dt * m0 + w2 * y1 + w3 * dt * m1
 
 
-def value_slot(t: Any, horizon: int) -> Any:
+def value_slot(t: Slot, horizon: int) -> Slot:
     """Slot that receives the state of time ``(t + 1) * dt`` at step ``t``."""
     return jnp.mod(t + 1, horizon)
 
 
-def slope_slot(t: Any, horizon: int) -> Any:
+def slope_slot(t: Slot, horizon: int) -> Slot:
     """Slot whose derivative (interpolation) is written at step ``t``."""
     return jnp.mod(t, horizon)
 
 
-def put(buf: jax.Array, slot: Any, part: int | None, x: jax.Array) -> jax.Array:
+def put(
+    buf: Float[Array, "H ..."], slot: Slot, part: int | None, x: Float[Array, ...]
+) -> Float[Array, "H ..."]:
     """``buf[slot] = x`` (or ``buf[slot, part] = x``) by ``dynamic_update_slice``.
 
     Not ``.at[].set`` (a scatter): a slice update is simpler to compile and to
@@ -131,7 +139,7 @@ def put(buf: jax.Array, slot: Any, part: int | None, x: jax.Array) -> jax.Array:
     return jax.lax.dynamic_update_slice(buf, update, start)
 
 
-def flat_offset(buf_shape: tuple[int, ...], slot: Any, part: int | None) -> Any:
+def flat_offset(buf_shape: tuple[int, ...], slot: Slot, part: int | None) -> Slot:
     """Offset of ``buf[slot]`` (or ``buf[slot, part]``) in ``buf.ravel()``."""
     offset = slot * int(np.prod(buf_shape[1:]))
     if part is not None:

@@ -23,26 +23,34 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
 
 from lyapax.dde import _history
 from lyapax.integrators import TABLEAUS, rk_stage_update
 from lyapax.network._sparse import read_edges_ell
 
+#: The present state ``(n_sv, n)`` (``(m, 1)`` for a scalar/vector DDE).
+State = Float[Array, "n_sv n"]
+#: The ring buffer, ``(horizon, n_cvar, n)`` or ``(horizon, 2, n_cvar, n)``.
+Buffer = Float[Array, "horizon ..."]
+#: Delayed coupled values: ``(n_cvar, n)`` uniform or ``(n_cvar, n, n)`` per edge.
+Delayed = Float[Array, "n_cvar n *n_source"]
+#: The ring-buffer step counter.
+Step = Int[Array, ""]
 
-def _cvar_rows(X: jax.Array, cvar: tuple[int, ...]) -> jax.Array:
+
+def _cvar_rows(X: State, cvar: tuple[int, ...]) -> Float[Array, "n_cvar n"]:
     if cvar == tuple(range(X.shape[0])):
         return X
     return X[jnp.asarray(cvar)]
 
 
-@jax.tree_util.register_pytree_node_class
-class ScalarField:
+class ScalarField(eqx.Module):
     """``rhs(x_now (m,), x_delayed (m,)) -> (m,)`` as a field on ``(m, 1)`` states."""
 
-    def __init__(self, rhs: Callable[[Any, Any], Any]) -> None:
-        self.rhs = rhs
+    rhs: Callable[[Any, Any], Any]
 
-    def __call__(self, X, D, params):
+    def __call__(self, X: State, D: Float[Array, "m 1"], params: Any) -> State:
         m = X.shape[0]
         out = jnp.asarray(self.rhs(X[:, 0], D[:, 0]))
         if out.shape != (m,) and not (m == 1 and out.shape == ()):
@@ -52,31 +60,22 @@ class ScalarField:
             )
         return jnp.reshape(out, (m, 1)).astype(X.dtype)
 
-    def tree_flatten(self):
-        return (self.rhs,), None
 
-    @classmethod
-    def tree_unflatten(cls, _aux, children):
-        return cls(*children)
-
-
-@jax.tree_util.register_pytree_node_class
-class NetworkField:
+class NetworkField(eqx.Module):
     """``dfun(X, coupling(D, X[cvar], weights, params), params)``.
 
-    ``coupling`` is edge-aware (:mod:`lyapax.network._edge_coupling`); with
+    ``coupling`` is edge-aware (:mod:`lyapax.network.coupling`); with
     ``edges=False`` its ``uniform`` form receives the delayed sources
     ``(n_cvar, n)``.
     """
 
-    def __init__(self, dfun, coupling, weights, cvar: tuple[int, ...], edges: bool):
-        self.dfun = dfun
-        self.coupling = coupling
-        self.weights = weights
-        self.cvar = cvar
-        self.edges = edges
+    dfun: Callable[..., Any]
+    coupling: Any
+    weights: Any
+    cvar: tuple[int, ...] = eqx.field(static=True)
+    edges: bool = eqx.field(static=True)
 
-    def __call__(self, X, D, params):
+    def __call__(self, X: State, D: Delayed, params: Any) -> State:
         current = _cvar_rows(X, self.cvar)
         if self.edges:
             # Sparse weights: D is (n_cvar, n, w) on the neighbour-list slots and
@@ -86,13 +85,6 @@ class NetworkField:
         else:
             c = self.coupling.uniform(D, current, self.weights, params)
         return self.dfun(X, c, params)
-
-    def tree_flatten(self):
-        return (self.dfun, self.coupling, self.weights), (self.cvar, self.edges)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
 
 
 class SlotDelays(eqx.Module):
@@ -106,8 +98,7 @@ class SlotDelays(eqx.Module):
     sources: jax.Array
 
 
-@jax.tree_util.register_pytree_node_class
-class RingStep:
+class RingStep(eqx.Module):
     """``(X, buf, t, params) -> (X_next, buf_next)``: one step on the ring buffer.
 
     Args:
@@ -125,6 +116,19 @@ class RingStep:
         edges: ``delay`` is per edge.
     """
 
+    field: Any
+    dt: Any
+    # A delay is static when it is a Python int (grid mode, one delay) or None:
+    # it then also fixes the horizon (a shape), so keeping it static costs
+    # nothing. Otherwise (interpolated or per edge) it is a traced leaf.
+    dynamic_delay: Any
+    method: str = eqx.field(static=True)
+    horizon: int = eqx.field(static=True)
+    cvar: tuple[int, ...] = eqx.field(static=True)
+    interpolate: bool = eqx.field(static=True)
+    edges: bool = eqx.field(static=True)
+    static_delay: int | None = eqx.field(static=True)
+
     def __init__(
         self,
         field: Any,
@@ -136,50 +140,36 @@ class RingStep:
         interpolate: bool,
         edges: bool,
     ) -> None:
-        self.field = field
-        self.dt = dt
-        self.delay = delay
-        self.method = method
-        self.horizon = horizon
-        self.cvar = cvar
-        self.interpolate = interpolate
-        self.edges = edges
-
-    # Integer uniform delays in grid mode set which slot is read; keeping them
-    # static costs nothing because they also fix the horizon (a shape).
-    def tree_flatten(self):
-        static_delay = isinstance(self.delay, int) or self.delay is None
-        children = (self.field, self.dt, None if static_delay else self.delay)
-        aux = (
-            self.delay if static_delay else _DYNAMIC,
-            self.method,
-            self.horizon,
-            self.cvar,
-            self.interpolate,
-            self.edges,
+        static = delay is None or (
+            isinstance(delay, int) and not isinstance(delay, bool)
         )
-        return children, aux
+        self.field, self.dt = field, dt
+        self.static_delay = delay if static else None
+        self.dynamic_delay = None if static else delay
+        self.method, self.horizon, self.cvar = method, horizon, cvar
+        self.interpolate, self.edges = interpolate, edges
 
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        field, dt, dyn_delay = children
-        delay = dyn_delay if aux[0] is _DYNAMIC else aux[0]
-        return cls(field, dt, delay, *aux[1:])
+    @property
+    def delay(self) -> Any:
+        """Steps of delay (see the class docstring); None when undelayed."""
+        return self.static_delay if self.dynamic_delay is None else self.dynamic_delay
 
-    def _read_grid(self, buf, t):
+    def _read_grid(self, buf: Buffer, t: Step) -> Delayed:
         if isinstance(self.delay, SlotDelays):
             return read_edges_ell(buf, t, self.delay.steps, self.delay.sources)
         if self.edges:
             return _history.read_edges(buf, t, self.delay)
         return _history.read_slot(buf, t, self.delay)
 
-    def _read_at(self, buf, t, c: float, slope_now=None):
+    def _read_at(
+        self, buf: Buffer, t: Step, c: float, slope_now: Any = None
+    ) -> Delayed:
         position = c - jnp.asarray(self.delay, dtype=buf.dtype)
         if self.edges:
             return _history.hermite_edges(buf, t, position, self.dt, slope_now)
         return _history.hermite_uniform(buf, t, position, self.dt, slope_now)
 
-    def write_slots(self, t) -> tuple[tuple[Any, int | None], ...]:
+    def write_slots(self, t: Step) -> tuple[tuple[Int[Array, ""], int | None], ...]:
         """``(slot, part)`` of each buffer write of step ``t``, as in :meth:`advance`.
 
         ``part`` is None for a grid buffer, else 1 (derivative) or 0 (value).
@@ -189,7 +179,9 @@ class RingStep:
             return ((_history.slope_slot(t, self.horizon), 1), value)
         return (value,)
 
-    def advance(self, X, buf, t, params):
+    def advance(
+        self, X: State, buf: Buffer, t: Step, params: Any
+    ) -> tuple[State, tuple[Float[Array, "n_cvar n"], ...]]:
         """``(X_next, writes)``: the new state and the values :meth:`write_slots`
         places in the buffer (the buffer itself is only read)."""
         tableau = TABLEAUS[self.method]
@@ -228,37 +220,23 @@ class RingStep:
         X_next = rk_stage_update(tableau, f, X, self.dt)
         return X_next, (slope, _cvar_rows(X_next, self.cvar))
 
-    def __call__(self, X, buf, t, params):
+    def __call__(
+        self, X: State, buf: Buffer, t: Step, params: Any
+    ) -> tuple[State, Buffer]:
         X_next, writes = self.advance(X, buf, t, params)
         for (slot, part), value in zip(self.write_slots(t), writes, strict=True):
             buf = _history.put(buf, slot, part, value)
         return X_next, buf
 
 
-class _DynamicMarker:
-    def __repr__(self) -> str:
-        return "<dynamic>"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _DynamicMarker)
-
-    def __hash__(self) -> int:
-        return hash(_DynamicMarker)
-
-
-_DYNAMIC = _DynamicMarker()
-
-
-@jax.tree_util.register_pytree_node_class
-class CarryStep:
+class CarryStep(eqx.Module):
     """The compatibility step ``step(carry, _) -> (new_carry, new_state)``.
 
     ``carry = (state (n_sv, n), buf, t (int32 step counter), params)``; the
     returned ``new_state`` is the new present state.
     """
 
-    def __init__(self, ring: RingStep) -> None:
-        self.ring = ring
+    ring: RingStep
 
     @property
     def horizon(self) -> int:
@@ -269,16 +247,8 @@ class CarryStep:
         X_next, buf_next = self.ring(X, buf, t, params)
         return (X_next, buf_next, t + 1, params), X_next
 
-    def tree_flatten(self):
-        return (self.ring,), None
 
-    @classmethod
-    def tree_unflatten(cls, _aux, children):
-        return cls(*children)
-
-
-@jax.tree_util.register_pytree_node_class
-class FlatStep:
+class FlatStep(eqx.Module):
     """A carry step seen by the Benettin kernel: flat phase point -> flat point.
 
     The phase point is ``concat(state.ravel(), buf.ravel())`` (Farmer 1982: the
@@ -293,17 +263,16 @@ class FlatStep:
 
     uses_step_index = True
 
-    def __init__(self, step, params, state_shape, buf_shape) -> None:
-        self.step = step
-        self.params = params
-        self.state_shape = tuple(state_shape)
-        self.buf_shape = tuple(buf_shape)
+    step: Any
+    params: Any
+    state_shape: tuple[int, ...] = eqx.field(static=True, converter=tuple)
+    buf_shape: tuple[int, ...] = eqx.field(static=True, converter=tuple)
 
     @property
     def n_state(self) -> int:
         return _size(self.state_shape)
 
-    def split(self, z):
+    def split(self, z: Float[Array, " d"]) -> tuple[State, Buffer]:
         n = self.n_state
         return z[:n].reshape(self.state_shape), z[n:].reshape(self.buf_shape)
 
@@ -326,7 +295,7 @@ class FlatStep:
             rows.append(start + jnp.arange(w.size, dtype=jnp.int32))
         return jnp.concatenate(rows)
 
-    def __call__(self, z, t):
+    def __call__(self, z: Float[Array, " d"], t: Step) -> Float[Array, " d"]:
         ring = self._ring()
         X, buf = self.split(z)
         if ring is None:
@@ -335,7 +304,9 @@ class FlatStep:
         X_next, writes = ring.advance(X, buf, t, self.params)
         return _put_rows(z, self._rows(ring, t, writes), (X_next, *writes))
 
-    def tangent_step(self, z, Y, t):
+    def tangent_step(
+        self, z: Float[Array, " d"], Y: Float[Array, "d k"], t: Step
+    ) -> tuple[Float[Array, " d"], Float[Array, "d k"]]:
         """``(z_next, J Y)`` for the frame ``Y (d, k)``: ``jax.jvp`` batched by vmap.
 
         The tangents enter the structured step as ``(state, buf)`` with the
@@ -367,13 +338,6 @@ class FlatStep:
         (X1, writes), (dX1, d_writes) = out, d_out
         rows = self._rows(ring, t, writes)
         return _put_rows(z, rows, (X1, *writes)), _put_rows(Y, rows, (dX1, *d_writes))
-
-    def tree_flatten(self):
-        return (self.step, self.params), (self.state_shape, self.buf_shape)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
 
 
 def _put_rows(target, rows, parts):

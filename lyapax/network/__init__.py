@@ -17,16 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine import validate
 from lyapax._engine.problem import ODEProblem
 from lyapax.network._checks import (
     as_cvar_indices,
-    as_dt,
     as_integrator,
-    as_params,
     as_weights,
     check_shapes,
     state_rows,
@@ -45,8 +45,7 @@ __all__ = [
 ]
 
 
-@jax.tree_util.register_pytree_node_class
-class Network:
+class Network(eqx.Module):
     """Connectivity of a network.
 
     Args:
@@ -68,6 +67,10 @@ class Network:
         ValueError: non-square weights, bad ``cvar_indices`` or ``delay_steps``.
         TypeError: ``sparse`` is not None or a bool.
     """
+
+    weights: Any
+    delay_steps: Any
+    cvar_indices: tuple[int, ...] = eqx.field(static=True)
 
     def __init__(
         self,
@@ -95,16 +98,6 @@ class Network:
     def n_nodes(self) -> int:
         """Number of nodes ``n``."""
         return int(self.weights.shape[0])
-
-    def tree_flatten(self):
-        return (self.weights, self.delay_steps), self.cvar_indices
-
-    @classmethod
-    def tree_unflatten(cls, cvar_indices, children):
-        obj = object.__new__(cls)
-        obj.weights, obj.delay_steps = children
-        obj.cvar_indices = cvar_indices
-        return obj
 
     def __repr__(self) -> str:
         delayed = "" if self.delay_steps is None else ", with delay_steps"
@@ -150,17 +143,23 @@ def network_step(
         ValueError: see :func:`network_problem`.
     """
     network = _as_network(network)
+    n_sv = getattr(dfun, "n_sv", None)
+    return _checked_step(
+        dfun, network, coupling, params, dt, integrator, n_sv, jnp.result_type(float)
+    )
+
+
+def _checked_step(dfun, network, coupling, params, dt, integrator, n_sv, dtype):
+    """The :class:`NetworkStep`, after the checks of :func:`check_shapes`."""
     step = NetworkStep(
         dfun,
         coupling,
         network.weights,
-        as_params(params),
-        as_dt(dt),
+        validate.float_params(params),
+        validate.as_dt(dt),
         as_integrator(integrator),
         network.cvar_indices,
     )
-    n_sv = getattr(dfun, "n_sv", None)
-    dtype = jnp.result_type(float)
     check_shapes(step, n_sv, dtype)
     return step
 
@@ -193,16 +192,9 @@ def network_problem(
     """
     network = _as_network(network)
     x0, n_sv = state_rows(state0, network.n_nodes, dfun)
-    step = NetworkStep(
-        dfun,
-        coupling,
-        network.weights,
-        as_params(params),
-        as_dt(dt),
-        as_integrator(integrator),
-        network.cvar_indices,
+    step = _checked_step(
+        dfun, network, coupling, params, dt, integrator, n_sv, x0.dtype
     )
-    check_shapes(step, n_sv, x0.dtype)
     return ODEProblem(step, x0, step.dt)
 
 
@@ -222,16 +214,12 @@ def network_step_parametrized(
         ValueError: non-square weights, unknown integrator, bad ``dt``.
     """
     network = _as_network(network)
-    n_sv = getattr(dfun, "n_sv", None)
-    if n_sv is not None and max(network.cvar_indices) >= n_sv:
-        raise ValueError(
-            f"cvar_indices={network.cvar_indices} out of range for n_sv={n_sv}"
-        )
+    as_cvar_indices(network.cvar_indices, getattr(dfun, "n_sv", None))
     return ParametrizedNetworkStep(
         dfun,
         coupling,
         network.weights,
-        as_dt(dt),
+        validate.as_dt(dt),
         as_integrator(integrator),
         network.cvar_indices,
     )

@@ -9,7 +9,6 @@ numbers of the same shapes pays nothing for it.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -24,32 +23,40 @@ from lyapax.network._sparse import EllWeights, as_ell, is_scipy_sparse
 from lyapax.network._step import NetworkStep
 
 
-def as_weights(weights: Any, layout: bool | None = None) -> Any:
+def as_weights(weights: Any, layout: bool | None = None, dense: bool = False) -> Any:
     """Weights of shape ``(n, n)`` as the step will use them; raises on others.
 
     Sparse input (``jax.experimental.sparse.BCOO`` or ``scipy.sparse``) is
     converted once, here, to a padded neighbour list
-    (:class:`lyapax._sparse.EllWeights`): one row gather per edge slot and no
-    scatter per product, measured 2-3x faster than BCOO products on a CPU
+    (:class:`lyapax.network._sparse.EllWeights`): one row gather per edge slot
+    and no scatter per product, measured faster than BCOO products on a CPU
     (``benchmarks/sparse_bench.py``). Dense input stays a dense float array
-    (BLAS products; pass a sparse matrix to get the neighbour list). BCOO
-    weights that are traced (inside ``jit`` or ``vmap``) stay BCOO.
-    ``layout`` is :class:`lyapax.network.Network`'s ``sparse`` option: True
-    converts dense input too, False keeps BCOO input as BCOO.
+    (BLAS products). BCOO weights that are traced (inside ``jit`` or
+    ``vmap``) stay BCOO. ``layout`` is :class:`lyapax.network.Network`'s
+    ``sparse`` option: True converts dense input too, False keeps BCOO input
+    as BCOO. ``dense``: always a dense array (paths that need the full grid).
+
+    Raises:
+        ValueError: not a non-empty square matrix.
+        TypeError: ``layout`` is not None or a bool.
     """
     if layout is not None and not isinstance(layout, bool):
         raise TypeError(f"sparse must be None, True or False; got {layout!r}")
+    if dense and (isinstance(weights, EllWeights | sparse.BCOO)):
+        weights = weights.todense()
+    if dense and is_scipy_sparse(weights):
+        weights = weights.toarray()
     if isinstance(weights, EllWeights):
         return weights
     if is_scipy_sparse(weights) and layout is False:
         weights = sparse.BCOO.from_scipy_sparse(weights)
-    traced = validate.is_traced(weights)
-    if not traced and (
-        is_scipy_sparse(weights)
-        or (isinstance(weights, sparse.BCOO) and layout is not False)
-        or layout is True
-    ):
-        return as_ell(weights)
+    if not dense and not validate.is_traced(weights):
+        if (
+            is_scipy_sparse(weights)
+            or (isinstance(weights, sparse.BCOO) and layout is not False)
+            or layout is True
+        ):
+            return as_ell(weights)
     if isinstance(weights, sparse.BCOO):
         shape = tuple(weights.shape)
     else:
@@ -66,7 +73,12 @@ def as_weights(weights: Any, layout: bool | None = None) -> Any:
     return weights
 
 
-def as_cvar_indices(cvar_indices: Any) -> tuple[int, ...]:
+def as_cvar_indices(cvar_indices: Any, n_sv: int | None = None) -> tuple[int, ...]:
+    """Distinct coupled state rows as a tuple (each ``< n_sv`` when given).
+
+    Raises:
+        ValueError: not a non-empty tuple of distinct rows in ``[0, n_sv)``.
+    """
     if isinstance(cvar_indices, int | np.integer):
         cvar_indices = (cvar_indices,)
     try:
@@ -80,6 +92,11 @@ def as_cvar_indices(cvar_indices: Any) -> tuple[int, ...]:
             "cvar_indices must be a non-empty tuple of distinct rows >= 0; "
             f"got {cvar_indices!r}"
         )
+    if n_sv is not None and max(out) >= n_sv:
+        raise ValueError(
+            f"cvar_indices={out} out of range for n_sv={n_sv} state variables "
+            f"(valid rows 0..{n_sv - 1})"
+        )
     return out
 
 
@@ -90,21 +107,6 @@ def as_integrator(integrator: Any) -> str:
         f"integrator={integrator!r} is not known for networks; valid names are "
         f"{', '.join(sorted(TABLEAUS))}"
     )
-
-
-def as_params(params: Any) -> Any:
-    # Python ints become floats so that they are traced leaves, not static.
-    if isinstance(params, Mapping):
-        return {
-            k: float(x) if isinstance(x, int) and not isinstance(x, bool) else x
-            for k, x in params.items()
-        }
-    return params
-
-
-def as_dt(dt: Any) -> Any:
-    validate.positive_dt(dt)
-    return float(dt) if isinstance(dt, int) else dt
 
 
 def state_rows(state0: Any, n: int, dfun: Any) -> tuple[jax.Array, int]:
@@ -154,11 +156,7 @@ def check_shapes(step: NetworkStep, n_sv: int | None, dtype: Any) -> None:
             parameter).
     """
     n = step.n_nodes
-    if n_sv is not None and max(step.cvar_indices) >= n_sv:
-        raise ValueError(
-            f"cvar_indices={step.cvar_indices} out of range for n_sv={n_sv} state "
-            f"variables (valid rows 0..{n_sv - 1})"
-        )
+    as_cvar_indices(step.cvar_indices, n_sv)
     dynamic, static = split_static(step)
     leaves = tuple(
         (np.shape(x), getattr(x, "dtype", type(x))) for x in dynamic if x is not None

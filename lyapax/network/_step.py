@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 import numpy as np
+from jaxtyping import Array, Float
 
 from lyapax.integrators import TABLEAUS, rk_stage_update
 from lyapax.network.coupling import coupling_jvp
@@ -34,14 +36,34 @@ def take_rows(x: jax.Array, rows: tuple[int, ...]) -> jax.Array:
     return x[np.asarray(rows)]
 
 
-@jax.tree_util.register_pytree_node_class
-class NetworkStep:
-    """``state (n_sv * n,) -> state``: one step of a coupled network.
+class _Network(eqx.Module):
+    """What both network steps share: the node model, the coupling, the
+    weights and the step. ``dfun``, ``coupling``, ``weights`` and ``dt`` are
+    pytree children (their numbers are traced leaves; functions stay static),
+    the integrator name and ``cvar_indices`` are static."""
 
-    Pytree: ``dfun``, ``coupling``, ``weights``, ``params`` and ``dt`` are
-    children (their numbers are traced leaves; functions stay static), the
-    integrator name and ``cvar_indices`` are static.
-    """
+    dfun: Callable[..., Any]
+    coupling: Callable[..., Any]
+    weights: Any
+    dt: Any
+    integrator: str = eqx.field(static=True)
+    cvar_indices: tuple[int, ...] = eqx.field(static=True)
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.weights.shape[0])
+
+    def _describe(self) -> str:
+        return (
+            f"dfun={self.dfun!r}, coupling={self.coupling!r}, n_nodes={self.n_nodes}, "
+            f"cvar_indices={self.cvar_indices}, integrator={self.integrator!r}"
+        )
+
+
+class NetworkStep(_Network):
+    """``state (n_sv * n,) -> state``: one step of a coupled network."""
+
+    params: Any
 
     def __init__(
         self,
@@ -53,33 +75,17 @@ class NetworkStep:
         integrator: str,
         cvar_indices: tuple[int, ...],
     ) -> None:
-        self.dfun = dfun
-        self.coupling = coupling
-        self.weights = weights
-        self.params = params
-        self.dt = dt
-        self.integrator = integrator
-        self.cvar_indices = cvar_indices
+        self.dfun, self.coupling, self.weights = dfun, coupling, weights
+        self.params, self.dt = params, dt
+        self.integrator, self.cvar_indices = integrator, cvar_indices
 
-    def tree_flatten(self):
-        children = (self.dfun, self.coupling, self.weights, self.params, self.dt)
-        return children, (self.integrator, self.cvar_indices)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
-
-    @property
-    def n_nodes(self) -> int:
-        return int(self.weights.shape[0])
-
-    def rhs(self, x: jax.Array) -> jax.Array:
+    def rhs(self, x: Float[Array, "n_sv n"]) -> Float[Array, "n_sv n"]:
         """Network vector field on ``x (n_sv, n)``."""
         cvar_state = take_rows(x, self.cvar_indices)
         c = self.coupling(cvar_state, self.weights, self.params)
         return self.dfun(x, c, self.params)
 
-    def __call__(self, state: jax.Array) -> jax.Array:
+    def __call__(self, state: Float[Array, " d"]) -> Float[Array, " d"]:
         x = state.reshape(-1, self.n_nodes)
         tableau = TABLEAUS[self.integrator]
         x_new = rk_stage_update(tableau, lambda y, _i: self.rhs(y), x, self.dt)
@@ -106,7 +112,9 @@ class NetworkStep:
         # dfun acts node by node: batching its JVP over k costs O(n k).
         return jax.vmap(one, in_axes=(2, 2), out_axes=(None, 2))(V, dc)
 
-    def tangent_step(self, state: jax.Array, Y: jax.Array):
+    def tangent_step(
+        self, state: Float[Array, " d"], Y: Float[Array, "d k"]
+    ) -> tuple[Float[Array, " d"], Float[Array, "d k"]]:
         """Advance ``state (d,)`` and push ``Y (d, k)`` through the step's JVP."""
         n = self.n_nodes
         x = state.reshape(-1, n)
@@ -116,44 +124,15 @@ class NetworkStep:
         return x_new.reshape(state.shape), V_new.reshape(Y.shape)
 
     def __repr__(self) -> str:
-        return (
-            f"NetworkStep(dfun={self.dfun!r}, coupling={self.coupling!r}, "
-            f"n_nodes={self.n_nodes}, cvar_indices={self.cvar_indices}, "
-            f"integrator={self.integrator!r})"
-        )
+        return f"NetworkStep({self._describe()})"
 
 
-@jax.tree_util.register_pytree_node_class
-class ParametrizedNetworkStep:
+class ParametrizedNetworkStep(_Network):
     """``(state, params) -> state``: a :class:`NetworkStep` with late ``params``.
 
     ``bind(params)`` returns the :class:`NetworkStep` (with its fused
     ``tangent_step``) for one set of parameters.
     """
-
-    def __init__(
-        self,
-        dfun: Callable[..., Any],
-        coupling: Callable[..., Any],
-        weights: Any,
-        dt: Any,
-        integrator: str,
-        cvar_indices: tuple[int, ...],
-    ) -> None:
-        self.dfun = dfun
-        self.coupling = coupling
-        self.weights = weights
-        self.dt = dt
-        self.integrator = integrator
-        self.cvar_indices = cvar_indices
-
-    def tree_flatten(self):
-        children = (self.dfun, self.coupling, self.weights, self.dt)
-        return children, (self.integrator, self.cvar_indices)
-
-    @classmethod
-    def tree_unflatten(cls, aux, children):
-        return cls(*children, *aux)
 
     def bind(self, params: Any) -> NetworkStep:
         """The step with ``params`` fixed."""
@@ -167,11 +146,8 @@ class ParametrizedNetworkStep:
             self.cvar_indices,
         )
 
-    def __call__(self, state: jax.Array, params: Any) -> jax.Array:
+    def __call__(self, state: Float[Array, " d"], params: Any) -> Float[Array, " d"]:
         return self.bind(params)(state)
 
     def __repr__(self) -> str:
-        return (
-            f"ParametrizedNetworkStep(dfun={self.dfun!r}, coupling={self.coupling!r}, "
-            f"cvar_indices={self.cvar_indices}, integrator={self.integrator!r})"
-        )
+        return f"ParametrizedNetworkStep({self._describe()})"

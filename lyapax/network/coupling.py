@@ -1,16 +1,33 @@
-"""Network couplings ``(cvar_state (n_cvar, n), weights, params) -> (n_cvar, n)``.
+"""Network couplings: one class per coupling, with its undelayed and delayed forms.
+
+Plain (undelayed) form, what a network step calls at every Runge-Kutta stage::
+
+    coupling(cvar_state (n_cvar, n), weights, params) -> (n_cvar, n)
 
 Row ``r`` of ``cvar_state`` is the ``r``-th coupled variable at every node;
 ``weights[i, j]`` is the weight of the edge from source ``j`` to target ``i``
 (a dense array or a ``jax.experimental.sparse.BCOO`` matrix). The global
-coupling strength is ``G = params.get("G", G_default)``.
+coupling strength is ``G = params.get("G", G_default)``. Any callable with
+that signature is a coupling.
 
-Any callable with that signature is a coupling. The built-in ones are pytrees
-(their numbers are leaves, so new values reuse compiled programs) and also
-provide ``batched_jvp(cvar_state, tangents (n_cvar, n, k), weights, params)``, which
-returns the coupling and its derivative along ``k`` tangent directions from a
-*single* product of ``weights`` with an ``(n, m)`` block: one matrix product
-per Runge-Kutta stage for the state and all tangents together.
+The built-in couplings (:class:`LinearCoupling`, :class:`SigmoidalCoupling`,
+:class:`KuramotoCoupling`) are ``equinox.Module`` s (their numbers are pytree
+leaves, so new values reuse compiled programs) and also provide
+
+* ``batched_jvp(cvar_state, tangents (n_cvar, n, k), weights, params)``: the
+  coupling and its derivative along ``k`` tangent directions from a *single*
+  product of ``weights`` with an ``(n, m)`` block;
+* ``edges(delayed (n_cvar, n_target, n_source), current (n_cvar, n), weights,
+  params)``: the delayed form, each edge reading its source one edge delay ago
+  (``delayed[c, i, j] = x_j(t - tau_ij)``) and each target now;
+* ``uniform(delayed_src (n_cvar, n), current, weights, params)``: the same when
+  every edge has one delay, without forming the ``(n, n)`` array.
+
+Delay equations call a coupling through :func:`as_edge_coupling`, whose result
+is *edge-aware*: ``coupling(delayed, current, weights, params)`` plus
+``uniform``. A plain coupling without an ``edges`` method is evaluated once per
+target node on the network as that node sees it (:class:`PerTargetCoupling`):
+exact, at ``n`` times the plain coupling's cost.
 """
 
 from __future__ import annotations
@@ -18,18 +35,33 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from lyapax._engine.validate import float_leaf
 
 __all__ = [
+    "EdgeCoupling",
     "KuramotoCoupling",
     "LinearCoupling",
+    "PairwiseEdgeCoupling",
+    "PerTargetCoupling",
     "SigmoidalCoupling",
+    "as_edge_coupling",
     "coupling_jvp",
+    "edge_kuramoto_coupling",
+    "edge_linear_coupling",
     "kuramoto_coupling",
     "linear_coupling",
+    "pairwise_edge_coupling",
     "sigmoidal_coupling",
 ]
+
+Rows = Float[Array, "n_cvar n"]
+Tangents = Float[Array, "n_cvar n k"]
+Edges = Float[Array, "n_cvar n n"]
 
 
 def read_G(params: Any, default: Any) -> Any:
@@ -39,123 +71,124 @@ def read_G(params: Any, default: Any) -> Any:
     return default
 
 
-def _cols(x: jax.Array) -> jax.Array:
+def _cols(x: Rows) -> Float[Array, "n n_cvar"]:
     """``(n_cvar, n) -> (n, n_cvar)``: node axis first, for ``weights @``."""
     return x.T
 
 
-def _tangent_cols(dx: jax.Array) -> jax.Array:
+def _tangent_cols(dx: Tangents) -> Float[Array, "n m"]:
     """``(n_cvar, n, k) -> (n, n_cvar * k)``; free for one coupled variable."""
     n_cvar, n, k = dx.shape
     return jnp.moveaxis(dx, 0, 1).reshape(n, n_cvar * k)
 
 
-def _tangent_rows(p: jax.Array, n_cvar: int) -> jax.Array:
+def _tangent_rows(p: Float[Array, "n m"], n_cvar: int) -> Tangents:
     """Inverse of :func:`_tangent_cols` on a product ``(n, n_cvar * k)``."""
     n = p.shape[0]
     return jnp.moveaxis(p.reshape(n, n_cvar, -1), 1, 0)
 
 
-def _float(x: Any) -> Any:
-    # Python ints would be static pytree leaves (one compile per value).
-    return float(x) if isinstance(x, int) and not isinstance(x, bool) else x
+def _weighted_sum(weights: Any, x: Rows) -> Rows:
+    """``sum_j w_ij x[c, j]`` for ``x (n_cvar, n)``.
+
+    Written as ``W @ x.T``: the equal ``x @ W.T`` makes XLA transpose the
+    weights at every step when they are a runtime argument (about 40x slower
+    for n = 500 on CPU).
+    """
+    return (weights @ x.T).T
 
 
-class _Coupling:
-    """Pytree plumbing shared by the built-in couplings (fields are leaves)."""
-
-    _fields: tuple[str, ...] = ()
-
-    def tree_flatten(self):
-        return tuple(getattr(self, f) for f in self._fields), None
-
-    @classmethod
-    def tree_unflatten(cls, _aux, children):
-        obj = object.__new__(cls)
-        for f, value in zip(cls._fields, children, strict=True):
-            setattr(obj, f, value)
-        return obj
-
-    def __repr__(self) -> str:
-        args = ", ".join(f"{f}={getattr(self, f)!r}" for f in self._fields)
-        return f"{type(self).__name__}({args})"
+def _edge_sum(weights: Any, values: Edges) -> Rows:
+    """``sum_j w_ij values[c, i, j]``."""
+    return jnp.sum(weights[None] * values, axis=-1)
 
 
-@jax.tree_util.register_pytree_node_class
-class LinearCoupling(_Coupling):
-    """``c_i = G a sum_j w_ij x_j + b`` for every coupled variable ``x``."""
+def _number(default: float) -> Any:
+    """A numeric field (a traced leaf; a Python int is stored as a float)."""
+    return eqx.field(default=default, converter=float_leaf)
 
-    _fields = ("a", "b", "G_default")
 
-    def __init__(self, a: Any = 1.0, b: Any = 0.0, G_default: Any = 1.0) -> None:
-        self.a, self.b, self.G_default = _float(a), _float(b), _float(G_default)
+class LinearCoupling(eqx.Module):
+    """``c_i = G a sum_j w_ij x_j + b`` for every coupled variable ``x``.
 
-    def __call__(self, x: jax.Array, weights: Any, params: Any) -> jax.Array:
-        gain = read_G(params, self.G_default) * self.a
-        return gain * (weights @ _cols(x)).T + self.b
+    Delayed: ``x_j`` is read one edge delay ago.
+    """
 
-    def batched_jvp(self, x: jax.Array, dx: jax.Array, weights: Any, params: Any):
+    a: Any = _number(1.0)
+    b: Any = _number(0.0)
+    G_default: Any = _number(1.0)
+
+    def _gain(self, params: Any) -> Any:
+        return read_G(params, self.G_default) * self.a
+
+    def __call__(self, x: Rows, weights: Any, params: Any) -> Rows:
+        return self._gain(params) * (weights @ _cols(x)).T + self.b
+
+    def batched_jvp(self, x: Rows, dx: Tangents, weights: Any, params: Any):
         """Coupling and its derivative along ``dx (n_cvar, n, k)``: one product."""
         n_cvar = x.shape[0]
-        gain = read_G(params, self.G_default) * self.a
+        gain = self._gain(params)
         p = weights @ jnp.concatenate([_cols(x), _tangent_cols(dx)], axis=1)
         c = gain * p[:, :n_cvar].T + self.b
         return c, gain * _tangent_rows(p[:, n_cvar:], n_cvar)
 
+    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
+        return self._gain(params) * _edge_sum(weights, delayed) + self.b
 
-@jax.tree_util.register_pytree_node_class
-class SigmoidalCoupling(_Coupling):
+    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
+        return self._gain(params) * _weighted_sum(weights, delayed_src) + self.b
+
+
+class SigmoidalCoupling(eqx.Module):
     """``c_i = G a / (1 + exp(-(u_i - midpoint) / sigma)) + b``, ``u = W x``.
 
     The sigmoid acts on the summed input (after the weights), as in the
-    sigmoidal coupling of The Virtual Brain.
+    sigmoidal coupling of The Virtual Brain; delayed, ``u`` sums the delayed
+    sources.
     """
 
-    _fields = ("a", "b", "midpoint", "sigma", "G_default")
+    a: Any = _number(1.0)
+    b: Any = _number(0.0)
+    midpoint: Any = _number(0.0)
+    sigma: Any = _number(1.0)
+    G_default: Any = _number(1.0)
 
-    def __init__(
-        self,
-        a: Any = 1.0,
-        b: Any = 0.0,
-        midpoint: Any = 0.0,
-        sigma: Any = 1.0,
-        G_default: Any = 1.0,
-    ) -> None:
-        self.a, self.b = _float(a), _float(b)
-        self.midpoint, self.sigma = _float(midpoint), _float(sigma)
-        self.G_default = _float(G_default)
-
-    def _out(self, u: jax.Array, params: Any):
+    def _out(self, u: Rows, params: Any) -> tuple[Rows, Rows]:
+        """Coupling of the summed input ``u`` and its slope in ``u``."""
         gain = read_G(params, self.G_default) * self.a
         s = jax.nn.sigmoid((u - self.midpoint) / self.sigma)
         return gain * s + self.b, gain * s * (1.0 - s) / self.sigma
 
-    def __call__(self, x: jax.Array, weights: Any, params: Any) -> jax.Array:
+    def __call__(self, x: Rows, weights: Any, params: Any) -> Rows:
         return self._out((weights @ _cols(x)).T, params)[0]
 
-    def batched_jvp(self, x: jax.Array, dx: jax.Array, weights: Any, params: Any):
+    def batched_jvp(self, x: Rows, dx: Tangents, weights: Any, params: Any):
         """Coupling and its derivative along ``dx (n_cvar, n, k)``: one product."""
         n_cvar = x.shape[0]
         p = weights @ jnp.concatenate([_cols(x), _tangent_cols(dx)], axis=1)
         c, slope = self._out(p[:, :n_cvar].T, params)
         return c, slope[..., None] * _tangent_rows(p[:, n_cvar:], n_cvar)
 
+    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
+        return self._out(_edge_sum(weights, delayed), params)[0]
 
-@jax.tree_util.register_pytree_node_class
-class KuramotoCoupling(_Coupling):
+    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
+        return self._out(_weighted_sum(weights, delayed_src), params)[0]
+
+
+class KuramotoCoupling(eqx.Module):
     """``c_i = (G / N) sum_j w_ij sin(theta_j - theta_i + alpha)``, N = node count.
 
     Evaluated as ``cos(theta_i) (W sin(theta + alpha))_i - sin(theta_i) (W
     cos(theta + alpha))_i``, so only ``n``-sized sines and cosines are formed,
-    never an ``(n, n)`` array of phase differences.
+    never an ``(n, n)`` array of phase differences. Delayed, ``theta_j`` is
+    read one edge delay ago and ``theta_i`` now.
     """
 
-    _fields = ("alpha", "G_default")
+    alpha: Any = _number(0.0)
+    G_default: Any = _number(1.0)
 
-    def __init__(self, alpha: Any = 0.0, G_default: Any = 1.0) -> None:
-        self.alpha, self.G_default = _float(alpha), _float(G_default)
-
-    def _trig(self, theta: jax.Array):
+    def _trig(self, theta: Rows):
         sin, cos = jnp.sin(theta), jnp.cos(theta)
         ca, sa = jnp.cos(self.alpha), jnp.sin(self.alpha)
         # sin/cos(theta + alpha) by the addition theorem: no extra transcendentals.
@@ -164,16 +197,14 @@ class KuramotoCoupling(_Coupling):
     def _gain(self, weights: Any, params: Any) -> Any:
         return read_G(params, self.G_default) / weights.shape[0]
 
-    def __call__(self, theta: jax.Array, weights: Any, params: Any) -> jax.Array:
+    def __call__(self, theta: Rows, weights: Any, params: Any) -> Rows:
         m = theta.shape[0]
         sin, cos, sin_a, cos_a = self._trig(theta)
         p = weights @ jnp.concatenate([_cols(sin_a), _cols(cos_a)], axis=1)
         ws, wc = p[:, :m].T, p[:, m:].T
         return self._gain(weights, params) * (cos * ws - sin * wc)
 
-    def batched_jvp(
-        self, theta: jax.Array, dtheta: jax.Array, weights: Any, params: Any
-    ):
+    def batched_jvp(self, theta: Rows, dtheta: Tangents, weights: Any, params: Any):
         """Coupling and its derivative along ``dtheta (n_cvar, n, k)``.
 
         ``d c_i = g [cos th_i (W (cos(th+a) v))_i + sin th_i (W (sin(th+a) v))_i
@@ -200,6 +231,26 @@ class KuramotoCoupling(_Coupling):
         dc = g * (cos[..., None] * wcv + sin[..., None] * wsv - diag * dtheta)
         return c, dc
 
+    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
+        # sin(a - b) = sin a cos b - cos a sin b: the (n, n) sums depend on the
+        # delayed values only, so with grid reads (held over a step) they are
+        # computed once per step, not once per stage.
+        shifted = delayed + self.alpha
+        s = _edge_sum(weights, jnp.sin(shifted))
+        c = _edge_sum(weights, jnp.cos(shifted))
+        g = self._gain(weights, params)
+        return g * (jnp.cos(current) * s - jnp.sin(current) * c)
+
+    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
+        # The same identity turns the n^2 sines into one product for both sums
+        # (and, under jvp, one for all tangents).
+        m = current.shape[0]
+        shifted = delayed_src + self.alpha
+        trig = jnp.concatenate([jnp.sin(shifted), jnp.cos(shifted)], axis=0)
+        sums = _weighted_sum(weights, trig)
+        g = self._gain(weights, params)
+        return g * (jnp.cos(current) * sums[:m] - jnp.sin(current) * sums[m:])
+
 
 def linear_coupling(a: Any = 1.0, b: Any = 0.0, G_default: Any = 1.0) -> LinearCoupling:
     """Linear coupling ``G a sum_j w_ij x_j + b`` (see :class:`LinearCoupling`)."""
@@ -224,11 +275,11 @@ def kuramoto_coupling(alpha: Any = 0.0, G_default: Any = 1.0) -> KuramotoCouplin
 
 def coupling_jvp(
     coupling: Callable[..., Any],
-    x: jax.Array,
-    dx: jax.Array,
+    x: Rows,
+    dx: Tangents,
     weights: Any,
     params: Any,
-):
+) -> tuple[Rows, Tangents]:
     """``(c, dc)``: the coupling at ``x (n_cvar, n)`` and along ``dx (n_cvar, n, k)``.
 
     Uses the coupling's own fused ``batched_jvp`` when it has one, otherwise
@@ -242,3 +293,136 @@ def coupling_jvp(
         return jax.jvp(lambda y: coupling(y, weights, params), (x,), (v,))
 
     return jax.vmap(one, in_axes=2, out_axes=(None, 2))(dx)
+
+
+# --- edge-aware couplings (what delay equations call) -----------------------
+
+
+class EdgeCoupling:
+    """Base class of edge-aware couplings (subclass it for your own).
+
+    A subclass defines ``__call__(delayed (n_cvar, n, n), current (n_cvar, n),
+    weights, params) -> (n_cvar, n)``; :meth:`uniform`, the form with one
+    delay for every edge, defaults to broadcasting the delayed sources.
+    """
+
+    edge_aware = True
+
+    def __call__(self, delayed, current, weights, params):  # pragma: no cover
+        raise NotImplementedError
+
+    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
+        n = current.shape[-1]
+        delayed = jnp.broadcast_to(
+            delayed_src[:, None, :], (delayed_src.shape[0], n, n)
+        )
+        return self(delayed, current, weights, params)
+
+
+class _EdgeForm(EdgeCoupling, eqx.Module):
+    """A built-in coupling called in its delayed forms (``edges``, ``uniform``)."""
+
+    coupling: Any
+
+    def __call__(self, delayed: Edges, current: Rows, weights: Any, params: Any):
+        return self.coupling.edges(delayed, current, weights, params)
+
+    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
+        return self.coupling.uniform(delayed_src, current, weights, params)
+
+
+class PairwiseEdgeCoupling(EdgeCoupling, eqx.Module):
+    """``G * sum_j w_ij h(x_j(t - tau_ij), x_i(t))`` (divided by N if ``normalize``)."""
+
+    G_default: Any
+    h: Callable[[Any, Any], Any] = eqx.field(static=True)
+    normalize: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        h: Callable[[Any, Any], Any],
+        G_default: Any = 1.0,
+        normalize: bool = False,
+    ) -> None:
+        self.G_default = float_leaf(G_default)
+        self.h = h
+        self.normalize = bool(normalize)
+
+    def __call__(self, delayed: Edges, current: Rows, weights: Any, params: Any):
+        G = read_G(params, self.G_default)
+        total = _edge_sum(weights, self.h(delayed, current[:, :, None]))
+        return G * total / (current.shape[-1] if self.normalize else 1)
+
+
+class PerTargetCoupling(EdgeCoupling, eqx.Module):
+    """A plain network coupling made edge-aware by evaluating it per target.
+
+    Row ``i`` is ``coupling(view_i, weights, params)[:, i]`` where ``view_i``
+    holds every source as node ``i`` receives it (``x_j(t - tau_ij)``) and node
+    ``i`` itself now (``x_i(t)``), so a self-loop ``w_ii`` is not delayed. Cost:
+    ``n`` evaluations of the plain coupling per stage.
+    """
+
+    coupling: Any
+
+    def __call__(self, delayed: Edges, current: Rows, weights: Any, params: Any):
+        n = current.shape[-1]
+
+        def row(i, view):
+            view = view.at[:, i].set(current[:, i])
+            return self.coupling(view, weights, params)[:, i]
+
+        # delayed[:, i, :] is the network as target i sees it.
+        rows = jax.vmap(row, in_axes=(0, 1))(jnp.arange(n), delayed)
+        return rows.T
+
+
+def edge_linear_coupling(
+    a: float = 1.0, b: float = 0.0, G_default: float = 1.0
+) -> EdgeCoupling:
+    """Edge-aware linear coupling ``G*a*sum_j w_ij x_j(t - tau_ij) + b``."""
+    return _EdgeForm(LinearCoupling(a, b, G_default))
+
+
+def edge_kuramoto_coupling(alpha: float = 0.0, G_default: float = 1.0) -> EdgeCoupling:
+    """Edge-aware Kuramoto-Sakaguchi coupling.
+
+    ``(G/N) sum_j w_ij sin(theta_j(t - tau_ij) - theta_i(t) + alpha)``, ``N`` the
+    node count, ``G = params.get("G", G_default)``.
+    """
+    return _EdgeForm(KuramotoCoupling(alpha, G_default))
+
+
+def pairwise_edge_coupling(
+    h: Callable[[Any, Any], Any], G_default: float = 1.0, normalize: bool = False
+) -> PairwiseEdgeCoupling:
+    """Edge-aware coupling ``G * sum_j w_ij h(source delayed, target now)``.
+
+    ``h(x_src, x_tgt)`` is elementwise (broadcast over ``(n_cvar, n, n)``);
+    ``normalize=True`` divides by the node count.
+    """
+    return PairwiseEdgeCoupling(h, G_default, normalize)
+
+
+def as_edge_coupling(coupling: Any) -> EdgeCoupling:
+    """An edge-aware coupling equivalent to ``coupling``.
+
+    Edge-aware couplings are returned as they are; a coupling with delayed
+    forms (``edges`` and ``uniform``, as the built-in ones have) is called
+    through them; any other callable ``(cvar, weights, params) -> (n_cvar, n)``
+    is wrapped in :class:`PerTargetCoupling` (exact, ``n`` times the cost).
+
+    Raises:
+        TypeError: ``coupling`` is not callable.
+    """
+    if getattr(coupling, "edge_aware", False):
+        return coupling
+    if hasattr(coupling, "edges") and hasattr(coupling, "uniform"):
+        return _EdgeForm(coupling)
+    if not callable(coupling):
+        raise TypeError(
+            "coupling must be a callable (cvar (n_cvar, n), weights, params) -> "
+            "(n_cvar, n) or an edge-aware coupling from lyapax.dde; got "
+            f"{type(coupling).__name__}"
+        )
+    return PerTargetCoupling(coupling)

@@ -33,9 +33,12 @@ from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
+from jaxtyping import ArrayLike, Float, PyTree
 
 from lyapax._engine import run, validate
+from lyapax._engine.problem import Problem
 from lyapax._engine.run import LyapunovResult
+from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.tree import split_static
 from lyapax.sweep import _batching as batching
 from lyapax.sweep._kernels import spectrum_kernel, trajectory_kernel
@@ -140,16 +143,16 @@ def _warn_trajectory(
 
 
 def sweep_lyapunov_spectrum(
-    step_fn: Any,
-    state0: Any,
-    params_batch: Any,
-    dt: Any,
+    step_fn: StepFn | Problem | ProblemFamily,
+    state0: StateLike | None,
+    params_batch: PyTree[Float[ArrayLike, "n ..."]] | None,
+    dt: Scalar | None,
     n_steps: int,
     k: int | None = None,
     renorm_every: int = 1,
     t_transient: float = 0.0,
-    seed: Any = 0,
-    state0_batch: Any = None,
+    seed: Seed = 0,
+    state0_batch: Float[ArrayLike, "n d"] | None = None,
     save_states: bool = False,
     decimate: int = 1,
     batch_size: int | None = None,
@@ -269,14 +272,14 @@ def sweep_lyapunov_spectrum(
 
 
 def sweep_trajectory(
-    step_fn: Any,
-    state0: Any,
-    params_batch: Any,
-    dt: Any,
+    step_fn: StepFn | Problem | ProblemFamily,
+    state0: StateLike | None,
+    params_batch: PyTree[Float[ArrayLike, "n ..."]] | None,
+    dt: Scalar | None,
     n_steps: int,
     renorm_every: int = 1,
     t_transient: float = 0.0,
-    state0_batch: Any = None,
+    state0_batch: Float[ArrayLike, "n d"] | None = None,
     decimate: int = 1,
     batch_size: int | None = None,
     trajectory_to_host: bool = False,

@@ -15,8 +15,9 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from lyapax._engine.benettin import run_benettin
+from lyapax._engine.benettin import RUN_SIZES, run_benettin
 from lyapax._engine.run import assemble
+from lyapax._engine.trajectory import iterate
 from lyapax._engine.tree import merge_static, split_static
 from lyapax.sweep._batching import BATCH_AXIS
 from lyapax.utils import Trajectory
@@ -40,19 +41,7 @@ def _spread(f, mesh):
     )
 
 
-@partial(
-    jax.jit,
-    static_argnames=(
-        "static",
-        "mesh",
-        "k",
-        "n_blocks",
-        "n_transient_blocks",
-        "renorm_every",
-        "decimate",
-        "save_states",
-    ),
-)
+@partial(jax.jit, static_argnames=("static", "mesh", *RUN_SIZES))
 def spectrum_kernel(
     dynamic,
     params,
@@ -109,20 +98,13 @@ def trajectory_kernel(
 
     def one(dyn, p, x0, _seed, dt):
         view = merge_static(dyn, static).build(p, x0, dt)
-        step = view.step
-        indexed = getattr(step, "uses_step_index", False)
-
-        def advance(c, _):
-            z, i = c
-            return ((step(z, i) if indexed else step(z)), i + 1), None
-
-        c, _ = jax.lax.scan(advance, (view.z0, jnp.int32(0)), None, length=n_transient)
-
-        def group(c, _):
-            c, _ = jax.lax.scan(advance, c, None, length=decimate)
-            return c, c[0]
-
-        _, saved = jax.lax.scan(group, c, None, length=n_saved)
+        saved = iterate(
+            view.step,
+            view.z0,
+            n_transient=n_transient,
+            n_saved=n_saved,
+            decimate=decimate,
+        )
         saved = saved[:, : view.n_state]
         times = dt * decimate * jnp.arange(1, n_saved + 1, dtype=saved.dtype)
         return Trajectory(times, saved)

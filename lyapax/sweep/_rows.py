@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -33,52 +34,38 @@ from lyapax._engine.problem import (
 )
 
 
-@jax.tree_util.register_pytree_node_class
-class ParamStep:
+class ParamStep(eqx.Module):
     """``step(state[, step_index])`` = ``fn(state[, step_index], params)``.
 
+    Unlike :class:`lyapax._engine.tree.Bound`, ``fn`` is a pytree child: a
+    parametrized step may carry numbers of its own (a network's weights).
     Parameters are pytree leaves, so one compiled program serves every row; a
     step declaring ``uses_step_index`` keeps that declaration.
     """
 
-    def __init__(self, fn: Any, params: Any) -> None:
-        self.fn = fn
-        self.params = params
-        self.uses_step_index = getattr(fn, "uses_step_index", False)
+    fn: Any
+    params: Any
+
+    @property
+    def uses_step_index(self) -> bool:
+        return getattr(self.fn, "uses_step_index", False)
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args, self.params)
 
-    def tree_flatten(self):
-        return (self.fn, self.params), None
 
-    @classmethod
-    def tree_unflatten(cls, _aux, children):
-        return cls(*children)
-
-
-@jax.tree_util.register_pytree_node_class
-class StepRows:
+class StepRows(eqx.Module):
     """Rows of ``step_fn(state, params)``; ``step_fn(state)`` if not ``has_params``."""
 
-    def __init__(self, step_fn: Any, has_params: bool) -> None:
-        self.step_fn = step_fn
-        self.has_params = has_params
+    step_fn: Any
+    has_params: bool = eqx.field(static=True)
 
     def build(self, params: Any, state: Any, dt: Any) -> EngineView:
         step = ParamStep(self.step_fn, params) if self.has_params else self.step_fn
         return ODEProblem(step, state, dt).for_engine()
 
-    def tree_flatten(self):
-        return (self.step_fn,), self.has_params
 
-    @classmethod
-    def tree_unflatten(cls, has_params, children):
-        return cls(children[0], has_params)
-
-
-@jax.tree_util.register_pytree_node_class
-class ProblemFamily:
+class ProblemFamily(eqx.Module):
     """A family of problems indexed by parameters: ``make_problem(params)``.
 
     Pass ``ProblemFamily(make_problem)`` (or :func:`lyapax.sweep.problem_family`)
@@ -90,11 +77,8 @@ class ProblemFamily:
     them.
     """
 
-    def __init__(
-        self, make_problem: Callable[[Any], Any], use_state_rows: bool = False
-    ) -> None:
-        self.make_problem = make_problem
-        self.use_state_rows = use_state_rows
+    make_problem: Callable[[Any], Any]
+    use_state_rows: bool = eqx.field(static=True, default=False)
 
     def problem(self, params: Any, state: Any) -> Problem:
         """The row's problem (``state`` replaces its initial state if rows
@@ -111,33 +95,17 @@ class ProblemFamily:
     def build(self, params: Any, state: Any, dt: Any) -> EngineView:
         return self.problem(params, state).for_engine()
 
-    def tree_flatten(self):
-        return (self.make_problem,), self.use_state_rows
 
-    @classmethod
-    def tree_unflatten(cls, use_state_rows, children):
-        return cls(children[0], use_state_rows)
-
-
-@jax.tree_util.register_pytree_node_class
-class _FromProblem:
+class _FromProblem(eqx.Module):
     """``make_problem`` of one problem: each row replaces its parameters
     (``with_params``), or, without swept parameters, returns it as it is (its
     numbers stay pytree leaves, so they are not baked into the program)."""
 
-    def __init__(self, problem: Problem, swept_params: bool) -> None:
-        self.problem = problem
-        self.swept_params = swept_params
+    problem: Problem
+    swept_params: bool = eqx.field(static=True)
 
     def __call__(self, row: Any) -> Problem:
         return self.problem.with_params(row) if self.swept_params else self.problem
-
-    def tree_flatten(self):
-        return (self.problem,), self.swept_params
-
-    @classmethod
-    def tree_unflatten(cls, swept_params, children):
-        return cls(children[0], swept_params)
 
 
 class Probe(NamedTuple):
