@@ -16,6 +16,7 @@ from lyapax._engine.problem import ODEProblem
 from lyapax._engine.tree import Bound
 from lyapax._engine.validate import float_params
 from lyapax.network import Network, network_problem
+from lyapax.network._sparse import check_dense_fits
 from lyapax.network.coupling import kuramoto_coupling
 from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
 
@@ -149,8 +150,10 @@ def kuramoto_network(
     ``build_jax_dfun`` -> ``Network`` -> ``network_problem``.
 
     Args:
-        weights: ``(N, N)`` weights ``[target, source]`` (dense or BCOO), or an
-            int ``N`` for all-to-all coupling without self-loops (ones - eye).
+        weights: ``(N, N)`` weights ``[target, source]`` (dense, BCOO or
+            ``scipy.sparse``; sparse ones become a neighbour list, see
+            :class:`lyapax.network.Network`), or an int ``N`` for all-to-all
+            coupling without self-loops (ones - eye, dense).
         omega: natural frequencies, scalar or ``(N,)`` (rad per time unit).
         K: coupling strength (the coupling's ``G``).
         alpha: phase lag (rad).
@@ -161,8 +164,18 @@ def kuramoto_network(
         :class:`lyapax.core.ODEProblem` whose state is the ``N`` phases. In
         sync with identical ``omega`` and all-to-all weights its exponents are
         ``{0, -K (N - 1 times)}``.
+
+    Raises:
+        MemoryError: an int ``N`` whose dense ``(N, N)`` weights (two copies
+            while they are built) cannot fit in this machine's memory.
     """
     if isinstance(weights, int) and not isinstance(weights, bool):
+        itemsize = jnp.dtype(jnp.result_type(float)).itemsize
+        check_dense_fits(
+            f"all-to-all weights for N={weights} (dense ({weights}, {weights}))",
+            2 * weights * weights * itemsize,
+            "pass sparse weights (BCOO or scipy.sparse) for large networks",
+        )
         weights = jnp.ones((weights, weights)) - jnp.eye(weights)
     model = kuramoto_model()
     network = Network(weights, model.cvar_indices)

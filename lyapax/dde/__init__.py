@@ -46,9 +46,11 @@ from lyapax.dde._compat import (
 )
 from lyapax.dde._delays import effective_tau, resolve_tau_steps, tau_eff
 from lyapax.dde._step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
-from lyapax.network._checks import as_cvar_indices, as_weights, state_rows
+from lyapax.network._checks import as_cvar_indices, state_rows
+from lyapax.network._sparse import EllWeights
 from lyapax.network.coupling import (
     EdgeCoupling,
+    PerTargetCoupling,
     as_edge_coupling,
     edge_kuramoto_coupling,
     edge_linear_coupling,
@@ -256,7 +258,11 @@ def network_dde_problem(
         state0: ``(n_sv, n)``, flat ``(n_sv * n,)``, or ``(n,)`` for one variable.
         dt: time step.
         tau: one delay for every edge (time units), or an ``(n, n)`` matrix of
-            per-edge delays; None to use ``network.delay_steps``.
+            per-edge delays (dense, or BCOO / ``scipy.sparse`` with the weights'
+            pattern); None to use ``network.delay_steps``. With sparse weights
+            and grid delays a step reads only the ``n w`` delayed values of the
+            stored edges (``w`` edges per node); per-edge delays with
+            ``interpolate=True`` or a generic coupling use the dense matrix.
         history: None (constant ``state0``), ``history(t) -> state`` for
             ``t < 0``, or a ready ring buffer of the buffer's shape.
         integrator: ``euler``, ``heun``, ``rk4`` or ``rk6``.
@@ -268,12 +274,13 @@ def network_dde_problem(
         ValueError: no delay given or two given, a delay matrix of the wrong
             shape, negative or non-finite delays, ``tau <= 0``, ``tau < dt``
             with ``interpolate``, a history or ``dfun`` output of the wrong shape.
+        MemoryError: per-edge delays on dense weights of a size that cannot
+            fit in memory (the message gives the size needed).
     """
     method = build.method_name(integrator)
     dt = validate.as_dt(dt)
     params = validate.float_params(params)
-    W = as_weights(network.weights, dense=True)
-    n = W.shape[0]
+    n = int(network.weights.shape[0])
     x0, n_sv = state_rows(state0, n, dfun)
     X0 = x0.reshape(n_sv, n)
     cvar = as_cvar_indices(network.cvar_indices, n_sv)
@@ -289,8 +296,18 @@ def network_dde_problem(
             "both tau and network.delay_steps are given; pass only one of them"
         )
     interpolate = bool(interpolate)
-    if tau is not None and np.ndim(tau) == 0:
+    edge_coupling = as_edge_coupling(coupling)
+    per_edge = tau is None or np.ndim(tau) != 0
+    generic = isinstance(edge_coupling, PerTargetCoupling)
+    W = build.network_weights(
+        network.weights, generic or (per_edge and interpolate), per_edge, len(cvar)
+    )
+    if not per_edge:
         delays = build.uniform_delays(tau, dt, interpolate, stacklevel=3)
+    elif isinstance(W, EllWeights):
+        delays = build.sparse_edge_delays(
+            W, dt, tau=tau, delay_steps=delay_steps, stacklevel=3
+        )
     else:
         delays = build.edge_delays(
             W,
@@ -300,8 +317,11 @@ def network_dde_problem(
             interpolate=interpolate,
             stacklevel=3,
         )
-    field = NetworkField(dfun, as_edge_coupling(coupling), W, cvar, delays.edges)
-    D_shape = (len(cvar), n, n) if delays.edges else (len(cvar), n)
+    field = NetworkField(dfun, edge_coupling, W, cvar, delays.edges)
+    if not delays.edges:
+        D_shape = (len(cvar), n)
+    else:  # one delayed value per edge slot: n sources dense, w sparse
+        D_shape = (len(cvar), n, W.width if isinstance(W, EllWeights) else n)
     build.check_field(field, X0, D_shape, params, "dfun(state, coupling, params)")
     buf0 = build.initial_buffer(history, X0, cvar, delays.horizon, dt, interpolate)
     ring = RingStep(

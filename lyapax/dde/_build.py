@@ -15,8 +15,14 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax.dde import _delays, _history
-from lyapax.dde._step import _cvar_rows
+from lyapax.dde._step import SlotDelays, _cvar_rows
 from lyapax.integrators import tableau_of
+from lyapax.network._checks import as_weights
+from lyapax.network._sparse import (
+    EllWeights,
+    check_dense_fits,
+    values_at_slots,
+)
 
 
 class Delays(NamedTuple):
@@ -47,6 +53,50 @@ def scalar_state0(state0: Any) -> jax.Array:
     if x.ndim == 0:
         x = x[None]
     return validate.as_state("state0", x)[:, None]
+
+
+def network_weights(weights: Any, densify: bool, per_edge: bool, n_cvar: int) -> Any:
+    """The weights a delayed network uses: neighbour list or dense ``(n, n)``.
+
+    Sparse weights (:class:`EllWeights`) stay sparse unless ``densify`` (the
+    caller asks for it where a path needs the matrix: per-edge delays read by
+    Hermite interpolation, generic couplings evaluated per target node).
+    Dense per-edge delays hold ``(n_cvar, n, n)`` delayed values, so a size
+    that cannot fit raises before anything is allocated.
+
+    Raises:
+        MemoryError: dense per-edge delays for an ``n`` that cannot fit.
+    """
+    if isinstance(weights, EllWeights) and not densify:
+        return weights
+    n = int(weights.shape[0])
+    if per_edge:
+        check_dense_fits(
+            f"per-edge delays on dense ({n}, {n}) weights",
+            (3 + n_cvar) * n * n * 8,
+            "pass sparse weights (BCOO or scipy.sparse): per-edge delays then "
+            "cost n * (edges per node)",
+        )
+    return as_weights(weights, dense=True)
+
+
+def sparse_edge_delays(
+    W: EllWeights, dt: Any, *, tau: Any, delay_steps: Any, stacklevel: int
+) -> Delays:
+    """Grid per-edge delays on the slots of sparse weights (``tau`` or
+    ``delay_steps``: an ``(n, n)`` dense or sparse matrix, read on the edges)."""
+    steps = _delays.edge_delay_steps(
+        np.asarray(W.values),
+        dt,
+        tau=tau,
+        delay_steps=delay_steps,
+        interpolate=False,
+        stacklevel=stacklevel + 1,
+        at=lambda matrix: values_at_slots(matrix, W),
+    )
+    horizon = _delays.horizon_for(float(np.max(steps, initial=0.0)))
+    delay = SlotDelays(jnp.asarray(steps, dtype=jnp.int32), W.indices)
+    return Delays(delay, horizon, steps, steps * float(dt), True)
 
 
 def uniform_delays(tau: Any, dt: Any, interpolate: bool, stacklevel: int) -> Delays:

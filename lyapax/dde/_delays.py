@@ -147,17 +147,22 @@ def horizon_for(max_steps: float) -> int:
     return int(math.ceil(max_steps)) + 1
 
 
-def _as_square(name: str, matrix: Any, n: int, *, integer: bool) -> np.ndarray:
+def _as_square(
+    name: str, matrix: Any, n: int, *, integer: bool, at: Any = None
+) -> np.ndarray:
+    """``matrix (n, n)`` checked, as floats; ``at(matrix)`` (its entries on the
+    stored edges of sparse weights) instead of the whole matrix when given."""
     if validate.is_traced(matrix):
         raise TypeError(
             f"{name} must be concrete (it sets the ring-buffer length); got a "
             "traced value"
         )
-    arr = np.asarray(matrix)
-    if arr.shape != (n, n):
+    shape = tuple(getattr(matrix, "shape", np.shape(matrix)))
+    arr = np.asarray(matrix) if at is None else at(matrix)
+    if shape != (n, n):
         raise ValueError(
             f"{name} must be an (n, n) = ({n}, {n}) matrix indexed [target, "
-            f"source] like the weights; got shape {arr.shape}"
+            f"source] like the weights; got shape {shape}"
         )
     if integer and not np.issubdtype(arr.dtype, np.integer):
         if not np.issubdtype(arr.dtype, np.floating) or not np.all(
@@ -181,12 +186,15 @@ def edge_delay_steps(
     delay_steps: Any = None,
     interpolate: bool,
     stacklevel: int = 3,
+    at: Any = None,
 ) -> np.ndarray:
     """Per-edge delays in steps: integers (grid) or reals >= 1 (interpolated).
 
     Exactly one of ``tau`` (model time, ``(n, n)``) and ``delay_steps`` (whole
     steps, ``(n, n)``) is given. Edges with zero weight never contribute, so
     their delay is clamped into the valid range instead of being rejected.
+    With sparse weights, ``weights`` is their ``(n, w)`` slot values and
+    ``at(matrix)`` reads a delay matrix on those slots (dense or sparse).
 
     Raises:
         ValueError: wrong shape, negative or non-finite entries, a non-integer
@@ -196,10 +204,10 @@ def edge_delay_steps(
     n = weights.shape[0]
     dt_value = _concrete_dt(dt)
     if tau is not None:
-        steps = _as_square("tau", tau, n, integer=False) / dt_value
+        steps = _as_square("tau", tau, n, integer=False, at=at) / dt_value
         steps = np.vectorize(_snap)(steps) if steps.size else steps
     else:
-        steps = _as_square("delay_steps", delay_steps, n, integer=True)
+        steps = _as_square("delay_steps", delay_steps, n, integer=True, at=at)
     live = np.asarray(weights) != 0
     if interpolate:
         short = live & (steps < 1.0)

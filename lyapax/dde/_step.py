@@ -27,6 +27,7 @@ from jaxtyping import Array, Float, Int
 
 from lyapax.dde import _history
 from lyapax.integrators import TABLEAUS, rk_stage_update
+from lyapax.network._sparse import read_edges_ell
 
 #: The present state ``(n_sv, n)`` (``(m, 1)`` for a scalar/vector DDE).
 State = Float[Array, "n_sv n"]
@@ -77,10 +78,24 @@ class NetworkField(eqx.Module):
     def __call__(self, X: State, D: Delayed, params: Any) -> State:
         current = _cvar_rows(X, self.cvar)
         if self.edges:
-            c = self.coupling(D, current, self.weights, params)
+            # Sparse weights: D is (n_cvar, n, w) on the neighbour-list slots and
+            # the edge forms sum over the slot axis of their (n, w) values.
+            W = self.weights
+            c = self.coupling(D, current, getattr(W, "values", W), params)
         else:
             c = self.coupling.uniform(D, current, self.weights, params)
         return self.dfun(X, c, params)
+
+
+class SlotDelays(eqx.Module):
+    """Per-edge grid delays of sparse weights, on their neighbour-list slots.
+
+    ``steps (n, w)`` whole steps of delay and ``sources (n, w)`` source nodes
+    (``EllWeights.indices``): a read gathers ``n * w`` values, not ``n * n``.
+    """
+
+    steps: jax.Array
+    sources: jax.Array
 
 
 class RingStep(eqx.Module):
@@ -140,6 +155,8 @@ class RingStep(eqx.Module):
         return self.static_delay if self.dynamic_delay is None else self.dynamic_delay
 
     def _read_grid(self, buf: Buffer, t: Step) -> Delayed:
+        if isinstance(self.delay, SlotDelays):
+            return read_edges_ell(buf, t, self.delay.steps, self.delay.sources)
         if self.edges:
             return _history.read_edges(buf, t, self.delay)
         return _history.read_slot(buf, t, self.delay)

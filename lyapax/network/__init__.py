@@ -49,15 +49,23 @@ class Network(eqx.Module):
     """Connectivity of a network.
 
     Args:
-        weights: ``(n, n)`` coupling weights indexed ``[target, source]``; dense
-            or ``jax.experimental.sparse.BCOO``.
+        weights: ``(n, n)`` coupling weights indexed ``[target, source]``:
+            dense, ``jax.experimental.sparse.BCOO`` or ``scipy.sparse``. Sparse
+            ones are converted here, once, to a padded neighbour list
+            (``lyapax.network._sparse.EllWeights``: one row gather per edge
+            slot per product, no ``(n, n)`` array).
         cvar_indices: state rows (``0 <= i < n_sv``) that the coupling reads;
             row ``r`` of the coupling array belongs to ``cvar_indices[r]``.
         delay_steps: optional ``(n, n)`` integer per-edge delays in steps (used
             by the delay engine; the instantaneous builders here reject them).
+        sparse: ``None`` (default): sparse input becomes a neighbour list,
+            dense input stays dense (BLAS products); ``True``: dense input too
+            (worth it when rows hold a few percent nonzeros or fewer);
+            ``False``: keep the input as it is (BCOO products).
 
     Raises:
         ValueError: non-square weights, bad ``cvar_indices`` or ``delay_steps``.
+        TypeError: ``sparse`` is not None or a bool.
     """
 
     weights: Any
@@ -65,9 +73,13 @@ class Network(eqx.Module):
     cvar_indices: tuple[int, ...] = eqx.field(static=True)
 
     def __init__(
-        self, weights: Any, cvar_indices: Any, delay_steps: Any = None
+        self,
+        weights: Any,
+        cvar_indices: Any,
+        delay_steps: Any = None,
+        sparse: bool | None = None,
     ) -> None:
-        self.weights = as_weights(weights)
+        self.weights = as_weights(weights, sparse)
         self.cvar_indices = as_cvar_indices(cvar_indices)
         if delay_steps is not None and not isinstance(delay_steps, jax.core.Tracer):
             steps = np.asarray(delay_steps)

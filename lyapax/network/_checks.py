@@ -8,7 +8,6 @@ numbers of the same shapes pays nothing for it.
 
 from __future__ import annotations
 
-import sys
 from collections import OrderedDict
 from typing import Any
 
@@ -19,25 +18,46 @@ import numpy as np
 from lyapax._engine import validate
 from lyapax._engine.tree import split_static
 from lyapax.integrators import TABLEAUS
+from lyapax.network._sparse import EllWeights, as_ell, is_bcoo, is_scipy_sparse
 from lyapax.network._step import NetworkStep
 
 
-def is_bcoo(x: Any) -> bool:
-    """``x`` is a ``jax.experimental.sparse.BCOO`` matrix. Only a program that
-    imported that module can hold one, so lyapax never imports it (with SciPy,
-    it would double the time ``import lyapax`` takes)."""
-    sparse = sys.modules.get("jax.experimental.sparse")
-    return sparse is not None and isinstance(x, sparse.BCOO)
+def as_weights(weights: Any, layout: bool | None = None, dense: bool = False) -> Any:
+    """Weights of shape ``(n, n)`` as the step will use them; raises on others.
 
-
-def as_weights(weights: Any, dense: bool = False) -> Any:
-    """Float array or BCOO matrix of shape ``(n, n)`` (``dense``: always an array).
+    Sparse input (``jax.experimental.sparse.BCOO`` or ``scipy.sparse``) is
+    converted once, here, to a padded neighbour list
+    (:class:`lyapax.network._sparse.EllWeights`): one row gather per edge slot
+    and no scatter per product, measured faster than BCOO products on a CPU
+    (``benchmarks/sparse_bench.py``). Dense input stays a dense float array
+    (BLAS products). BCOO weights that are traced (inside ``jit`` or
+    ``vmap``) stay BCOO. ``layout`` is :class:`lyapax.network.Network`'s
+    ``sparse`` option: True converts dense input too, False keeps BCOO input
+    as BCOO. ``dense``: always a dense array (paths that need the full grid).
 
     Raises:
         ValueError: not a non-empty square matrix.
+        TypeError: ``layout`` is not None or a bool.
     """
-    if is_bcoo(weights) and dense:
-        weights = weights.todense()  # per-edge delays need the full grid
+    if layout is not None and not isinstance(layout, bool):
+        raise TypeError(f"sparse must be None, True or False; got {layout!r}")
+    if dense and (isinstance(weights, EllWeights) or is_bcoo(weights)):
+        weights = weights.todense()
+    if dense and is_scipy_sparse(weights):
+        weights = weights.toarray()
+    if isinstance(weights, EllWeights):
+        return weights
+    if is_scipy_sparse(weights) and layout is False:
+        from jax.experimental import sparse  # only for scipy input, kept as BCOO
+
+        weights = sparse.BCOO.from_scipy_sparse(weights)
+    if not dense and not validate.is_traced(weights):
+        if (
+            is_scipy_sparse(weights)
+            or (is_bcoo(weights) and layout is not False)
+            or layout is True
+        ):
+            return as_ell(weights)
     if is_bcoo(weights):
         shape = tuple(weights.shape)
     else:
