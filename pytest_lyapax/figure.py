@@ -69,8 +69,41 @@ def build_figure(
         panels.append(None)
     columns = min(_COLUMNS, len(panels))
     rows = math.ceil(len(panels) / columns)
-    header_in = 0.9
-    fig = Figure(figsize=(4.8 * columns, 3.6 * rows + header_in), dpi=_DPI)
+    width_in = 4.8 * columns
+    # Header text is wrapped to the figure's width (about 14 characters per
+    # inch at 9 pt) and the legend goes under it, so neither can overlap.
+    chars = max(40, int(width_in * 14))
+    lines = textwrap.wrap(
+        f"Wall time per JAX backend (median, bars = IQR); {machine}", chars
+    )
+    incomplete = [e for e in legends if e.status not in ("ok", "unavailable")]
+    unavailable = [e for e in legends if e.status == "unavailable"]
+    if incomplete:
+        lines += textwrap.wrap(
+            "INCOMPLETE RUN: "
+            + "; ".join(
+                f"{e.label} {e.status}: {_short(e.reason, 80, 1)}" for e in incomplete
+            ),
+            chars,
+        )
+    if unavailable:
+        lines += textwrap.wrap(
+            "Not measured (no timing is shown for it): "
+            + "; ".join(
+                f"{e.label} unavailable: {_short(e.reason, 80, 1)}" for e in unavailable
+            ),
+            chars,
+        )
+    if len(benches) > len(drawn):
+        lines.append(
+            f"{len(drawn)} of {len(benches)} sized benchmarks drawn; all are in "
+            "benchmark.json and the terminal tables"
+        )
+    legend_columns = max(1, min(len(legends), int(width_in // 2.4)))
+    legend_rows = math.ceil(len(legends) / legend_columns) if legends else 0
+    text_in = 0.1 + 0.17 * len(lines)
+    header_in = text_in + 0.25 * legend_rows + 0.45
+    fig = Figure(figsize=(width_in, 3.6 * rows + header_in), dpi=_DPI)
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     colors = {entry.label: f"C{i % 10}" for i, entry in enumerate(legends)}
@@ -98,29 +131,19 @@ def build_figure(
             label=f"{entry.label}{device}{status}",
         )
         handles.append(handle)
-    lines = [f"Wall time per JAX backend (median, bars = IQR); {machine}"]
-    not_ok = [e for e in legends if e.status != "ok"]
-    if not_ok:
-        lines.append(
-            "INCOMPLETE RUN: "
-            + "; ".join(
-                f"{e.label} {e.status}: {_short(e.reason, 80, 1)}" for e in not_ok
-            )
-        )
-    if len(benches) > len(drawn):
-        lines.append(
-            f"{len(drawn)} of {len(benches)} sized benchmarks drawn; all are in "
-            "benchmark.json and the terminal tables"
-        )
-    top = 1.0 - header_in / fig.get_figheight()
-    fig.text(0.01, 0.995, "\n".join(lines), va="top", ha="left", fontsize=9)
+    height = fig.get_figheight()
+    top = 1.0 - header_in / height
+    fig.text(
+        0.01, 1.0 - 0.05 / height, "\n".join(lines), va="top", ha="left", fontsize=9
+    )
     if handles:
         fig.legend(
             handles=handles,
-            loc="upper right",
-            bbox_to_anchor=(0.995, 0.995),
+            loc="upper left",
+            bbox_to_anchor=(0.01, 1.0 - text_in / height),
             fontsize=8,
-            ncols=min(3, len(handles)),
+            ncols=legend_columns,
+            frameon=False,
         )
     fig.subplots_adjust(
         left=0.08 / columns * 2,

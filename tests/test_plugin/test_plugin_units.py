@@ -439,10 +439,28 @@ def test_figure_marks_unavailable_backend_without_a_curve():
     drawn = [c for c in ax.containers]
     assert len(drawn) == 1 and len(drawn[0].lines[0].get_xdata()) == 2
     assert ax.get_xscale() == ax.get_yscale() == "log"
-    header = fig.texts[0].get_text()
+    header = " ".join(fig.texts[0].get_text().split())
     assert "host (CPU model)" in header
-    assert "INCOMPLETE RUN: gpu unavailable: JAX could not start" in header
+    assert "gpu unavailable: JAX could not start" in header
+    assert "INCOMPLETE" not in header  # unavailable is reported, not a partial run
+    # The legend sits below the header text, never on top of it.
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    text_box = fig.texts[0].get_window_extent(renderer)
+    legend_box = fig.legends[0].get_window_extent(renderer)
+    assert legend_box.y1 <= text_box.y0 + 1
     assert render_png(benches, legends, "m").startswith(b"\x89PNG")
+
+
+def test_figure_marks_a_crashed_backend_as_an_incomplete_run():
+    records = [record("cpu", 10, 0.1), record("cpu", 100, 1.0)]
+    benches = analysis.group_sized(records, ["cpu", "cpu2"])
+    legends = [
+        BackendLegend("cpu", OK, "cpu"),
+        BackendLegend("cpu2", "crashed", None, "worker died"),
+    ]
+    header = build_figure(benches, legends, "m").texts[0].get_text()
+    assert "INCOMPLETE RUN: cpu2 crashed: worker died" in " ".join(header.split())
 
 
 def test_figure_without_sized_benchmarks_draws_bars():
