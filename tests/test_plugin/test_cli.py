@@ -308,3 +308,23 @@ def test_ten_thousand_benchmarks_give_a_bounded_figure(
         env=clean_environment,
     )
     assert proc.returncode == 0 and len(proc.stdout.splitlines()) <= 60
+
+
+def test_the_docs_reference_figure_is_redrawn_from_its_committed_report(
+    tmp_path, clean_environment
+):
+    # The stored GPU-page figure must be reproducible from the committed JSON.
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "_static"
+    report = docs / "gpu_acceleration_reference.json"
+    out = tmp_path / "reference.png"
+    proc = cli("plot", report, "-o", out, cwd=tmp_path, env=clean_environment)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert png_size(out) == png_size(docs / "gpu_acceleration_reference.png")
+    data = json.loads(report.read_text())
+    measured = {b["extra_info"]["backend"] for b in data["benchmarks"]}
+    statuses = {b["label"]: b["status"] for b in data["pytest_lyapax"]["backends"]}
+    # Every timing in the stored report was measured on a backend marked ok.
+    assert measured and all(statuses[label] == "ok" for label in measured)
