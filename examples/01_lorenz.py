@@ -1,6 +1,7 @@
 """
 Quick start: the Lorenz spectrum
-=========================
+================================
+
 The three Lyapunov exponents of the Lorenz (1963) system at the classic
 parameters ``sigma = 10, rho = 28, beta = 8/3``, with the Kaplan-Yorke
 dimension. Reference values: ``(0.9056, 0, -14.5723)``; the sum must equal the

@@ -1,6 +1,7 @@
 """
 Matrix-free tangents: why k exponents never need the d x d Jacobian
-============================================================
+===================================================================
+
 The Benettin method pushes a frame ``Y (d, k)`` of tangent vectors through each
 step. Two ways to do it:
 
