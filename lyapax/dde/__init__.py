@@ -45,7 +45,14 @@ from lyapax.dde._compat import (
     scalar_delayed_history0,
 )
 from lyapax.dde._delays import effective_tau, resolve_tau_steps, tau_eff
-from lyapax.dde._step import CarryStep, FlatStep, NetworkField, RingStep, ScalarField
+from lyapax.dde._step import (
+    CarryStep,
+    FlatStep,
+    NetworkField,
+    RingStep,
+    ScalarField,
+    presum_edges,
+)
 from lyapax.network._checks import as_cvar_indices, state_rows
 from lyapax.network._sparse import EllWeights
 from lyapax.network.coupling import (
@@ -317,7 +324,8 @@ def network_dde_problem(
             interpolate=interpolate,
             stacklevel=3,
         )
-    field = NetworkField(dfun, edge_coupling, W, cvar, delays.edges)
+    presum = presum_edges(edge_coupling, W, delays.horizon, interpolate, delays.edges)
+    field = NetworkField(dfun, edge_coupling, W, cvar, delays.edges, presum)
     if not delays.edges:
         D_shape = (len(cvar), n)
     else:  # one delayed value per edge slot: n sources dense, w sparse

@@ -19,7 +19,13 @@ import jax.numpy as jnp
 from lyapax._engine import validate
 from lyapax.dde import _build as build
 from lyapax.dde import _history
-from lyapax.dde._step import CarryStep, NetworkField, RingStep, ScalarField
+from lyapax.dde._step import (
+    CarryStep,
+    NetworkField,
+    RingStep,
+    ScalarField,
+    presum_edges,
+)
 from lyapax.network._checks import as_cvar_indices, as_weights
 from lyapax.network.coupling import as_edge_coupling, edge_linear_coupling
 
@@ -146,7 +152,8 @@ def make_step_fn(
             "has_delays=True needs delay_steps (per-edge (n, n) steps) or "
             "tau_steps (one delay in steps)"
         )
-    field = NetworkField(dfun, coupling, W, cvar, edges)
+    presum = presum_edges(coupling, W, horizon, bool(interpolate), edges)
+    field = NetworkField(dfun, coupling, W, cvar, edges, presum)
     ring = RingStep(
         field,
         dt,

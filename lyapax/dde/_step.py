@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from lyapax.dde import _history
+from lyapax.dde import _edge_sums, _history
 from lyapax.integrators import TABLEAUS, rk_stage_update
 from lyapax.network._sparse import read_edges_ell
 
@@ -61,6 +61,33 @@ class ScalarField(eqx.Module):
         return jnp.reshape(out, (m, 1)).astype(X.dtype)
 
 
+class EdgeSums(eqx.Module):
+    """Delayed input already summed over the sources: ``(C, n)`` weighted sums of
+    the coupling's ``sources`` terms (see :meth:`NetworkField.edge_sums`)."""
+
+    sums: Float[Array, "C n"]
+
+
+def presum_edges(
+    coupling: Any, weights: Any, horizon: int, interpolate: bool, edges: bool
+) -> bool:
+    """Whether per-edge delays read through :meth:`NetworkField.edge_sums`.
+
+    It needs per-edge grid delays on dense weights and a coupling of the form
+    ``combine(sum_j w_ij sources(x_j))`` (the built-ins). The source terms
+    are formed on all ``H n`` buffer entries, so it is used while ``H <= n``
+    (no more terms than the ``n^2`` edges).
+    """
+    dense = getattr(weights, "ndim", 0) == 2 and not hasattr(weights, "indices")
+    return (
+        edges
+        and not interpolate
+        and dense
+        and bool(getattr(coupling, "summable", False))
+        and horizon <= weights.shape[0]
+    )
+
+
 class NetworkField(eqx.Module):
     """``dfun(X, coupling(D, X[cvar], weights, params), params)``.
 
@@ -74,10 +101,27 @@ class NetworkField(eqx.Module):
     weights: Any
     cvar: tuple[int, ...] = eqx.field(static=True)
     edges: bool = eqx.field(static=True)
+    #: Dense per-edge grid reads are summed over the sources once per step
+    #: (:meth:`edge_sums`) instead of handing ``(n_cvar, n, n)`` to the coupling.
+    presum: bool = eqx.field(static=True, default=False)
+
+    def edge_sums(
+        self,
+        buf: Buffer,
+        t: Step,
+        steps: Int[Array, "n n"],
+        dbuf: Float[Array, "H n_cvar n k"] | None = None,
+    ) -> tuple[Float[Array, "C n"], Float[Array, "C n k"]]:
+        """Weighted sums of the coupling's source terms over every delayed edge,
+        and their derivatives along the buffer tangents ``dbuf`` (``k = 0``
+        when not given); see :mod:`lyapax.dde._edge_sums`."""
+        return _edge_sums.edge_sums(self.coupling, self.weights, buf, t, steps, dbuf)
 
     def __call__(self, X: State, D: Delayed, params: Any) -> State:
         current = _cvar_rows(X, self.cvar)
-        if self.edges:
+        if isinstance(D, EdgeSums):
+            c = self.coupling.combine(D.sums, current, self.weights, params)
+        elif self.edges:
             # Sparse weights: D is (n_cvar, n, w) on the neighbour-list slots and
             # the edge forms sum over the slot axis of their (n, w) values.
             W = self.weights
@@ -157,9 +201,20 @@ class RingStep(eqx.Module):
     def _read_grid(self, buf: Buffer, t: Step) -> Delayed:
         if isinstance(self.delay, SlotDelays):
             return read_edges_ell(buf, t, self.delay.steps, self.delay.sources)
+        if self.presummed:
+            return EdgeSums(self.field.edge_sums(buf, t, self.delay)[0])
         if self.edges:
             return _history.read_edges(buf, t, self.delay)
         return _history.read_slot(buf, t, self.delay)
+
+    @property
+    def presummed(self) -> bool:
+        """Grid reads of dense per-edge delays come as :class:`EdgeSums`."""
+        return self.edges and not self.interpolate and self.field_presums
+
+    @property
+    def field_presums(self) -> bool:
+        return bool(getattr(self.field, "presum", False))
 
     def _read_at(
         self, buf: Buffer, t: Step, c: float, slope_now: Any = None
@@ -180,10 +235,11 @@ class RingStep(eqx.Module):
         return (value,)
 
     def advance(
-        self, X: State, buf: Buffer, t: Step, params: Any
+        self, X: State, buf: Buffer, t: Step, params: Any, delayed: Any = None
     ) -> tuple[State, tuple[Float[Array, "n_cvar n"], ...]]:
         """``(X_next, writes)``: the new state and the values :meth:`write_slots`
-        places in the buffer (the buffer itself is only read)."""
+        places in the buffer (the buffer itself is only read). ``delayed``
+        replaces the grid read of the buffer when given."""
         tableau = TABLEAUS[self.method]
         if self.delay is None:
             # Undelayed network: the coupling sees each stage's own state.
@@ -191,7 +247,8 @@ class RingStep(eqx.Module):
                 return self.field(Y, _cvar_rows(Y, self.cvar), params)
 
         elif not self.interpolate:
-            D = self._read_grid(buf, t)  # held over the step: first order
+            # Held over the step: first order.
+            D = self._read_grid(buf, t) if delayed is None else delayed
 
             def f(Y, _i):
                 return self.field(Y, D, params)
@@ -323,17 +380,31 @@ class FlatStep(eqx.Module):
         dX = Y[:n].reshape(self.state_shape + (k,))
         dB = Y[n:].reshape(self.buf_shape + (k,))
         ring = self._ring()
-        if ring is None:
-            move = self._advance
+        if ring is not None and ring.presummed:
+            # All k tangents of the delayed edge sums come from one gather; the
+            # step is then differentiated in (state, sums).
+            sums, d_sums = ring.field.edge_sums(buf, t, ring.delay, dB)
+
+            def summed(x, s):
+                return ring.advance(x, buf, t, self.params, EdgeSums(s))
+
+            def one(vx, vs):
+                return jax.jvp(summed, (X, sums), (vx, vs))
+
+            tangents = (dX, d_sums)
         else:
+            if ring is None:
+                move = self._advance
+            else:
 
-            def move(x, b, t):
-                return ring.advance(x, b, t, self.params)
+                def move(x, b, t):
+                    return ring.advance(x, b, t, self.params)
 
-        def one(vx, vb):
-            return jax.jvp(lambda x, b: move(x, b, t), (X, buf), (vx, vb))
+            def one(vx, vb):
+                return jax.jvp(lambda x, b: move(x, b, t), (X, buf), (vx, vb))
 
-        out, d_out = jax.vmap(one, in_axes=(-1, -1), out_axes=(None, -1))(dX, dB)
+            tangents = (dX, dB)
+        out, d_out = jax.vmap(one, in_axes=(-1, -1), out_axes=(None, -1))(*tangents)
         if ring is None:
             (X1, buf1), (dX1, dB1) = out, d_out
             z1 = jnp.concatenate([X1.ravel(), buf1.ravel()]).astype(z.dtype)

@@ -132,8 +132,16 @@ class LinearCoupling(eqx.Module):
         c = gain * p[:, :n_cvar].T + self.b
         return c, gain * _tangent_rows(p[:, n_cvar:], n_cvar)
 
+    def sources(self, x: Rows) -> Rows:
+        """Per-source terms summed over the edges: ``x`` itself."""
+        return x
+
+    def combine(self, sums: Rows, current: Rows, weights: Any, params: Any) -> Rows:
+        """The coupling from ``sums[c, i] = sum_j w_ij sources(x_j)[c]``."""
+        return self._gain(params) * sums + self.b
+
     def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
-        return self._gain(params) * _edge_sum(weights, delayed) + self.b
+        return self.combine(_edge_sum(weights, delayed), current, weights, params)
 
     def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
         return self._gain(params) * _weighted_sum(weights, delayed_src) + self.b
@@ -169,8 +177,16 @@ class SigmoidalCoupling(eqx.Module):
         c, slope = self._out(p[:, :n_cvar].T, params)
         return c, slope[..., None] * _tangent_rows(p[:, n_cvar:], n_cvar)
 
+    def sources(self, x: Rows) -> Rows:
+        """Per-source terms summed over the edges: ``x`` itself."""
+        return x
+
+    def combine(self, sums: Rows, current: Rows, weights: Any, params: Any) -> Rows:
+        """The coupling from ``sums[c, i] = sum_j w_ij sources(x_j)[c]``."""
+        return self._out(sums, params)[0]
+
     def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
-        return self._out(_edge_sum(weights, delayed), params)[0]
+        return self.combine(_edge_sum(weights, delayed), current, weights, params)
 
     def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
         return self._out(_weighted_sum(weights, delayed_src), params)[0]
@@ -231,25 +247,44 @@ class KuramotoCoupling(eqx.Module):
         dc = g * (cos[..., None] * wcv + sin[..., None] * wsv - diag * dtheta)
         return c, dc
 
-    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
-        # sin(a - b) = sin a cos b - cos a sin b: the (n, n) sums depend on the
-        # delayed values only, so with grid reads (held over a step) they are
-        # computed once per step, not once per stage.
-        shifted = delayed + self.alpha
-        s = _edge_sum(weights, jnp.sin(shifted))
-        c = _edge_sum(weights, jnp.cos(shifted))
+    def sources(self, theta: Rows) -> Float[Array, "two_n_cvar ..."]:
+        """Per-source terms summed over the edges: ``sin``, ``cos`` of
+        ``theta + alpha`` stacked on the first axis (``2 n_cvar`` rows)."""
+        shifted = theta + self.alpha
+        return jnp.concatenate([jnp.sin(shifted), jnp.cos(shifted)], axis=0)
+
+    def source_slopes(self, terms: Any, n_cvar: int) -> Any:
+        """Slopes of :meth:`sources` from its values ``terms (..., 2 m, n)``:
+        ``d sin / d theta = cos``, ``d cos / d theta = -sin``, per coupled
+        variable ``(m, ..., 2 m, n)`` (zero across variables)."""
+        m = n_cvar
+        sin, cos = terms[..., :m, :], terms[..., m:, :]
+        own = jnp.concatenate([cos, -sin], axis=-2)  # (..., 2m, n)
+        if m == 1:
+            return own[None]
+        # Row r of the slopes in variable v is nonzero only for r in {v, m + v}.
+        rows = jnp.arange(2 * m) % m
+        mask = (rows[None, :] == jnp.arange(m)[:, None]).astype(terms.dtype)
+        return mask.reshape((m,) + (1,) * (terms.ndim - 2) + (2 * m, 1)) * own
+
+    def combine(self, sums: Rows, current: Rows, weights: Any, params: Any) -> Rows:
+        """The coupling from ``sums[c, i] = sum_j w_ij sources(theta_j)[c]``:
+        ``sin(a - b) = sin a cos b - cos a sin b``."""
+        m = current.shape[0]
         g = self._gain(weights, params)
-        return g * (jnp.cos(current) * s - jnp.sin(current) * c)
+        return g * (jnp.cos(current) * sums[:m] - jnp.sin(current) * sums[m:])
+
+    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
+        # The (n, n) sums depend on the delayed values only, so with grid reads
+        # (held over a step) they are computed once per step, not once per stage.
+        sums = _edge_sum(weights, self.sources(delayed))
+        return self.combine(sums, current, weights, params)
 
     def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
         # The same identity turns the n^2 sines into one product for both sums
         # (and, under jvp, one for all tangents).
-        m = current.shape[0]
-        shifted = delayed_src + self.alpha
-        trig = jnp.concatenate([jnp.sin(shifted), jnp.cos(shifted)], axis=0)
-        sums = _weighted_sum(weights, trig)
-        g = self._gain(weights, params)
-        return g * (jnp.cos(current) * sums[:m] - jnp.sin(current) * sums[m:])
+        sums = _weighted_sum(weights, self.sources(delayed_src))
+        return self.combine(sums, current, weights, params)
 
 
 def linear_coupling(a: Any = 1.0, b: Any = 0.0, G_default: Any = 1.0) -> LinearCoupling:
@@ -329,6 +364,22 @@ class _EdgeForm(EdgeCoupling, eqx.Module):
 
     def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
         return self.coupling.uniform(delayed_src, current, weights, params)
+
+    @property
+    def summable(self) -> bool:
+        """The coupling is ``combine(sum_j w_ij sources(x_j))`` (all built-ins)."""
+        return hasattr(self.coupling, "sources") and hasattr(self.coupling, "combine")
+
+    def sources(self, x: Rows) -> Any:
+        return self.coupling.sources(x)
+
+    def combine(self, sums: Any, current: Rows, weights: Any, params: Any) -> Rows:
+        return self.coupling.combine(sums, current, weights, params)
+
+    def source_slopes(self, terms: Any, n_cvar: int) -> Any:
+        """The wrapped coupling's ``source_slopes``, or None where it has none."""
+        slopes = getattr(self.coupling, "source_slopes", None)
+        return None if slopes is None else slopes(terms, n_cvar)
 
 
 class PairwiseEdgeCoupling(EdgeCoupling, eqx.Module):

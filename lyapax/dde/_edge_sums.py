@@ -1,0 +1,134 @@
+"""Dense per-edge delays summed over the sources: ``sum_j w_ij h(x_j(t - s_ij))``.
+
+A coupling of the form ``combine(sum_j w_ij sources(x_j))`` (every built-in
+one) needs, per target and step, the weighted sums of its node-local source
+terms read one edge delay ago, and, for the Lyapunov tangents, their
+derivatives ``sum_j w_ij slopes_ij dx_j(t - s_ij)``. Both are computed here
+with one pass over the ``n^2`` edges:
+
+* the source terms and their slopes are formed on the ``H n`` stored samples
+  (``H`` ring-buffer slots), not on the ``n^2`` edges: for Kuramoto that is
+  ``H n`` sines instead of ``n^2``;
+* the terms' tangents ``slopes dx`` are formed there too, and each edge
+  gathers its ``C (1 + k)`` numbers in one row; the targets are taken in
+  blocks whose gathered values fit in cache and are reduced against the
+  weights at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+#: Bytes of gathered edge values reduced at a time (about one L2 cache).
+_BLOCK_BYTES = 2**21
+
+
+def materialized(fn: Callable[..., Any], t: Any, *args: Any) -> Any:
+    """``fn(*args)``, computed once into memory before its consumers run.
+
+    XLA on CPU fuses an elementwise producer into a gather that reads it and
+    then evaluates it once per gathered element: sines of an ``(H, n)`` table
+    read by ``n^2`` edges cost ``n^2`` sines (4x the whole step at n = 500;
+    ``optimization_barrier`` does not stop it). A conditional is never fused,
+    and with ``fn`` in both branches its predicate (``t >= 0``, which XLA
+    cannot fold) does not matter.
+    """
+    return jax.lax.cond(jnp.asarray(t) >= 0, fn, fn, *args)
+
+
+def source_slopes(
+    coupling: Any, buf: Float[Array, "H v n"], values: Float[Array, "H C n"]
+) -> Float[Array, "v H C n"]:
+    """Slopes of the coupling's source terms in each coupled variable ``v``.
+
+    ``coupling.source_slopes(values, n_cvar)`` when the coupling has it and it
+    does not return None (Kuramoto's slopes are its cosines and sines again: no new
+    transcendentals), else one ``jax.jvp`` of the node-local ``sources`` per
+    coupled variable.
+    """
+    own = getattr(coupling, "source_slopes", None)
+    slopes = None if own is None else own(values, buf.shape[1])
+    if slopes is not None:
+        return slopes
+    sources = jax.vmap(coupling.sources)
+
+    def along(unit):
+        direction = jnp.broadcast_to(unit[None, :, None], buf.shape)
+        return jax.jvp(sources, (buf,), (direction,))[1]
+
+    return jax.vmap(along)(jnp.eye(buf.shape[1], dtype=buf.dtype))
+
+
+def summed_edges(
+    table: Float[Array, "H n M"],
+    t: Any,
+    steps: Int[Array, "n n"],
+    weights: Float[Array, "n n"],
+) -> Float[Array, "n M"]:
+    """``out[i, m] = sum_j weights[i, j] table[(t - steps[i, j]) % H, j, m]``.
+
+    Each edge reads ``M`` contiguous numbers of ``table (H, n_source, M)``.
+    Targets are taken in blocks whose gathered values fit in cache and are
+    reduced against the weights at once (an unblocked ``(n, n, M)`` gather
+    goes through memory: ~1.7x slower at n = 500).
+    """
+    horizon, n, width = table.shape
+    rows = table.reshape(horizon * n, width)
+    flat = jnp.mod(t - steps, horizon) * n + jnp.arange(n)[None, :]
+    block = max(1, min(n, _BLOCK_BYTES // (n * width * table.dtype.itemsize)))
+    n_blocks = -(-n // block)
+    pad = n_blocks * block - n
+    # Padded targets read row 0 with weight 0 and are cut off below.
+    flat = jnp.pad(flat, ((0, pad), (0, 0))).reshape(n_blocks, block, n)
+    w = jnp.pad(weights, ((0, pad), (0, 0))).reshape(n_blocks, block, n)
+    dims = (((2,), (1,)), ((0,), (0,)))  # batch over targets, contract sources
+
+    def reduce_block(args):
+        idx, w_block = args
+        return jax.lax.dot_general(w_block[:, None, :], rows[idx], dims)[:, 0, :]
+
+    out = jax.lax.map(reduce_block, (flat, w))
+    return out.reshape(n_blocks * block, width)[:n]
+
+
+def edge_sums(
+    coupling: Any,
+    weights: Float[Array, "n n"],
+    buf: Float[Array, "H v n"],
+    t: Any,
+    steps: Int[Array, "n n"],
+    dbuf: Float[Array, "H v n k"] | None = None,
+) -> tuple[Float[Array, "C n"], Float[Array, "C n k"]]:
+    """Delayed weighted sums of the source terms and their tangents.
+
+    ``sums[c, i] = sum_j w_ij sources(buf[(t - s_ij) % H, :, j])[c]`` and
+    ``d_sums[c, i, :] = sum_j w_ij slopes_ij[c, v] dbuf[(t - s_ij) % H, v, j, :]``
+    (``k = 0`` when ``dbuf`` is not given). The value and all ``k`` tangents
+    of an edge are read by one gather of ``C (1 + k)`` numbers.
+    """
+
+    def terms_by_source(b):
+        return jnp.swapaxes(jax.vmap(coupling.sources)(b), 1, 2)
+
+    by_source = materialized(terms_by_source, t, buf)  # (H, n, C)
+    values = jnp.swapaxes(by_source, 1, 2)  # (H, C, n)
+    # Per (sample, source) row: the C terms, then their k tangents, i.e.
+    # (H, n, C, 1 + k), built in that layout.
+    table = by_source[..., None]
+    if dbuf is not None:
+        slopes = source_slopes(coupling, buf, values)  # (v, H, C, n)
+        slopes = jnp.transpose(slopes, (1, 3, 2, 0))  # (H, n, C, v)
+        if slopes.shape[-1] == 1:  # one coupled variable: a plain product
+            tangents = slopes * dbuf[:, 0, :, None, :]
+        else:
+            tangents = jnp.einsum("hncv,hvnk->hnck", slopes, dbuf)
+        table = jnp.concatenate([table, tangents], axis=-1)
+    horizon, n, n_terms, width = table.shape
+    sums = summed_edges(table.reshape(horizon, n, n_terms * width), t, steps, weights)
+    sums = jnp.moveaxis(sums.reshape(n, n_terms, width), 0, 1)
+    return sums[..., 0], sums[..., 1:]

@@ -1,0 +1,119 @@
+"""Dense per-edge delays summed over the sources (``lyapax.dde._edge_sums``).
+
+The fast path forms the coupling's source terms on the ring buffer and gathers
+them per edge; it must equal the edge form of the coupling evaluated on the
+``(n_cvar, n, n)`` delayed values, in value and in every tangent direction,
+and a whole spectrum must not change when it is switched off.
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lyapax.dde as dde
+from lyapax import lyapunov_spectrum
+from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
+from lyapax.dde import _edge_sums, _history, as_edge_coupling, network_dde_problem
+from lyapax.network import Network
+
+
+class _ProductSources(linear_coupling().__class__):
+    """Two coupled variables whose only source term is their product (no
+    ``source_slopes``: the generic jvp path)."""
+
+    def sources(self, x):
+        return x[:1] * x[1:2]
+
+    def combine(self, sums, current, weights, params):
+        return jnp.concatenate([sums, -sums], axis=0)
+
+    def edges(self, delayed, current, weights, params):
+        return self.combine(
+            jnp.sum(weights[None] * self.sources(delayed), -1), current, weights, params
+        )
+
+
+CASES = {
+    "linear": (linear_coupling(a=0.7, b=0.1), 1),
+    "sigmoidal": (sigmoidal_coupling(a=1.2, midpoint=0.1, sigma=0.6), 1),
+    "kuramoto": (kuramoto_coupling(alpha=0.4), 1),
+    "kuramoto two variables": (kuramoto_coupling(alpha=-0.2), 2),
+    "product of two variables": (_ProductSources(), 2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
+    coupling, n_cvar = CASES[name]
+    edge = as_edge_coupling(coupling)
+    n, horizon, k, t = 23, 7, 4, 40  # n not a multiple of the block size
+    rng = np.random.default_rng(3)
+    weights = jnp.asarray(rng.normal(size=(n, n)))
+    steps = jnp.asarray(rng.integers(0, horizon, (n, n)), jnp.int32)
+    buf = jnp.asarray(rng.uniform(-2, 2, (horizon, n_cvar, n)))
+    dbuf = jnp.asarray(rng.normal(size=(horizon, n_cvar, n, k)))
+    current = jnp.asarray(rng.uniform(-1, 1, (n_cvar, n)))
+    params = {"G": 1.3}
+
+    def reference(b):
+        delayed = _history.read_edges(b, t, steps)  # (n_cvar, n, n)
+        return edge(delayed, current, weights, params)
+
+    def fast(b, d=None):
+        sums, d_sums = _edge_sums.edge_sums(edge, weights, b, t, steps, d)
+        return sums, d_sums
+
+    sums, d_sums = fast(buf, dbuf)
+    np.testing.assert_allclose(
+        edge.combine(sums, current, weights, params), reference(buf), rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(fast(buf)[0], sums, rtol=0, atol=1e-13)
+    assert fast(buf)[1].shape == (sums.shape[0], n, 0)
+    for col in range(k):
+        want = jax.jvp(reference, (buf,), (dbuf[..., col],))[1]
+        got = jax.jvp(
+            lambda s: edge.combine(s, current, weights, params),
+            (sums,),
+            (d_sums[..., col],),
+        )[1]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
+def _kuramoto_problem(n, max_delay_steps, dt=0.01, seed=5):
+    rng = np.random.default_rng(seed)
+    W = jnp.asarray(rng.uniform(0.0, 1.0, (n, n)) * (1 - np.eye(n)))
+    tau = rng.integers(1, max_delay_steps + 1, (n, n)) * dt
+    params = {"omega": jnp.asarray(rng.normal(0.0, 1.0, n)), "G": 2.0}
+    return network_dde_problem(
+        lambda th, c, p: p["omega"] + c,
+        Network(W, (0,)),
+        kuramoto_coupling(alpha=0.2),
+        params,
+        jnp.asarray(rng.uniform(0, 2 * np.pi, n)),
+        dt,
+        tau=tau,
+    )
+
+
+def test_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
+    fast = _kuramoto_problem(40, 12)
+    assert fast.step_fn.ring.presummed
+    monkeypatch.setattr(dde, "presum_edges", lambda *a, **k: False)
+    slow = _kuramoto_problem(40, 12)
+    assert not slow.step_fn.ring.presummed
+    run = dict(n_steps=60, k=4, renorm_every=10)
+    got = lyapunov_spectrum(fast, **run)
+    want = lyapunov_spectrum(slow, **run)
+    np.testing.assert_allclose(got.exponents, want.exponents, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        got.checkpoint.state, want.checkpoint.state, rtol=0, atol=1e-12
+    )
+    np.testing.assert_allclose(got.history, want.history, rtol=0, atol=1e-10)
+
+
+def test_summed_path_only_where_it_saves_work():
+    # H = 13 slots > n = 8 nodes: forming the terms on the buffer would cost
+    # more than on the n^2 edges, so the edge form is used.
+    assert not _kuramoto_problem(8, 12).step_fn.ring.presummed
+    assert _kuramoto_problem(16, 12).step_fn.ring.presummed
