@@ -26,7 +26,7 @@ from lyapax._engine.benettin import (
 )
 from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
 from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
-from lyapax._engine.summary import finish_program, keep_rows
+from lyapax._engine.summary import finish, finish_program, keep_rows
 from lyapax._engine.tree import split_static
 
 __all__ = [
@@ -307,11 +307,11 @@ def spectrum(
     carry = out["carry"]
     n_blocks = args.n_blocks
     dt = view.dt
-    if not traced:  # one input type whatever the caller passed
-        dt, t0 = np.asarray(dt, dtype), np.asarray(t0, dtype)
-    est = finish_program(
-        out["cum"], cum0, np.int32(n_blocks), dt, np.int32(args.renorm_every), t0
-    )
+    if traced:
+        counts = jnp.asarray([n_blocks, args.renorm_every], jnp.int32)
+        est = finish(out["cum"], cum0, counts[0], dt, counts[1], t0)
+    else:
+        est = finish_program(out["cum"], cum0, n_blocks, dt, args.renorm_every, t0)
     checkpoint = view.checkpoint(
         carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
     )

@@ -67,8 +67,19 @@ def finish(
     }
 
 
-#: :func:`finish` as a program of its own (cached by buffer shape).
-finish_program = jax.jit(finish)
+@jax.jit
+def _finish_packed(cum, cum0, counts, times):
+    return finish(cum, cum0, counts[0], times[0], counts[1], times[1])
+
+
+def finish_program(
+    cum: jax.Array, cum0: jax.Array, n_blocks: int, dt: Any, renorm_every: int, t0: Any
+) -> dict[str, jax.Array]:
+    """:func:`finish` as a program of its own (cached by buffer shape), its
+    scalars passed as two host arrays: one copy each instead of four."""
+    dtype = cum.dtype
+    counts = np.array([n_blocks, renorm_every], dtype=np.int32)
+    return _finish_packed(cum, cum0, counts, np.array([dt, t0], dtype=dtype))
 
 
 def keep_rows(x: Any, n: int, *, axis: int, cols: int | None = None) -> Any:

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from lyapax._engine.benettin import initial_frame, run_benettin
+from lyapax._engine.benettin import Lengths, initial_frame, run_benettin
 from lyapax._engine.run import LyapunovResult
 from lyapax._engine.summary import finish
 from lyapax._engine.trajectory import iterate
@@ -69,6 +69,7 @@ def spectrum_kernel(
     (see :mod:`lyapax._engine.summary`); the caller keeps their first rows."""
 
     def one(dyn, p, x0, seed, dt, lengths):
+        lengths = Lengths.unpack(lengths)
         view = merge_static(dyn, static).build(p, x0, dt)
         step_dyn, step_static = split_static(view.step)
         z0 = view.z0
