@@ -192,9 +192,10 @@ def pytest_collection_modifyitems(
 def pytest_collection_finish(session: pytest.Session) -> None:
     lsession = get_session(session.config)
     if lsession is not None and lsession.role == WORKER and session.items:
-        # Start JAX now: all workers collect at the same time, before any
-        # backend's phase begins, so no later backend pays its start-up
-        # (~1 s) while an earlier one waits, and nothing is being timed yet.
+        # Start JAX now (if the test modules imported it): all workers
+        # collect at the same time, before any backend's phase begins, so no
+        # later backend pays its start-up (~1 s) while an earlier one waits,
+        # and nothing is being timed yet.
         runplan.start_jax()
 
 
@@ -206,7 +207,9 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         runplan.settle_inprocess_backend(lsession)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    # trylast: after pytest has torn down the session-scoped fixtures.
     lsession = get_session(session.config)
     if lsession is not None and lsession.role == WORKER:
         runplan.release_worker_memory()
@@ -243,8 +246,9 @@ def jax_backend(request: pytest.FixtureRequest) -> str:
 
     With ``--jax-backend`` every test runs once per listed backend, in that
     backend's own process; the fixture fails the test if JAX in this process
-    is not on the requested backend (a silent fallback).  Without it, it
-    returns ``jax.default_backend()`` of the current process.
+    is not on the requested backend (a silent fallback): at set-up when JAX
+    is already imported, else at teardown if the test imported it.  Without
+    it, it returns ``jax.default_backend()`` of the current process.
     """
     session = get_session(request.config)
     if session is None:
@@ -258,7 +262,7 @@ def jax_backend(request: pytest.FixtureRequest) -> str:
         import jax
 
         return jax.default_backend()
-    runplan.check_process_backend(session, label)
+    runplan.check_process_backend(session, label, request.addfinalizer)
     return label
 
 
