@@ -17,7 +17,7 @@ import pytest
 
 from . import benchmarks
 from .collector import ResultCollector
-from .options import Settings
+from .options import Settings, informational
 from .probe import probe_backends
 from .scheduling import XdistHooks, worker_spec
 from .session import (
@@ -38,15 +38,6 @@ class PerBackendTests:
     @pytest.fixture(autouse=True)
     def _pytest_lyapax_every_test(self, jax_backend: str) -> None:
         """Parametrizes every test by backend and checks the process's backend."""
-
-
-def informational(config: pytest.Config) -> bool:
-    """Runs that only list things (help, collect-only, ...) probe and time nothing."""
-    option = config.option
-    names = ("help", "version", "collectonly", "showfixtures", "markers")
-    return any(getattr(option, name, False) for name in names) or bool(
-        getattr(option, "show_fixtures_per_test", False)
-    )
 
 
 _XDIST_FLAGS = ("-n", "--numprocesses", "--dist", "--tx", "-d", "--maxprocesses")

@@ -605,6 +605,29 @@ def test_a_test_importing_jax_itself_is_checked_for_a_silent_fallback(pytester):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
+def test_a_run_without_backends_imports_only_what_it_needs(pytester):
+    # pytest imports the plugin at every start, also in projects not using it.
+    pytester.makeconftest(
+        """
+        import json
+        import sys
+        from pathlib import Path
+
+
+        def pytest_unconfigure(config):
+            loaded = sorted(m for m in sys.modules if m.startswith("pytest_lyapax"))
+            (Path(__file__).parent / "modules.json").write_text(json.dumps(loaded))
+        """
+    )
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    loaded = set(json.loads((pytester.path / "modules.json").read_text()))
+    assert "pytest_lyapax.plugin" in loaded
+    heavy = {"runplan", "scheduling", "collector", "report", "figure", "benchmarks"}
+    assert not loaded & {f"pytest_lyapax.{name}" for name in heavy}
+
+
 def test_worker_reaper_reports_a_failed_teardown():
     from types import SimpleNamespace
 
