@@ -199,13 +199,13 @@ def pytest_collection_modifyitems(
 def pytest_collection_finish(session: pytest.Session) -> None:
     lsession = get_session(session.config)
     if lsession is not None and lsession.role == WORKER and session.items:
-        # Start JAX now (if the test modules imported it): all workers
-        # collect at the same time, before any backend's phase begins, so no
-        # later backend pays its start-up (~1 s) while an earlier one waits,
-        # and nothing is being timed yet.
+        # Start JAX now (if the tests may use it): all workers collect at the
+        # same time, before any backend's phase begins, so no later backend
+        # pays its start-up (~1 s) while an earlier one waits, and nothing is
+        # being timed yet.
         from . import runplan
 
-        runplan.start_jax()
+        runplan.start_jax(session.items)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -210,13 +210,17 @@ def _check_jax_backend(session: LyapaxSession, label: str) -> None:
         )
 
 
-def start_jax() -> None:
-    """Start this process's JAX backend if the collected tests imported JAX.
+def start_jax(items: Sequence[pytest.Item]) -> None:
+    """Start this process's JAX backend if the collected tests may use it.
 
-    Failures are left to the per-test check (:func:`check_process_backend`),
-    which reports them.  A suite that never imports JAX is not made to.
+    That is when the test modules imported JAX, or when a test uses the
+    ``benchmark`` fixture (whose set-up reads the JAX device in any case:
+    better now, while all workers collect, than inside the backend's phase).
+    A suite that does neither is not made to start it.  Failures are left to
+    the per-test check (:func:`check_process_backend`), which reports them.
     """
-    if "jax" not in sys.modules:
+    benchmarked = any("benchmark" in getattr(i, "fixturenames", ()) for i in items)
+    if "jax" not in sys.modules and not benchmarked:
         return
     try:
         import jax

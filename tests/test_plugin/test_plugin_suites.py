@@ -579,6 +579,37 @@ def test_workers_start_jax_only_for_suites_that_import_it_and_are_awaited(pytest
         assert state == {"jax": False, "frozen": True}, label
 
 
+def test_workers_of_a_benchmark_suite_start_jax_while_collecting(pytester):
+    pytester.makeconftest(
+        """
+        import os
+        import sys
+        from pathlib import Path
+
+        import pytest
+
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(session):
+            label = os.environ.get("PYTEST_LYAPAX_LABEL")
+            if label is not None:
+                started = str("jax" in sys.modules)
+                (Path(__file__).parent / f"collected-{label}").write_text(started)
+        """
+    )
+    pytester.makepyfile(
+        test_bench="""
+        def test_measured(benchmark, jax_backend):
+            benchmark(sum, [1, 2])
+        """
+    )
+    result = pytester.runpytest_subprocess(*FAST, *TWO)
+    assert result.ret == pytest.ExitCode.OK
+    assert counts(result) == {"passed": 2}
+    for label in ("cpu", "cpu2"):
+        assert (pytester.path / f"collected-{label}").read_text() == "True", label
+
+
 def test_a_test_importing_jax_itself_is_checked_for_a_silent_fallback(pytester):
     pytester.makepyfile(
         test_inside="""
