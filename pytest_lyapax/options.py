@@ -241,6 +241,15 @@ def parse_required(text: str, backends: Sequence[Backend]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(entries))
 
 
+def informational(config: pytest.Config) -> bool:
+    """Runs that only list things (help, collect-only, ...) probe and time nothing."""
+    option = config.option
+    names = ("help", "version", "collectonly", "showfixtures", "markers")
+    return any(getattr(option, name, False) for name in names) or bool(
+        getattr(option, "show_fixtures_per_test", False)
+    )
+
+
 def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Settings:
     """Resolve command line, ini file and defaults into :class:`Settings`.
 

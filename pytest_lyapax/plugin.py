@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from . import benchmarks, runplan
 from .items import LABEL_ATTR, item_label, marker_labels, per_backend_items
-from .options import read_settings, validate_marker_sizes
+from .options import informational, read_settings, validate_marker_sizes
 from .session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
+
+# ``runplan`` (and with it the xdist scheduling, report and figure code) and
+# ``benchmarks`` are imported inside the hooks that only active runs reach:
+# pytest imports this module at every start, also where the plugin is unused.
 
 SIZES_KEY = pytest.StashKey["tuple[int, ...] | None"]()
 
@@ -121,12 +124,16 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         if WORKERINPUT_KEY in workerinput:
+            from . import runplan
+
             session = runplan.configure_worker(config, workerinput[WORKERINPUT_KEY])
             config.stash[SIZES_KEY] = session.settings.sizes
         return
-    settings = read_settings(config, check_paths=not runplan.informational(config))
+    settings = read_settings(config, check_paths=not informational(config))
     config.stash[SIZES_KEY] = settings.sizes
     if settings.active:
+        from . import runplan
+
         runplan.configure_controller(config, settings)
 
 
@@ -192,23 +199,34 @@ def pytest_collection_modifyitems(
 def pytest_collection_finish(session: pytest.Session) -> None:
     lsession = get_session(session.config)
     if lsession is not None and lsession.role == WORKER and session.items:
-        # Start JAX now: all workers collect at the same time, before any
-        # backend's phase begins, so no later backend pays its start-up
-        # (~1 s) while an earlier one waits, and nothing is being timed yet.
-        runplan.start_jax()
+        # Start JAX now (if the tests may use it): all workers collect at the
+        # same time, before any backend's phase begins, so no later backend
+        # pays its start-up (~1 s) while an earlier one waits, and nothing is
+        # being timed yet.
+        from . import runplan
+
+        runplan.start_jax(session.items)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     lsession = get_session(session.config)
-    if lsession is not None and lsession.role == WORKER:
+    if lsession is None:
+        return
+    from . import benchmarks, runplan
+
+    if lsession.role == WORKER:
         benchmarks.enable_in_worker(session.config)
-    elif lsession is not None and lsession.role == INPROCESS:
+    elif lsession.role == INPROCESS:
         runplan.settle_inprocess_backend(lsession)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
+    # trylast: after pytest has torn down the session-scoped fixtures.
     lsession = get_session(session.config)
     if lsession is not None and lsession.role == WORKER:
+        from . import runplan
+
         runplan.release_worker_memory()
 
 
@@ -219,6 +237,8 @@ def pytest_runtest_setup(item: pytest.Item):
     # Without --jax-backend the plugin is inert: pytest-benchmark's own
     # fixture, untouched.
     if session is not None and "benchmark" in getattr(item, "fixturenames", ()):
+        from . import benchmarks
+
         benchmarks.instrument(item, item_label(item))
     return result
 
@@ -231,6 +251,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # attribute), so results are attributed without parsing test ids.
         setattr(report, LABEL_ATTR, item_label(item))
         if call.when == "call":
+            from . import benchmarks
+
             record = benchmarks.record_of(item)
             if record is not None:
                 setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
@@ -243,8 +265,9 @@ def jax_backend(request: pytest.FixtureRequest) -> str:
 
     With ``--jax-backend`` every test runs once per listed backend, in that
     backend's own process; the fixture fails the test if JAX in this process
-    is not on the requested backend (a silent fallback).  Without it, it
-    returns ``jax.default_backend()`` of the current process.
+    is not on the requested backend (a silent fallback): at set-up when JAX
+    is already imported, else at teardown if the test imported it.  Without
+    it, it returns ``jax.default_backend()`` of the current process.
     """
     session = get_session(request.config)
     if session is None:
@@ -258,7 +281,9 @@ def jax_backend(request: pytest.FixtureRequest) -> str:
         import jax
 
         return jax.default_backend()
-    runplan.check_process_backend(session, label)
+    from . import runplan
+
+    runplan.check_process_backend(session, label, request.addfinalizer)
     return label
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import gc
 import os
 import sys
+from collections.abc import Callable, Sequence
 
 import pytest
 
 from . import benchmarks
 from .collector import ResultCollector
-from .options import Settings
+from .options import Settings, informational
 from .probe import probe_backends
 from .scheduling import XdistHooks, worker_spec
 from .session import (
@@ -37,15 +38,6 @@ class PerBackendTests:
     @pytest.fixture(autouse=True)
     def _pytest_lyapax_every_test(self, jax_backend: str) -> None:
         """Parametrizes every test by backend and checks the process's backend."""
-
-
-def informational(config: pytest.Config) -> bool:
-    """Runs that only list things (help, collect-only, ...) probe and time nothing."""
-    option = config.option
-    names = ("help", "version", "collectonly", "showfixtures", "markers")
-    return any(getattr(option, name, False) for name in names) or bool(
-        getattr(option, "show_fixtures_per_test", False)
-    )
 
 
 _XDIST_FLAGS = ("-n", "--numprocesses", "--dist", "--tx", "-d", "--maxprocesses")
@@ -177,8 +169,31 @@ def settle_inprocess_backend(session: LyapaxSession) -> None:
         check_required(session)
 
 
-def check_process_backend(session: LyapaxSession, label: str) -> None:
-    """Fail the test if JAX in this process is not on ``label``'s backend."""
+def check_process_backend(
+    session: LyapaxSession,
+    label: str,
+    defer: Callable[[Callable[[], None]], None],
+) -> None:
+    """Fail the test if JAX in this process is not on ``label``'s backend.
+
+    Checked now when JAX is already imported (test modules usually import it
+    at collection).  Otherwise nothing can have run on a wrong backend yet:
+    the check is handed to ``defer`` (the test's ``addfinalizer``) and runs
+    after the test if it imported JAX, so tests that never use JAX do not
+    make their worker start it (~0.5 s of CPU per worker).
+    """
+
+    def check_if_imported() -> None:
+        if "jax" in sys.modules:
+            _check_jax_backend(session, label)
+
+    if "jax" in sys.modules:
+        _check_jax_backend(session, label)
+    else:
+        defer(check_if_imported)
+
+
+def _check_jax_backend(session: LyapaxSession, label: str) -> None:
     import jax
 
     backend = session.backend(label)
@@ -195,9 +210,18 @@ def check_process_backend(session: LyapaxSession, label: str) -> None:
         )
 
 
-def start_jax() -> None:
-    """Import JAX and start this process's backend; failures are left to the
-    per-test check (:func:`check_process_backend`), which reports them."""
+def start_jax(items: Sequence[pytest.Item]) -> None:
+    """Start this process's JAX backend if the collected tests may use it.
+
+    That is when the test modules imported JAX, or when a test uses the
+    ``benchmark`` fixture (whose set-up reads the JAX device in any case:
+    better now, while all workers collect, than inside the backend's phase).
+    A suite that does neither is not made to start it.  Failures are left to
+    the per-test check (:func:`check_process_backend`), which reports them.
+    """
+    benchmarked = any("benchmark" in getattr(i, "fixturenames", ()) for i in items)
+    if "jax" not in sys.modules and not benchmarked:
+        return
     try:
         import jax
 
@@ -212,9 +236,17 @@ def release_worker_memory() -> None:
     Done before the worker reports that it finished (and the next backend
     starts timing): left to interpreter exit, this can take seconds, during
     which execnet may interrupt the worker.
+
+    Then freezes the garbage collector's view of what is left (libraries,
+    the collected tests): after its last test a worker only shuts down, and
+    pytest's final ``gc.collect()`` passes (five at unconfigure) would
+    otherwise rescan JAX's large heap each time, ~0.1 s apiece on a 2-core
+    machine, while the controller waits for the worker to exit.  Garbage
+    made after this point is still collected.
     """
     if "jax" in sys.modules:
         import jax
 
         jax.clear_caches()
     gc.collect()
+    gc.freeze()

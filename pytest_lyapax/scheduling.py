@@ -12,6 +12,7 @@ finished, so timings of different backends never share cores.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -230,6 +231,7 @@ class XdistHooks:
         self.order = list(order)
         self.scheduler: BackendScheduling | None = None
         self.pytest_session: pytest.Session | None = None
+        self.reaper: _WorkerReaper | None = None
 
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
@@ -242,6 +244,17 @@ class XdistHooks:
     @pytest.hookimpl
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.pytest_session = session
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self) -> None:
+        # tryfirst: before xdist's own sessionfinish, which would wait here
+        # for every worker process to exit (see _WorkerReaper).
+        self.reaper = _WorkerReaper.start(self.session_config)
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_unconfigure(self) -> None:
+        if self.reaper is not None:
+            self.reaper.wait()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(
@@ -288,6 +301,52 @@ class XdistHooks:
         else:
             state.crashes.append(f"worker {node.gateway.id} went down: {error}")
         state.reason = "; ".join(state.crashes)
+
+
+class _WorkerReaper:
+    """Shut the workers down while the controller writes its summary.
+
+    Once every worker has reported that it finished, xdist's
+    ``pytest_sessionfinish`` tells the worker processes to exit and waits for
+    them (``NodeManager.teardown_nodes``).  A worker still has its own
+    terminal summary, ``pytest_unconfigure`` hooks and a JAX interpreter
+    shutdown to go through, about a second on a 2-core machine, which the
+    controller would spend idle before writing anything.  The same
+    ``teardown_nodes`` call (same exit messages, same timeout and kill) runs
+    in a thread instead, and the controller waits for it at the very end of
+    its ``pytest_unconfigure``, so no worker outlives the run.
+    """
+
+    def __init__(self, teardown: Callable[[], None]) -> None:
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(
+            target=self._run, args=(teardown,), name="pytest-lyapax-reap-workers"
+        )
+        self.thread.daemon = True  # never keep the interpreter alive on its own
+
+    def _run(self, teardown: Callable[[], None]) -> None:
+        try:
+            teardown()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by wait()
+            self.error = exc
+
+    @classmethod
+    def start(cls, config: pytest.Config) -> _WorkerReaper | None:
+        dsession = config.pluginmanager.getplugin("dsession")
+        nodemanager = getattr(dsession, "nodemanager", None)
+        teardown = getattr(nodemanager, "teardown_nodes", None)
+        if teardown is None:
+            return None  # xdist never started its workers
+        reaper = cls(teardown)
+        # xdist's own call (right after this hook) now returns at once.
+        nodemanager.teardown_nodes = lambda: None
+        reaper.thread.start()
+        return reaper
+
+    def wait(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
 
 
 def _no_replacement_for_dead_backends(

@@ -541,6 +541,145 @@ def test_plain_cpu_is_not_probed_in_a_subprocess(monkeypatch):
     assert {label: r.status for label, r in results.items()} == {"cpu": OK, "cpu2": OK}
 
 
+# Each worker records, from its pytest_unconfigure and after a pause, whether
+# it imported JAX and whether it froze the garbage collector's view.
+WORKER_EXIT_CONFTEST = """
+import gc
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def pytest_unconfigure(config):
+    label = os.environ.get("PYTEST_LYAPAX_LABEL")
+    if label is None or not hasattr(config, "workerinput"):
+        return  # the controller
+    time.sleep(1.0)  # the controller must still be waiting for this worker
+    state = {"jax": "jax" in sys.modules, "frozen": gc.get_freeze_count() > 0}
+    (Path(__file__).parent / f"exit-{label}.json").write_text(json.dumps(state))
+"""
+
+
+def test_workers_start_jax_only_for_suites_that_import_it_and_are_awaited(pytester):
+    pytester.makeconftest(WORKER_EXIT_CONFTEST)
+    pytester.makepyfile(
+        test_nojax="""
+        def test_one(jax_backend):
+            assert jax_backend in ("cpu", "cpu2")
+        """
+    )
+    result = pytester.runpytest_subprocess(*FAST, *TWO)
+    assert result.ret == pytest.ExitCode.OK
+    assert counts(result) == {"passed": 2}
+    # Written by each worker at its very end: pytest returned only after both.
+    for label in ("cpu", "cpu2"):
+        state = json.loads((pytester.path / f"exit-{label}.json").read_text())
+        assert state == {"jax": False, "frozen": True}, label
+
+
+def test_workers_of_a_benchmark_suite_start_jax_while_collecting(pytester):
+    pytester.makeconftest(
+        """
+        import os
+        import sys
+        from pathlib import Path
+
+        import pytest
+
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_collection_finish(session):
+            label = os.environ.get("PYTEST_LYAPAX_LABEL")
+            if label is not None:
+                started = str("jax" in sys.modules)
+                (Path(__file__).parent / f"collected-{label}").write_text(started)
+        """
+    )
+    pytester.makepyfile(
+        test_bench="""
+        def test_measured(benchmark, jax_backend):
+            benchmark(sum, [1, 2])
+        """
+    )
+    result = pytester.runpytest_subprocess(*FAST, *TWO)
+    assert result.ret == pytest.ExitCode.OK
+    assert counts(result) == {"passed": 2}
+    for label in ("cpu", "cpu2"):
+        assert (pytester.path / f"collected-{label}").read_text() == "True", label
+
+
+def test_a_test_importing_jax_itself_is_checked_for_a_silent_fallback(pytester):
+    pytester.makepyfile(
+        test_inside="""
+        def test_uses_jax(jax_backend):
+            import jax.numpy as jnp
+
+            assert float(jnp.ones(3).sum()) == 3.0
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *FAST, "-rA", "--jax-backend=cpu,fb", "--jax-backend-platform=fb=cuda,cpu"
+    )
+    if not any("fallback" in line for line in result.outlines if "fb " in line):
+        pytest.skip("JAX_PLATFORMS=cuda,cpu really runs on a GPU here")
+    # No module imports JAX at collection: checked after the test instead.
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at teardown of test_uses_jax[[]fb[]]*",
+            "silent JAX fallback: backend 'fb' runs with JAX_PLATFORMS='cuda,cpu' "
+            "and must be on 'gpu', but jax.default_backend() is 'cpu'*",
+        ]
+    )
+    assert counts(result) == {"passed": 2, "errors": 1}
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_run_without_backends_imports_only_what_it_needs(pytester):
+    # pytest imports the plugin at every start, also in projects not using it.
+    pytester.makeconftest(
+        """
+        import json
+        import sys
+        from pathlib import Path
+
+
+        def pytest_unconfigure(config):
+            loaded = sorted(m for m in sys.modules if m.startswith("pytest_lyapax"))
+            (Path(__file__).parent / "modules.json").write_text(json.dumps(loaded))
+        """
+    )
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.OK
+    loaded = set(json.loads((pytester.path / "modules.json").read_text()))
+    assert "pytest_lyapax.plugin" in loaded
+    heavy = {"runplan", "scheduling", "collector", "report", "figure", "benchmarks"}
+    assert not loaded & {f"pytest_lyapax.{name}" for name in heavy}
+
+
+def test_worker_reaper_reports_a_failed_teardown():
+    from types import SimpleNamespace
+
+    from pytest_lyapax.scheduling import _WorkerReaper
+
+    def teardown_nodes():
+        raise OSError("gateway went away")
+
+    def config_with(dsession):
+        plugins = SimpleNamespace(getplugin=lambda name: dsession)
+        return SimpleNamespace(pluginmanager=plugins)
+
+    nodemanager = SimpleNamespace(teardown_nodes=teardown_nodes)
+    reaper = _WorkerReaper.start(config_with(SimpleNamespace(nodemanager=nodemanager)))
+    assert reaper is not None
+    assert nodemanager.teardown_nodes() is None  # xdist's own call: now a no-op
+    with pytest.raises(OSError, match="gateway went away"):
+        reaper.wait()
+    assert _WorkerReaper.start(config_with(None)) is None
+
+
 # ------------------------------------------------------------------ hygiene
 
 

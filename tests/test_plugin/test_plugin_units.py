@@ -182,11 +182,15 @@ def test_scheduler_implements_xdists_scheduling_protocol():
 
 
 def test_xdist_session_internals_the_plugin_relies_on():
-    """The crash handling replaces DSession._clone_node (see scheduling.py)."""
+    """The crash handling replaces DSession._clone_node, and the shutdown
+    NodeManager.teardown_nodes of DSession.nodemanager (see scheduling.py)."""
     from xdist.dsession import DSession
 
     source = inspect.getsource(DSession.worker_errordown)
     assert "self._clone_node(node)" in source
+    finish = inspect.getsource(DSession.pytest_sessionfinish)
+    assert 'getattr(self, "nodemanager"' in finish
+    assert ".teardown_nodes()" in finish
     assert "_active_nodes" in inspect.getsource(DSession)
     assert callable(DSession.triggershutdown)
 
