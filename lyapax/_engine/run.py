@@ -26,7 +26,7 @@ from lyapax._engine.benettin import (
 )
 from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
 from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
-from lyapax._engine.summary import finish, keep_rows
+from lyapax._engine.summary import finish, finish_program, keep_rows
 from lyapax._engine.tree import split_static
 
 __all__ = [
@@ -311,24 +311,13 @@ def spectrum(
         counts = jnp.asarray([n_blocks, args.renorm_every], jnp.int32)
         est = finish(out["cum"], cum0, counts[0], dt, counts[1], t0)
     else:
-        # On the host with NumPy: no program launch or scalar transfers, and
-        # one device_put below for every result array. Overflowed runs are
-        # reported by check_finite, not by NumPy warnings.
-        with np.errstate(all="ignore"):
-            est = finish(
-                np.asarray(out["cum"])[:n_blocks],
-                np.asarray(cum0),
-                np.int32(n_blocks),
-                np.asarray(dt, dtype),
-                np.int32(args.renorm_every),
-                np.asarray(t0, dtype),
-            )
+        est = finish_program(out["cum"], cum0, n_blocks, dt, args.renorm_every, t0)
+    checkpoint = view.checkpoint(
+        carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
+    )
     rows = {
         "history": keep_rows(est["history"], n_blocks, axis=-2),
         "times": keep_rows(est["times"], n_blocks, axis=-1),
-        "exponents": est["exponents"],
-        "stderr": est["stderr"],
-        "elapsed": est["elapsed"],
     }
     if args.save_states:
         rows["trajectory"] = keep_rows(
@@ -338,19 +327,16 @@ def spectrum(
             save_times(dt, args.decimate, t0, args.n_saved), args.n_saved, axis=-1
         )
     rows = to_device(rows)
-    checkpoint = view.checkpoint(
-        carry.state, carry.Y, carry.cum, carry.step, rows["elapsed"], view.dt
-    )
     if check_finite:
-        check_finite_estimates(rows["exponents"])
+        check_finite_estimates(est["exponents"])
     return LyapunovResult(
-        rows["exponents"],
+        est["exponents"],
         rows["history"],
         rows["times"],
         checkpoint,
         rows.get("trajectory"),
         rows.get("save_times"),
-        rows["stderr"],
+        est["stderr"],
     )
 
 

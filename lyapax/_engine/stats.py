@@ -112,11 +112,11 @@ def batch_means_stderr(
     return xp.sqrt(var * tau / xp.asarray(total_time)[..., None])
 
 
-def _isqrt(n: Any, xp: Any) -> Any:
+def _isqrt(n: jax.Array) -> jax.Array:
     """``floor(sqrt(n))`` of a non-negative int32 array, exact (no overflow)."""
-    r = xp.floor(xp.sqrt(n.astype(xp.result_type(float)))).astype(n.dtype)
-    r = xp.where((r > 0) & (r > n // xp.maximum(r, 1)), r - 1, r)
-    return xp.where(r + 1 <= n // (r + 1), r + 1, r)
+    r = jnp.floor(jnp.sqrt(n.astype(jnp.result_type(float)))).astype(n.dtype)
+    r = jnp.where((r > 0) & (r > n // jnp.maximum(r, 1)), r - 1, r)
+    return jnp.where(r + 1 <= n // (r + 1), r + 1, r)
 
 
 def running_stderr(
@@ -132,21 +132,19 @@ def running_stderr(
         block_time, total_time: as in :func:`batch_means_stderr`.
 
     The batches are those of :func:`batch_count`; a batch's log-growth is the
-    difference of ``cum`` at its ends (the same sums, rounded once). NumPy
-    inputs (``n`` a NumPy integer) are computed with NumPy, the same way.
+    difference of ``cum`` at its ends (the same sums, rounded once).
     """
-    xp = _xp(cum, cum0, n, block_time, total_time)
     capacity = cum.shape[0]
-    b = xp.maximum(2, _isqrt(n, xp))
-    m = xp.maximum(n // b, 1)
+    b = jnp.maximum(2, _isqrt(n))
+    m = jnp.maximum(n // b, 1)
     n_max = max(2, math.isqrt(capacity))  # most batches any n <= capacity has
-    ends = xp.arange(n_max + 1) * m - 1  # last block of each batch, -1 = start
-    at = xp.take(cum, xp.clip(ends, 0, capacity - 1), axis=0)
-    at = xp.where((ends < 0)[:, None], cum0, at)
+    ends = jnp.arange(n_max + 1) * m - 1  # last block of each batch, -1 = start
+    at = jnp.take(cum, jnp.clip(ends, 0, capacity - 1), axis=0)
+    at = jnp.where((ends < 0)[:, None], cum0, at)
     tau = m.astype(cum.dtype) * block_time
     rates = (at[1:] - at[:-1]) / tau
-    used = (xp.arange(n_max) < b)[:, None]
+    used = (jnp.arange(n_max) < b)[:, None]
     count = b.astype(cum.dtype)
-    mean = xp.sum(xp.where(used, rates, 0.0), axis=0) / count
-    var = xp.sum(xp.where(used, (rates - mean) ** 2, 0.0), axis=0) / (count - 1)
-    return xp.where(n < 2, xp.nan, xp.sqrt(var * tau / total_time))
+    mean = jnp.sum(jnp.where(used, rates, 0.0), axis=0) / count
+    var = jnp.sum(jnp.where(used, (rates - mean) ** 2, 0.0), axis=0) / (count - 1)
+    return jnp.where(n < 2, jnp.nan, jnp.sqrt(var * tau / total_time))

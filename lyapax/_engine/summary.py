@@ -5,13 +5,11 @@ log-growth of each block, and the saved states, into buffers with room for
 more rows than the run produced, so that runs of different lengths share one
 compiled program. :func:`finish` turns the growth buffer into the final
 estimates, error bars and running estimates with the number of blocks as
-data. A single run does it on the host with NumPy (the buffer is small, and
-a program of its own would cost a launch and a transfer per call); sweeps
-and traced callers do it in their compiled program. :func:`keep_rows` then
-keeps the rows a run produced: on the host, followed by one
-``jax.device_put``, because an eager device slice of a new length would
-compile a program of its own, which costs more than a short run. Under a
-trace (a user's ``jit``) the slice is traced.
+data: one program per buffer shape, shared by every step function (a new
+step function compiles only its loop). :func:`keep_rows` then keeps the rows
+a run produced: on the host, followed by ``jax.device_put``, because an eager
+device slice of a new length would compile a program of its own, which costs
+more than a short run. Under a trace (a user's ``jit``) the slice is traced.
 """
 
 from __future__ import annotations
@@ -19,12 +17,13 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from lyapax._engine.stats import _xp, running_stderr
+from lyapax._engine.stats import running_stderr
 from lyapax._engine.validate import is_traced
 
-__all__ = ["finish", "keep_rows"]
+__all__ = ["finish", "finish_program", "keep_rows"]
 
 
 def finish(
@@ -35,8 +34,7 @@ def finish(
     renorm_every: Any,
     t0: Any,
 ) -> dict[str, jax.Array]:
-    """Estimates of a run from its growth buffer (``n_blocks`` may be traced);
-    with NumPy when every input is a NumPy array or scalar.
+    """Estimates of a run from its growth buffer (``n_blocks`` may be traced).
 
     Args:
         cum: ``(capacity, k)`` accumulated log-growth after each measured block
@@ -52,14 +50,12 @@ def finish(
         ``n_blocks`` rows are the result's (columns ordered like
         ``exponents``).
     """
-    xp = _xp(cum, cum0, n_blocks, dt, renorm_every, t0)
     dtype = cum.dtype
     block_time = dt * renorm_every
-    times = t0 + block_time * xp.arange(1, cum.shape[0] + 1, dtype=dtype)
+    times = t0 + block_time * jnp.arange(1, cum.shape[0] + 1, dtype=dtype)
     last = n_blocks - 1
     elapsed = times[last]
-    # Stable (as jnp.argsort is): tied exponents keep their column order.
-    order = xp.argsort(-cum[last] / elapsed, stable=True)
+    order = jnp.argsort(-cum[last] / elapsed)
     history = (cum / times[:, None])[:, order]
     stderr = running_stderr(cum, cum0, n_blocks, block_time, elapsed)[order]
     return {
@@ -69,6 +65,21 @@ def finish(
         "history": history,
         "times": times,
     }
+
+
+@jax.jit
+def _finish_packed(cum, cum0, counts, times):
+    return finish(cum, cum0, counts[0], times[0], counts[1], times[1])
+
+
+def finish_program(
+    cum: jax.Array, cum0: jax.Array, n_blocks: int, dt: Any, renorm_every: int, t0: Any
+) -> dict[str, jax.Array]:
+    """:func:`finish` as a program of its own (cached by buffer shape), its
+    scalars passed as two host arrays: one copy each instead of four."""
+    dtype = cum.dtype
+    counts = np.array([n_blocks, renorm_every], dtype=np.int32)
+    return _finish_packed(cum, cum0, counts, np.array([dt, t0], dtype=dtype))
 
 
 def keep_rows(x: Any, n: int, *, axis: int, cols: int | None = None) -> Any:
