@@ -18,6 +18,10 @@ the steadier of the two.  Also times:
                                 # older checkout's tree), side by side
         [--breakdown]           # also time the phases of the plugin run
                                 # (extra runs with a hook-timing conftest)
+        [--bytecode-cache]      # let Python cache compiled modules, as a
+                                # default install does (a CI image may set
+                                # PYTHONDONTWRITEBYTECODE=1: every process
+                                # then recompiles every module it imports)
 """
 
 from __future__ import annotations
@@ -135,6 +139,12 @@ def _breakdown(
     return phases
 
 
+def _bytecode_mode(env: dict[str, str]) -> str:
+    if env.get("PYTHONDONTWRITEBYTECODE"):
+        return "not written (PYTHONDONTWRITEBYTECODE is set)"
+    return "as this environment caches it"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -150,12 +160,23 @@ def main() -> None:
         action="store_true",
         help="also time the phases of the plugin run (extra runs)",
     )
+    parser.add_argument(
+        "--bytecode-cache",
+        action="store_true",
+        help="drop PYTHONDONTWRITEBYTECODE and cache bytecode in a temporary "
+        "PYTHONPYCACHEPREFIX (warmed before timing)",
+    )
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got {args.repeats}")
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.pop("JAX_PLATFORMS", None)
+    cache_dir = None
+    if args.bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        cache_dir = tempfile.TemporaryDirectory()
+        env["PYTHONPYCACHEPREFIX"] = cache_dir.name
     pytest_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     envs = {"": env}
     if args.baseline_path is not None:
@@ -177,6 +198,10 @@ def main() -> None:
         for suite, text in zip(suites.values(), (SUITE, JAX_SUITE), strict=True):
             suite.mkdir()
             (suite / "test_one.py").write_text(text)
+        if cache_dir is not None:  # fill the bytecode cache, untimed
+            for suite in suites.values():
+                for run_env in envs.values():
+                    _time(pytest_cmd + PLUGIN, suite, run_env)
         for _ in range(args.repeats):  # alternate so that load drifts hit all
             for kind, suite in suites.items():
                 timed(f"plain{kind}", pytest_cmd, suite, env)
@@ -191,7 +216,12 @@ def main() -> None:
             else {}
         )
 
-    print(f"1-test suite, {args.repeats} repeat(s), per pytest run")
+    if cache_dir is not None:
+        cache_dir.cleanup()
+    bytecode = "cached" if args.bytecode_cache else _bytecode_mode(env)
+    print(
+        f"1-test suite, {args.repeats} repeat(s), per pytest run; bytecode {bytecode}"
+    )
     print(f"{'run':<30} {'min (s)':>8} {'median (s)':>11} {'CPU median (s)':>15}")
     for name, times in runs.items():
         print(
