@@ -15,7 +15,7 @@ import lyapax.dde as dde
 from lyapax import lyapunov_spectrum
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
 from lyapax.dde import _edge_sums, _history, as_edge_coupling, network_dde_problem
-from lyapax.network import Network
+from lyapax.network import Network, _sparse
 
 
 class _ProductSources(linear_coupling().__class__):
@@ -80,6 +80,39 @@ def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_slot_edge_sums_equal_the_edge_form_and_its_tangents(name):
+    """The neighbour-list form (sparse weights): the same sums from ``n w`` slots."""
+    coupling, n_cvar = CASES[name]
+    edge = as_edge_coupling(coupling)
+    n, w, horizon, k, t = 17, 4, 6, 3, 29
+    rng = np.random.default_rng(4)
+    sources = jnp.asarray(rng.integers(0, n, (n, w)), jnp.int32)
+    values = jnp.asarray(rng.normal(size=(n, w)))
+    steps = jnp.asarray(rng.integers(0, horizon, (n, w)), jnp.int32)
+    buf = jnp.asarray(rng.uniform(-2, 2, (horizon, n_cvar, n)))
+    dbuf = jnp.asarray(rng.normal(size=(horizon, n_cvar, n, k)))
+    current = jnp.asarray(rng.uniform(-1, 1, (n_cvar, n)))
+    params = {"G": 0.7}
+
+    def reference(b):
+        delayed = _sparse.read_edges_ell(b, t, steps, sources)  # (n_cvar, n, w)
+        return edge(delayed, current, values, params)
+
+    sums, d_sums = _edge_sums.slot_edge_sums(edge, values, buf, t, steps, sources, dbuf)
+    np.testing.assert_allclose(
+        edge.combine(sums, current, values, params), reference(buf), rtol=0, atol=1e-12
+    )
+    for col in range(k):
+        want = jax.jvp(reference, (buf,), (dbuf[..., col],))[1]
+        got = jax.jvp(
+            lambda s: edge.combine(s, current, values, params),
+            (sums,),
+            (d_sums[..., col],),
+        )[1]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
 def _kuramoto_problem(n, max_delay_steps, dt=0.01, seed=5):
     rng = np.random.default_rng(seed)
     W = jnp.asarray(rng.uniform(0.0, 1.0, (n, n)) * (1 - np.eye(n)))
@@ -117,3 +150,40 @@ def test_summed_path_only_where_it_saves_work():
     # more than on the n^2 edges, so the edge form is used.
     assert not _kuramoto_problem(8, 12).step_fn.ring.presummed
     assert _kuramoto_problem(16, 12).step_fn.ring.presummed
+
+
+def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
+    from jax.experimental import sparse
+
+    n, dt = 60, 0.01
+    rng = np.random.default_rng(8)
+    rows = np.repeat(np.arange(n), 4)
+    cols = (rows + np.tile([-2, -1, 1, 3], n)) % n
+    idx = jnp.asarray(np.stack([rows, cols], axis=1), jnp.int32)
+    W = sparse.BCOO((jnp.asarray(rng.uniform(0.5, 1.5, rows.size)), idx), shape=(n, n))
+    tau = sparse.BCOO(
+        (jnp.asarray(rng.integers(1, 9, rows.size) * dt), idx), shape=(n, n)
+    )
+    theta0 = jnp.asarray(rng.uniform(0, 2 * np.pi, n))
+
+    def build():
+        return network_dde_problem(
+            lambda th, c, p: p["omega"] + c,
+            Network(W, (0,)),
+            kuramoto_coupling(alpha=0.3),
+            {"omega": jnp.linspace(-1, 1, n), "G": 1.5},
+            theta0,
+            dt,
+            tau=tau,
+        )
+
+    fast = build()
+    assert fast.step_fn.ring.presummed
+    monkeypatch.setattr(dde, "presum_edges", lambda *a, **k: False)
+    slow = build()
+    assert not slow.step_fn.ring.presummed
+    run = dict(n_steps=60, k=4, renorm_every=10)
+    got = lyapunov_spectrum(fast, **run)
+    want = lyapunov_spectrum(slow, **run)
+    np.testing.assert_allclose(got.exponents, want.exponents, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(got.history, want.history, rtol=0, atol=1e-10)

@@ -13,6 +13,13 @@ with one pass over the ``n^2`` edges:
   gathers its ``C (1 + k)`` numbers in one row; the targets are taken in
   blocks whose gathered values fit in cache and are reduced against the
   weights at once.
+
+Sparse weights (a neighbour list of ``w`` slots per node) use
+:func:`slot_edge_sums`: there the ``n w`` edge slots are fewer than the
+``H n`` buffer entries, so the terms are formed per slot, once, and the
+tangent sums are written out. In both forms the terms are computed into
+memory first (:func:`materialized`): left to itself, XLA fuses them into
+their consumers and recomputes them there.
 """
 
 from __future__ import annotations
@@ -31,14 +38,31 @@ _BLOCK_BYTES = 2**21
 def materialized(fn: Callable[..., Any], t: Any, *args: Any) -> Any:
     """``fn(*args)``, computed once into memory before its consumers run.
 
-    XLA on CPU fuses an elementwise producer into a gather that reads it and
-    then evaluates it once per gathered element: sines of an ``(H, n)`` table
-    read by ``n^2`` edges cost ``n^2`` sines (4x the whole step at n = 500;
-    ``optimization_barrier`` does not stop it). A conditional is never fused,
-    and with ``fn`` in both branches its predicate (``t >= 0``, which XLA
-    cannot fold) does not matter.
+    XLA on CPU fuses an elementwise producer into the consumers that read it
+    and then evaluates it once per element they produce: sines of an
+    ``(H, n)`` table read by ``n^2`` edges cost ``n^2`` sines (4x the whole
+    step at n = 500), and per-edge sines read by ``k`` tangent products cost
+    ``k + 1`` times the sines (4x a sparse step at n = 10^4).
+    ``optimization_barrier`` does not stop it, and XLA dissolves a conditional
+    with small branches. The result of a loop is always a buffer: ``fn`` runs
+    in a ``while_loop`` whose trip count, 1, is data XLA cannot fold
+    (``(t >= 0) + (t < 0)``) and whose body depends on its counter, so it can
+    neither unroll the loop nor hoist ``fn`` out of it.
     """
-    return jax.lax.cond(jnp.asarray(t) >= 0, fn, fn, *args)
+    t = jnp.asarray(t)
+    once = (t >= 0).astype(jnp.int32) + (t < 0).astype(jnp.int32)
+    zeros = jax.tree.map(
+        lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args)
+    )
+
+    def body(carry):
+        # The arguments shifted by 0 * counter: without that the body would be
+        # loop-invariant, hoisted out of the loop and fused again.
+        nudge = carry[0].astype(jnp.result_type(float)) * 0.0
+        moved = jax.tree.map(lambda a: a + nudge.astype(a.dtype), args)
+        return carry[0] + 1, fn(*moved)
+
+    return jax.lax.while_loop(lambda c: c[0] < once, body, (jnp.int32(0), zeros))[1]
 
 
 def source_slopes(
@@ -132,3 +156,43 @@ def edge_sums(
     sums = summed_edges(table.reshape(horizon, n, n_terms * width), t, steps, weights)
     sums = jnp.moveaxis(sums.reshape(n, n_terms, width), 0, 1)
     return sums[..., 0], sums[..., 1:]
+
+
+def slot_edge_sums(
+    coupling: Any,
+    values: Float[Array, "n w"],
+    buf: Float[Array, "H v n"],
+    t: Any,
+    steps: Int[Array, "n w"],
+    sources: Int[Array, "n w"],
+    dbuf: Float[Array, "H v n k"] | None = None,
+) -> tuple[Float[Array, "C n"], Float[Array, "C n k"]]:
+    """:func:`edge_sums` for sparse weights on a neighbour list.
+
+    ``values (n, w)`` and ``sources (n, w)`` are the weights and source nodes
+    of each slot, ``steps (n, w)`` its delay. The source terms are formed per
+    edge slot (``n w`` of them, fewer than the ``H n`` buffer entries) and
+    kept in memory, and the tangent sums are
+    ``sum_s values[i, s] slopes_is[c, v] dx[v, s, :]`` written out, so that no
+    fusion evaluates the terms once per tangent.
+    """
+    horizon = buf.shape[0]
+    slots = jnp.mod(t - steps, horizon)
+    delayed = jnp.moveaxis(buf[slots, :, sources], -1, 0)  # (v, n, w)
+
+    def terms_of(d):
+        return coupling.sources(d)
+
+    terms = materialized(terms_of, t, delayed)  # (C, n, w)
+    sums = jnp.sum(values[None] * terms, axis=-1)
+    if dbuf is None:
+        return sums, jnp.zeros((*sums.shape, 0), sums.dtype)
+    # Slopes with the node axis n in the place of the buffer's sample axis.
+    slopes = source_slopes(
+        coupling, jnp.moveaxis(delayed, 0, 1), jnp.moveaxis(terms, 0, 1)
+    )  # (v, n, C, w)
+    weighted = values[None, :, None, :] * slopes
+    dx = dbuf[slots, :, sources]  # (n, w, v, k)
+    per_slot = jnp.transpose(weighted, (1, 2, 3, 0))[..., None] * dx[:, None]
+    d_sums = jnp.sum(per_slot, axis=(2, 3))  # (n, C, k)
+    return sums, jnp.swapaxes(d_sums, 0, 1)

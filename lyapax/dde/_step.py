@@ -73,19 +73,17 @@ def presum_edges(
 ) -> bool:
     """Whether per-edge delays read through :meth:`NetworkField.edge_sums`.
 
-    It needs per-edge grid delays on dense weights and a coupling of the form
-    ``combine(sum_j w_ij sources(x_j))`` (the built-ins). The source terms
-    are formed on all ``H n`` buffer entries, so it is used while ``H <= n``
-    (no more terms than the ``n^2`` edges).
+    It needs per-edge grid delays and a coupling of the form
+    ``combine(sum_j w_ij sources(x_j))`` (the built-ins). Sparse weights
+    (a neighbour list) always take it; dense ones form the source terms on all
+    ``H n`` buffer entries, so they take it while ``H <= n`` (no more terms
+    than the ``n^2`` edges).
     """
-    dense = getattr(weights, "ndim", 0) == 2 and not hasattr(weights, "indices")
-    return (
-        edges
-        and not interpolate
-        and dense
-        and bool(getattr(coupling, "summable", False))
-        and horizon <= weights.shape[0]
-    )
+    if not edges or interpolate or not getattr(coupling, "summable", False):
+        return False
+    if hasattr(weights, "indices"):  # neighbour list
+        return True
+    return getattr(weights, "ndim", 0) == 2 and horizon <= weights.shape[0]
 
 
 class NetworkField(eqx.Module):
@@ -115,6 +113,16 @@ class NetworkField(eqx.Module):
         """Weighted sums of the coupling's source terms over every delayed edge,
         and their derivatives along the buffer tangents ``dbuf`` (``k = 0``
         when not given); see :mod:`lyapax.dde._edge_sums`."""
+        if isinstance(steps, SlotDelays):
+            return _edge_sums.slot_edge_sums(
+                self.coupling,
+                self.weights.values,
+                buf,
+                t,
+                steps.steps,
+                steps.sources,
+                dbuf,
+            )
         return _edge_sums.edge_sums(self.coupling, self.weights, buf, t, steps, dbuf)
 
     def __call__(self, X: State, D: Delayed, params: Any) -> State:
@@ -199,10 +207,10 @@ class RingStep(eqx.Module):
         return self.static_delay if self.dynamic_delay is None else self.dynamic_delay
 
     def _read_grid(self, buf: Buffer, t: Step) -> Delayed:
-        if isinstance(self.delay, SlotDelays):
-            return read_edges_ell(buf, t, self.delay.steps, self.delay.sources)
         if self.presummed:
             return EdgeSums(self.field.edge_sums(buf, t, self.delay)[0])
+        if isinstance(self.delay, SlotDelays):
+            return read_edges_ell(buf, t, self.delay.steps, self.delay.sources)
         if self.edges:
             return _history.read_edges(buf, t, self.delay)
         return _history.read_slot(buf, t, self.delay)
