@@ -43,6 +43,21 @@ CASES = {
 }
 
 
+def _assert_sums_match(reference, edge, sums, d_sums, buf, dbuf, current, w, params):
+    """``combine(sums)`` equals ``reference(buf)`` (the edge form on the delayed
+    values), and its derivative along each ``d_sums`` column equals the jvp of
+    the reference along the matching ``dbuf`` column, to 1e-12."""
+    np.testing.assert_allclose(
+        edge.combine(sums, current, w, params), reference(buf), rtol=0, atol=1e-12
+    )
+    for col in range(dbuf.shape[-1]):
+        want = jax.jvp(reference, (buf,), (dbuf[..., col],))[1]
+        got = jax.jvp(
+            lambda s: edge.combine(s, current, w, params), (sums,), (d_sums[..., col],)
+        )[1]
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     coupling, n_cvar = CASES[name]
@@ -65,19 +80,11 @@ def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
         return sums, d_sums
 
     sums, d_sums = fast(buf, dbuf)
-    np.testing.assert_allclose(
-        edge.combine(sums, current, weights, params), reference(buf), rtol=0, atol=1e-12
+    _assert_sums_match(
+        reference, edge, sums, d_sums, buf, dbuf, current, weights, params
     )
     np.testing.assert_allclose(fast(buf)[0], sums, rtol=0, atol=1e-13)
     assert fast(buf)[1].shape == (sums.shape[0], n, 0)
-    for col in range(k):
-        want = jax.jvp(reference, (buf,), (dbuf[..., col],))[1]
-        got = jax.jvp(
-            lambda s: edge.combine(s, current, weights, params),
-            (sums,),
-            (d_sums[..., col],),
-        )[1]
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -100,17 +107,9 @@ def test_slot_edge_sums_equal_the_edge_form_and_its_tangents(name):
         return edge(delayed, current, values, params)
 
     sums, d_sums = _edge_sums.slot_edge_sums(edge, values, buf, t, steps, sources, dbuf)
-    np.testing.assert_allclose(
-        edge.combine(sums, current, values, params), reference(buf), rtol=0, atol=1e-12
+    _assert_sums_match(
+        reference, edge, sums, d_sums, buf, dbuf, current, values, params
     )
-    for col in range(k):
-        want = jax.jvp(reference, (buf,), (dbuf[..., col],))[1]
-        got = jax.jvp(
-            lambda s: edge.combine(s, current, values, params),
-            (sums,),
-            (d_sums[..., col],),
-        )[1]
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
 def _kuramoto_problem(n, max_delay_steps, dt=0.01, seed=5):
