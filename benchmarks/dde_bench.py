@@ -30,6 +30,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax.experimental import sparse  # noqa: E402
+from sparse_bench import ring_lattice  # noqa: E402
 
 from lyapax import lyapunov_spectrum, systems  # noqa: E402
 from lyapax.coupling import kuramoto_coupling  # noqa: E402
@@ -109,20 +110,10 @@ def kuramoto_case(n, n_steps, repeat, renorm_every, *, tau=0.3, dt=1e-2, k=5):
     return timed_rows(cases, n_steps, run, total_steps, repeat)
 
 
-def ring_lattice(n, neighbours=20):
-    """BCOO ``(n, n)``: node i receives from i +- 1 .. i +- neighbours/2 (mod n)."""
-    half = neighbours // 2
-    offsets = np.concatenate([np.arange(-half, 0), np.arange(1, half + 1)])
-    rows = np.repeat(np.arange(n), offsets.size)
-    cols = (rows + np.tile(offsets, n)) % n
-    idx = jnp.asarray(np.stack([rows, cols], axis=1), dtype=jnp.int32)
-    return sparse.BCOO((jnp.ones(rows.size), idx), shape=(n, n))
-
-
 def sparse_kuramoto_case(n, n_steps, repeat, renorm_every, *, dt=1e-2, k=5):
     """Ring lattice, 20 edges per node (BCOO), per-edge delays of 1..50 steps."""
     rng = np.random.default_rng(1)
-    W = ring_lattice(n)
+    W = ring_lattice(n, 20)
     network = Network(W, (0,))
     params = {"omega": jnp.asarray(rng.normal(0.0, 1.0, n)), "G": 2.0}
     theta0 = jnp.asarray(rng.uniform(0.0, 2 * np.pi, n))

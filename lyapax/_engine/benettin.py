@@ -69,7 +69,7 @@ class Lengths(NamedTuple):
     decimate: Any
 
     @classmethod
-    def of(
+    def pack(
         cls, n_blocks: int, n_transient_blocks: int, renorm_every: int, decimate: int
     ) -> np.ndarray:
         """The lengths packed as one host int32 array ``(4,)``: one input type
@@ -81,7 +81,7 @@ class Lengths(NamedTuple):
 
     @classmethod
     def unpack(cls, packed: Any) -> Lengths:
-        """:class:`Lengths` of an array packed by :meth:`of` (itself unchanged)."""
+        """:class:`Lengths` of an array packed by :meth:`pack` (itself unchanged)."""
         if isinstance(packed, Lengths):
             return packed
         return cls(*(packed[i] for i in range(4)))
@@ -186,7 +186,7 @@ def run_benettin(
         state0: start point ``(d,)``; ``Y0 (d, k)`` orthonormal frame and
             ``cum0 (k,)`` accumulated log-growth (zeros for a fresh run, a
             checkpoint's when resuming); ``step0`` the step counter at start.
-        lengths: :class:`Lengths` (traced), or packed by :meth:`Lengths.of`,
+        lengths: :class:`Lengths` (traced), or packed by :meth:`Lengths.pack`,
             or None with ``static_lengths``:
             Python ints compiled into the program, whose loops are then
             ``lax.scan`` (reverse-mode differentiable; used when the caller is
@@ -271,27 +271,7 @@ def initial_basis(
 
 
 @partial(jax.jit, static_argnames=("d", "k", "dtype"))
-def _initial_frame(seed: Any, *, d: int, k: int, dtype: Any):
-    return initial_basis(seed, d=d, k=k, dtype=dtype), jnp.zeros((k,), dtype)
-
-
-#: Frames of recent fresh runs by (seed, d, k, dtype): a warm call of a small
-#: problem then skips a program launch. Arrays are immutable, so sharing is safe.
-_FRAMES: dict[tuple[Any, ...], Any] = {}
-_MAX_FRAMES = 16
-
-
 def initial_frame(seed: Any, *, d: int, k: int, dtype: Any):
     """``(Y0 (d, k), zeros (k,))`` of a fresh run: a program of its own, so a
-    new step function compiles only its loop (this one is cached by shape,
-    and its result by ``seed`` when that is a Python or NumPy integer)."""
-    if isinstance(seed, jax.core.Tracer) or not isinstance(seed, int | np.integer):
-        return _initial_frame(seed, d=d, k=k, dtype=dtype)
-    key = (int(seed), d, k, np.dtype(dtype).str)
-    frame = _FRAMES.get(key)
-    if frame is None:
-        frame = _initial_frame(seed, d=d, k=k, dtype=dtype)
-        if len(_FRAMES) >= _MAX_FRAMES:
-            _FRAMES.pop(next(iter(_FRAMES)))
-        _FRAMES[key] = frame
-    return frame
+    new step function compiles only its loop (this one is cached by shape)."""
+    return initial_basis(seed, d=d, k=k, dtype=dtype), jnp.zeros((k,), dtype)

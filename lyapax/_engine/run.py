@@ -105,7 +105,7 @@ class RunArgs(NamedTuple):
                 "save_capacity": self.n_saved,
             }
         return {
-            "lengths": Lengths.of(*ints),
+            "lengths": Lengths.pack(*ints),
             "capacity": capacity(self.n_blocks),
             "save_capacity": capacity(self.n_saved) if self.save_states else 0,
         }
