@@ -209,11 +209,10 @@ def _join(chunks: list[LyapunovResult], renorm_every: int) -> LyapunovResult:
         np.concatenate(growths), block_time, float(all_times[-1])
     )
     history = np.concatenate(raws)[:, order]
-    # device_put, not jnp.asarray: the latter compiles a copy per new shape.
+    # Rows stay NumPy, as in a single run's result; device_put, not
+    # jnp.asarray, for stderr: the latter compiles a copy per new shape.
     return last._replace(
-        history=jax.device_put(history),
-        times=jax.device_put(all_times),
-        stderr=jax.device_put(stderr[order]),
+        history=history, times=all_times, stderr=jax.device_put(stderr[order])
     )
 
 

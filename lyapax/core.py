@@ -77,6 +77,7 @@ def lyapunov_spectrum(
     save_states: bool = False,
     decimate: int = 1,
     qr: str = "auto",
+    static_renorm_every: bool = False,
 ) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a map or a discretised flow.
 
@@ -101,6 +102,14 @@ def lyapunov_spectrum(
             Householder QR of small frames (``k <= 8``, ``d <= 256``) in
             sweeps, the rule measured fastest on CPU. Results agree to
             rounding.
+        static_renorm_every: compile ``renorm_every`` into the program (the
+            static fast path). By default every run length is data and one
+            program serves any ``n_steps``, ``renorm_every``, ``t_transient``
+            and ``decimate``. With True, the loop over a block's steps has a
+            known trip count, which XLA runs without testing a loop condition
+            at every step: ~25 ns less per step on CPU, worth 3-9% for a
+            3-variable ODE such as Lorenz and nothing measurable from d ~ 20
+            up; each new ``renorm_every`` then compiles a program of its own.
 
     Returns:
         :class:`LyapunovResult`.
@@ -136,4 +145,5 @@ def lyapunov_spectrum(
         decimate=decimate,
         stacklevel=2,
         qr=qr,
+        static_renorm_every=static_renorm_every,
     )

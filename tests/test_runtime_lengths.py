@@ -145,6 +145,77 @@ def test_a_longer_bucket_compiles_once_and_stays_correct():
     np.testing.assert_allclose(res.stderr, stderr, rtol=1e-12, atol=1e-14)
 
 
+def test_the_static_fast_path_compiles_once_per_renorm_every():
+    """static_renorm_every=True: renorm_every compiled in, the rest still data."""
+    problem = lorenz_problem()
+    fast = partial(lyapunov_spectrum, problem, static_renorm_every=True)
+    fast(n_steps=100, renorm_every=10)  # compiles
+    fast(n_steps=100, renorm_every=10, save_states=True)  # a program of its own
+    with count_compiles() as compiles:
+        a = fast(n_steps=300, renorm_every=10, t_transient=1.0)
+        b = fast(n_steps=50, renorm_every=10, resume=a.checkpoint)
+        c = fast(n_steps=40, renorm_every=10, save_states=True, decimate=5)
+    assert compiles == []
+    assert a.history.shape == (30, 3) and b.history.shape == (5, 3)
+    assert c.trajectory.shape == (8, 3)
+    with count_compiles() as compiles:
+        fast(n_steps=100, renorm_every=5)
+    assert compiles, "a new renorm_every should compile a program of its own"
+
+
+@pytest.mark.parametrize("save_states", [False, True])
+def test_the_static_fast_path_gives_the_same_numbers(save_states):
+    problem = lorenz_problem()
+    kw = dict(n_steps=300, renorm_every=10, t_transient=0.5, save_states=save_states)
+    kw["decimate"] = 5 if save_states else 1
+    data = lyapunov_spectrum(problem, **kw)
+    fast = lyapunov_spectrum(problem, **kw, static_renorm_every=True)
+    for a, b in zip(jax.tree.leaves(data), jax.tree.leaves(fast), strict=True):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    assert (fast.trajectory is None) == (not save_states)
+
+
+def test_the_static_fast_path_steps_a_delay_ring_buffer_alike():
+    """Delay steps read the step counter: it must advance the same way."""
+    from lyapax.dde import dde_problem
+
+    problem = dde_problem(mackey_glass(), jnp.array([1.1]), tau=17.0, dt=0.5)
+    kw = {"k": 2, "renorm_every": 10}
+    data = lyapunov_spectrum_dde(problem, 200, **kw)
+    fast = lyapunov_spectrum_dde(problem, 200, **kw, static_renorm_every=True)
+    np.testing.assert_allclose(fast.history, data.history, rtol=0, atol=1e-12)
+    assert int(fast.checkpoint.t) == int(data.checkpoint.t) > 200
+
+
+@pytest.mark.parametrize("value", [1, "yes", None])
+def test_static_renorm_every_must_be_a_bool(value):
+    with pytest.raises(TypeError, match="static_renorm_every must be True or False"):
+        lyapunov_spectrum(lorenz_problem(), n_steps=10, static_renorm_every=value)
+
+
+def test_rows_are_host_arrays_and_estimates_device_arrays():
+    """The rows are cut to the run's length on the host (NumPy); inside a
+    caller's jit every field is traced."""
+    res = lyapunov_spectrum(
+        lorenz_problem(), n_steps=40, renorm_every=4, save_states=True, decimate=2
+    )
+    for rows in (res.history, res.times, res.trajectory, res.save_times):
+        assert isinstance(rows, np.ndarray)
+    for estimate in (res.exponents, res.stderr, res.checkpoint.Y):
+        assert isinstance(estimate, jax.Array)
+    traced = jax.jit(
+        lambda x0: (
+            lyapunov_spectrum(
+                ODEProblem(lorenz_problem().step_fn, x0, 0.01),
+                n_steps=40,
+                renorm_every=4,
+            ).history
+        )
+    )(lorenz_problem().state0)
+    assert isinstance(traced, jax.Array)
+    np.testing.assert_allclose(traced, res.history, rtol=0, atol=1e-12)
+
+
 # ------------------------------------------------------------ same numbers
 
 

@@ -163,7 +163,14 @@ def _check_step_output(step_fn: Any, state: jax.Array) -> None:
 
 @partial(
     jax.jit,
-    static_argnames=("static", "capacity", "save_capacity", "qr", "static_lengths"),
+    static_argnames=(
+        "static",
+        "capacity",
+        "save_capacity",
+        "qr",
+        "static_lengths",
+        "static_every",
+    ),
 )
 def run_benettin(
     dynamic: list[Any],
@@ -178,6 +185,7 @@ def run_benettin(
     save_capacity: int = 0,
     qr: str = "lapack",
     static_lengths: Lengths | None = None,
+    static_every: int | None = None,
 ) -> dict[str, Any]:
     """Run ``n_transient_blocks`` blocks (growth discarded), then ``n_blocks``.
 
@@ -195,6 +203,11 @@ def run_benettin(
         save_capacity: rows of the saved-state buffer,
             ``>= n_blocks * renorm_every // decimate``; 0 saves nothing.
         qr: kernel QR method (see :func:`resolve_qr`).
+        static_every: ``renorm_every`` compiled in (the static fast path): the
+            loop over a block's steps then has a known trip count, which XLA
+            runs without evaluating a loop condition at every step (~25 ns
+            per step on CPU, 3-9% of a 3-variable ODE's step); one program per
+            value. None: the trip count is data.
 
     Returns:
         ``{"carry": BenettinState, "cum": (capacity, k), "saved":
@@ -212,6 +225,8 @@ def run_benettin(
         lengths = Lengths.unpack(lengths)
     n_transient = lengths.n_transient_blocks
     every, decimate = lengths.renorm_every, lengths.decimate
+    if static_every is not None:
+        every = static_every
 
     def advance(_, c):
         s, Y = tangent_step(step_fn, c[0], c[1], c[2])

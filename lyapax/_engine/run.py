@@ -50,6 +50,12 @@ class LyapunovResult(NamedTuple):
     ``stderr (k,)`` standard error of each exponent (same order), NaN when the
     run has fewer than 2 renormalisation blocks.
 
+    ``exponents``, ``stderr`` and the checkpoint are JAX arrays. The rows of
+    a run (``history``, ``times``, ``trajectory``, ``save_times``) are NumPy
+    arrays: they are cut to the run's length on the host, so that runs of any
+    length share one compiled program (``jnp.asarray`` puts them on a device).
+    Inside a caller's ``jit``/``vmap`` every field is a traced JAX array.
+
     ``stderr`` comes from non-overlapping batch means over the renormalisation
     blocks with the square-root rule: the ``n`` blocks form
     ``b = max(2, floor(sqrt(n)))`` consecutive batches of ``n // b`` blocks, so
@@ -90,12 +96,15 @@ class RunArgs(NamedTuple):
         """Saved states (0 unless ``save_states``)."""
         return self.n_steps // self.decimate if self.save_states else 0
 
-    def kernel_lengths(self, traced: bool = False) -> dict[str, Any]:
+    def kernel_lengths(
+        self, traced: bool = False, static_every: bool = False
+    ) -> dict[str, Any]:
         """The run lengths and buffer sizes of
         :func:`~lyapax._engine.benettin.run_benettin`: lengths as data and
         buffers rounded up to powers of two (runs of different lengths share
-        one compiled program), or, when the caller is being traced
-        (``traced``), lengths and buffers exactly as compiled constants."""
+        one compiled program), with ``renorm_every`` also compiled in when
+        ``static_every``; or, when the caller is being traced (``traced``),
+        lengths and buffers exactly as compiled constants."""
         ints = (self.n_blocks, self.n_transient_blocks, self.renorm_every)
         ints += (self.decimate,)
         if traced:
@@ -104,11 +113,14 @@ class RunArgs(NamedTuple):
                 "capacity": self.n_blocks,
                 "save_capacity": self.n_saved,
             }
-        return {
+        sizes = {
             "lengths": Lengths.pack(*ints),
             "capacity": capacity(self.n_blocks),
             "save_capacity": capacity(self.n_saved) if self.save_states else 0,
         }
+        if static_every:
+            sizes["static_every"] = self.renorm_every
+        return sizes
 
 
 def check_multiple(name: str, n: int, renorm_every: int) -> None:
@@ -251,11 +263,18 @@ def spectrum(
     decimate: int,
     stacklevel: int,
     qr: Any = "auto",
+    static_renorm_every: Any = False,
 ) -> LyapunovResult:
     """Validate the run, start it (fresh or from ``resume``), run the kernel.
 
     ``stacklevel`` is that of a warning raised in the caller of this function.
     """
+    if not isinstance(static_renorm_every, (bool, np.bool_)):
+        raise TypeError(
+            "static_renorm_every must be True or False; got "
+            f"{static_renorm_every!r} of type {type(static_renorm_every).__name__}"
+        )
+    static_every = bool(static_renorm_every)
     view = problem.for_engine()
     d = int(view.z0.shape[0])
     k = default_k(view, k, resume, stacklevel + 1)
@@ -276,7 +295,7 @@ def spectrum(
     dtype = view.z0.dtype
     if resume is None:
         z0, t0, step0 = view.z0, 0.0, 0
-        Y0, cum0 = initial_frame(seed, d=d, k=args.k, dtype=dtype)
+        start: Any = seed
     else:
         kind = view.checkpoint_type
         if kind is not None and not isinstance(resume, kind):
@@ -286,71 +305,92 @@ def spectrum(
             )
         _check_resume(resume, d, args.k, view.dt, args.t_transient)
         z0, step0 = view.resume_point(resume)
-        Y0 = jnp.asarray(resume.Y, dtype=dtype)
-        cum0 = jnp.asarray(resume.cum_log_growth, dtype=dtype)
+        start = (
+            jnp.asarray(resume.Y, dtype=dtype),
+            jnp.asarray(resume.cum_log_growth, dtype=dtype),
+        )
         t0 = resume.elapsed_time
     dynamic, static = split_static(view.step)
-    traced = validate.under_transformation(dynamic, z0, Y0, cum0, step0)
-    kernel_args = args.kernel_lengths(traced)
-    # One input type for fresh (0) and resumed (a counter array) runs.
-    step0 = jnp.asarray(step0, jnp.int32) if traced else np.int32(step0)
+    if validate.under_transformation(dynamic, z0, start, step0, view.dt, t0):
+        out, est = _traced_run(
+            dynamic, z0, start, step0, t0, args, view.dt, static, method
+        )
+    else:
+        out, est = _compiled_run(
+            dynamic, z0, start, step0, t0, args, view.dt, static, method, static_every
+        )
+    carry = out["carry"]
+    checkpoint = view.checkpoint(
+        carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
+    )
+    n_blocks, n_saved = args.n_blocks, args.n_saved
+    history = keep_rows(est["history"], n_blocks, axis=-2)
+    trajectory = save_at = None
+    if args.save_states:
+        trajectory = keep_rows(out["saved"], n_saved, axis=-2, cols=view.n_state)
+        save_at = save_times(view.dt, args.decimate, t0, n_saved)
+    if check_finite:
+        check_finite_estimates(history[n_blocks - 1])
+    return LyapunovResult(
+        est["exponents"],
+        history,
+        keep_rows(est["times"], n_blocks, axis=-1),
+        checkpoint,
+        trajectory,
+        save_at,
+        est["stderr"],
+    )
+
+
+def _start_frame(start: Any, z0: jax.Array, k: int) -> tuple[Any, Any]:
+    """``(Y0 (d, k), cum0 (k,))``: a resumed run's ``start``, or a fresh
+    frame drawn from the seed ``start``."""
+    if isinstance(start, tuple):
+        return start
+    return initial_frame(start, d=z0.shape[0], k=k, dtype=z0.dtype)
+
+
+def _compiled_run(dynamic, z0, start, step0, t0, args, dt, static, qr, static_every):
+    """The run as three compiled programs: the initial frame and the finishing
+    program are cached by shape and shared by every step function, so a new
+    step function compiles only its loop (folding them into the kernel would
+    save two launches, ~0.1 ms, but cost each new closure ~0.4 s of compile)."""
+    Y0, cum0 = _start_frame(start, z0, args.k)
+    sizes = args.kernel_lengths(static_every=static_every)
+    lengths = sizes.pop("lengths")
+    out = run_benettin(
+        dynamic, z0, Y0, cum0, np.int32(step0), lengths, static=static, qr=qr, **sizes
+    )
+    scalars = np.array([dt, t0], dtype=z0.dtype)
+    return out, finish_program(out["cum"], cum0, lengths, scalars)
+
+
+def _traced_run(dynamic, z0, start, step0, t0, args, dt, static, qr):
+    """The run inside a caller's trace (a user's ``jit``, ``vmap`` or ``grad``):
+    lengths compiled in as constants, loops that reverse mode can differentiate."""
+    Y0, cum0 = _start_frame(start, z0, args.k)
     out = run_benettin(
         dynamic,
         z0,
         Y0,
         cum0,
-        step0,
+        jnp.asarray(step0, jnp.int32),
         static=static,
-        qr=method,
-        **kernel_args,
+        qr=qr,
+        **args.kernel_lengths(traced=True),
     )
-    carry = out["carry"]
-    n_blocks = args.n_blocks
-    dt = view.dt
-    if traced:
-        counts = jnp.asarray([n_blocks, args.renorm_every], jnp.int32)
-        est = finish(out["cum"], cum0, counts[0], dt, counts[1], t0)
-    else:
-        est = finish_program(out["cum"], cum0, n_blocks, dt, args.renorm_every, t0)
-    checkpoint = view.checkpoint(
-        carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
-    )
-    rows = {
-        "history": keep_rows(est["history"], n_blocks, axis=-2),
-        "times": keep_rows(est["times"], n_blocks, axis=-1),
-    }
-    if args.save_states:
-        rows["trajectory"] = keep_rows(
-            out["saved"], args.n_saved, axis=-2, cols=view.n_state
-        )
-        rows["save_times"] = keep_rows(
-            save_times(dt, args.decimate, t0, args.n_saved), args.n_saved, axis=-1
-        )
-    rows = to_device(rows)
-    if check_finite:
-        check_finite_estimates(est["exponents"])
-    return LyapunovResult(
-        est["exponents"],
-        rows["history"],
-        rows["times"],
-        checkpoint,
-        rows.get("trajectory"),
-        rows.get("save_times"),
-        est["stderr"],
-    )
+    # Counts as traced values, like the compiled program's.
+    counts = jnp.asarray([args.n_blocks, args.renorm_every], jnp.int32)
+    est = finish(out["cum"], cum0, counts[0], dt, counts[1], t0)
+    return out, est
 
 
 def save_times(dt: Any, decimate: int, t0: Any, n_saved: int) -> Any:
     """Times ``(n_saved,)`` of the saved states (NumPy unless traced)."""
-    xp = jnp if validate.is_traced((dt, t0)) else np
-    return t0 + dt * decimate * xp.arange(1, n_saved + 1, dtype=xp.result_type(float))
-
-
-def to_device(tree: Any) -> Any:
-    """Host (NumPy) results on the default device; traced values unchanged.
-    ``jax.device_put`` compiles nothing (``jnp.asarray`` compiles a copy per
-    new shape)."""
-    return tree if validate.is_traced(tree) else jax.device_put(tree)
+    if validate.is_traced((dt, t0)):
+        return t0 + dt * decimate * jnp.arange(1, n_saved + 1, dtype=float)
+    steps = np.arange(1, n_saved + 1, dtype=np.result_type(float))
+    return np.asarray(t0) + np.asarray(dt) * decimate * steps
 
 
 def check_finite_estimates(exponents: Any) -> None:

@@ -55,7 +55,8 @@ def as_state(name: str, state: Any) -> jax.Array:
     """A 1-D inexact state vector; finite when its values are known."""
     if state is None:
         raise TypeError(f"{name} is required (a 1-D array of the initial state)")
-    arr = jnp.asarray(state)
+    # A JAX array passes as it is: jnp.asarray would cost a dispatch per call.
+    arr = state if isinstance(state, jax.Array) else jnp.asarray(state)
     if arr.ndim != 1:
         raise ValueError(
             f"{name} must be a 1-D array of shape (d,); got shape {arr.shape}"

@@ -372,6 +372,7 @@ def lyapunov_spectrum_dde(
     buf0: Float[ArrayLike, "horizon ..."] | None = None,
     params: Any = None,
     qr: str = "auto",
+    static_renorm_every: bool = False,
 ) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a delay equation.
 
@@ -442,6 +443,7 @@ def lyapunov_spectrum_dde(
         decimate=decimate,
         stacklevel=2,
         qr=qr,
+        static_renorm_every=static_renorm_every,
     )
 
 
