@@ -51,10 +51,11 @@ class LyapunovResult(NamedTuple):
     run has fewer than 2 renormalisation blocks.
 
     ``exponents``, ``stderr`` and the checkpoint are JAX arrays. The rows of
-    a run (``history``, ``times``, ``trajectory``, ``save_times``) are NumPy
-    arrays: they are cut to the run's length on the host, so that runs of any
-    length share one compiled program (``jnp.asarray`` puts them on a device).
-    Inside a caller's ``jit``/``vmap`` every field is a traced JAX array.
+    a single run (``history``, ``times``, ``trajectory``, ``save_times``) are
+    NumPy arrays: they are cut to the run's length on the host, so that runs
+    of any length share one compiled program (``jnp.asarray`` puts them on a
+    device). Sweeps place their rows on the devices of the batch. Inside a
+    caller's ``jit``/``vmap`` every field is a traced JAX array.
 
     ``stderr`` comes from non-overlapping batch means over the renormalisation
     blocks with the square-root rule: the ``n`` blocks form
