@@ -14,7 +14,7 @@ Cases: Lorenz RK4, 50 000 steps, renorm_every=10, transient 100 (also with
 (k=5, 200 Heun steps, renorm_every=10) at d = 20, 200, 2000; and the first
 call of a new closure (a fresh ``lambda`` around Lorenz, trace + compile).
 
-    python benchmarks/runtime_lengths.py [--repeats 41] [--before a7ca869] [--quick]
+    python benchmarks/runtime_lengths.py [--repeats 101] [--before a7ca869] [--quick]
 """
 
 from __future__ import annotations
@@ -119,7 +119,7 @@ def warm_cases(engines, sizes, repeats, lorenz_steps):
             for name, (core, systems) in engines.items()
         }
         med = side_by_side(
-            pair(problems, SEED), repeats if n < 1000 else max(3, repeats // 8)
+            pair(problems, SEED), repeats if n < 1000 else max(3, repeats // 20)
         )
         rows.append((f"Kuramoto d={n}, warm", *med.values(), None))
     return rows
@@ -146,7 +146,7 @@ def first_calls(engines, rounds: int) -> tuple[float, float]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=41)
+    ap.add_argument("--repeats", type=int, default=101)
     ap.add_argument("--before", default=BEFORE, help="git revision to compare with")
     ap.add_argument("--quick", action="store_true", help="a smoke run, seconds")
     args = ap.parse_args(argv)

@@ -18,7 +18,13 @@ import numpy as np
 import pytest
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, run_until_converged
-from lyapax._engine.benettin import MIN_CAPACITY, capacity, initial_frame
+from lyapax._engine.benettin import (
+    MEMO_FRAME_ENTRIES,
+    MIN_CAPACITY,
+    capacity,
+    fresh_frame,
+    initial_frame,
+)
 from lyapax._engine.stats import batch_means_stderr, block_growths
 from lyapax._engine.tree import merge_static, split_static
 from lyapax.dde import lyapunov_spectrum_dde
@@ -214,6 +220,25 @@ def test_rows_are_host_arrays_and_estimates_device_arrays():
     )(lorenz_problem().state0)
     assert isinstance(traced, jax.Array)
     np.testing.assert_allclose(traced, res.history, rtol=0, atol=1e-12)
+
+
+def test_fresh_frames_are_memoised_only_where_that_is_exact():
+    """Small frames of integer seeds are shared between calls; the key holds
+    everything the frame depends on, and large frames are not kept."""
+    dtype = jnp.float64
+    first = fresh_frame(3, d=4, k=2, dtype=dtype)
+    assert fresh_frame(np.int64(3), d=4, k=2, dtype=dtype) is first
+    for a, b in zip(first, initial_frame(3, d=4, k=2, dtype=dtype), strict=True):
+        np.testing.assert_array_equal(a, b)
+    other = fresh_frame(4, d=4, k=2, dtype=dtype)
+    assert other is not first and not np.allclose(other[0], first[0])
+    with jax.default_device(jax.devices()[0]):
+        assert fresh_frame(3, d=4, k=2, dtype=dtype) is not first
+    assert fresh_frame(jnp.asarray(3), d=4, k=2, dtype=dtype) is not first
+    big = MEMO_FRAME_ENTRIES + 1
+    assert fresh_frame(0, d=big, k=1, dtype=dtype) is not fresh_frame(
+        0, d=big, k=1, dtype=dtype
+    )
 
 
 # ------------------------------------------------------------ same numbers

@@ -20,7 +20,7 @@ from lyapax._engine import validate
 from lyapax._engine.benettin import (
     Lengths,
     capacity,
-    initial_frame,
+    fresh_frame,
     resolve_qr,
     run_benettin,
 )
@@ -348,14 +348,15 @@ def _start_frame(start: Any, z0: jax.Array, k: int) -> tuple[Any, Any]:
     frame drawn from the seed ``start``."""
     if isinstance(start, tuple):
         return start
-    return initial_frame(start, d=z0.shape[0], k=k, dtype=z0.dtype)
+    return fresh_frame(start, d=z0.shape[0], k=k, dtype=z0.dtype)
 
 
 def _compiled_run(dynamic, z0, start, step0, t0, args, dt, static, qr, static_every):
-    """The run as three compiled programs: the initial frame and the finishing
-    program are cached by shape and shared by every step function, so a new
-    step function compiles only its loop (folding them into the kernel would
-    save two launches, ~0.1 ms, but cost each new closure ~0.4 s of compile)."""
+    """The run as three compiled programs: the initial frame (memoised, see
+    :func:`~lyapax._engine.benettin.fresh_frame`) and the finishing program are
+    cached by shape and shared by every step function, so a new step function
+    compiles only its loop (folding them into the kernel would save their
+    launches but cost each new closure ~0.4 s of compile)."""
     Y0, cum0 = _start_frame(start, z0, args.k)
     sizes = args.kernel_lengths(static_every=static_every)
     lengths = sizes.pop("lengths")
