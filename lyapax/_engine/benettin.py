@@ -13,7 +13,9 @@ step's structure, the shapes, ``k``, the QR method and two output capacities:
 the kernel writes the cumulative log-growth of each block into a buffer of
 ``capacity`` rows (saved states into one of ``save_capacity`` rows) and the
 caller keeps the first ``n_blocks`` rows. :func:`capacity` rounds up to a
-power of two, so runs of different lengths share one program.
+power of two, so runs of different lengths share one program. The static fast
+path (``static_every``) compiles ``renorm_every`` in, for small systems whose
+steps are cheap enough that the inner loop's condition test shows.
 """
 
 from __future__ import annotations

@@ -6,12 +6,12 @@ more rows than the run produced, so that runs of different lengths share one
 compiled program. :func:`finish` turns the growth buffer into the final
 estimates, error bars and running estimates with the number of blocks as
 data: one program per buffer shape, shared by every step function (a new
-step function compiles only its loop). :func:`keep_rows` then
-keeps the rows a run produced, on the host: an eager device slice of a new
-length would compile a program of its own, which costs more than a short
-run, and putting the cut rows back on a device costs a warm small run
-~15-20% (measured on CPU: 0.3-0.4 ms per call right after a kernel, for a
-2 ms run). Under a trace (a user's ``jit``) the slice is traced.
+step function compiles only its loop). :func:`keep_rows` then keeps the rows
+a run produced, on the host, as NumPy arrays: an eager device slice of a new
+length would compile a program of its own, which costs more than a short run,
+and putting the cut rows back on a device would cost a small warm run 15-20%
+(0.3-0.4 ms per call right after a kernel on CPU, for a 2 ms run). Under a
+trace (a user's ``jit``) the slice is traced.
 """
 
 from __future__ import annotations
