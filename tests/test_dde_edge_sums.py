@@ -43,6 +43,14 @@ CASES = {
 }
 
 
+def _history_buffers(rng, horizon, n_cvar, n, k):
+    """A random ring buffer ``(H, n_cvar, n)``, its ``k`` tangents and the
+    current coupled values ``(n_cvar, n)``."""
+    buf = jnp.asarray(rng.uniform(-2, 2, (horizon, n_cvar, n)))
+    dbuf = jnp.asarray(rng.normal(size=(horizon, n_cvar, n, k)))
+    return buf, dbuf, jnp.asarray(rng.uniform(-1, 1, (n_cvar, n)))
+
+
 def _assert_sums_match(reference, edge, sums, d_sums, buf, dbuf, current, w, params):
     """``combine(sums)`` equals ``reference(buf)`` (the edge form on the delayed
     values), and its derivative along each ``d_sums`` column equals the jvp of
@@ -66,9 +74,7 @@ def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     rng = np.random.default_rng(3)
     weights = jnp.asarray(rng.normal(size=(n, n)))
     steps = jnp.asarray(rng.integers(0, horizon, (n, n)), jnp.int32)
-    buf = jnp.asarray(rng.uniform(-2, 2, (horizon, n_cvar, n)))
-    dbuf = jnp.asarray(rng.normal(size=(horizon, n_cvar, n, k)))
-    current = jnp.asarray(rng.uniform(-1, 1, (n_cvar, n)))
+    buf, dbuf, current = _history_buffers(rng, horizon, n_cvar, n, k)
     params = {"G": 1.3}
 
     def reference(b):
@@ -97,9 +103,7 @@ def test_slot_edge_sums_equal_the_edge_form_and_its_tangents(name):
     sources = jnp.asarray(rng.integers(0, n, (n, w)), jnp.int32)
     values = jnp.asarray(rng.normal(size=(n, w)))
     steps = jnp.asarray(rng.integers(0, horizon, (n, w)), jnp.int32)
-    buf = jnp.asarray(rng.uniform(-2, 2, (horizon, n_cvar, n)))
-    dbuf = jnp.asarray(rng.normal(size=(horizon, n_cvar, n, k)))
-    current = jnp.asarray(rng.uniform(-1, 1, (n_cvar, n)))
+    buf, dbuf, current = _history_buffers(rng, horizon, n_cvar, n, k)
     params = {"G": 0.7}
 
     def reference(b):

@@ -217,11 +217,8 @@ class RingStep(eqx.Module):
 
     @property
     def presummed(self) -> bool:
-        """Grid reads of dense per-edge delays come as :class:`EdgeSums`."""
-        return self.edges and not self.interpolate and self.field_presums
-
-    @property
-    def field_presums(self) -> bool:
+        """Grid reads of per-edge delays come as :class:`EdgeSums` (the field
+        was built so by :func:`presum_edges`, which checks the delays)."""
         return bool(getattr(self.field, "presum", False))
 
     def _read_at(
