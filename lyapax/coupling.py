@@ -1,6 +1,9 @@
 """Network couplings (public path; they live in :mod:`lyapax.network.coupling`)."""
 
 from lyapax.network.coupling import (
+    AbstractCoupling,
+    AbstractDelayedCoupling,
+    AbstractSummedCoupling,
     KuramotoCoupling,
     LinearCoupling,
     SigmoidalCoupling,
@@ -11,6 +14,9 @@ from lyapax.network.coupling import (
 )
 
 __all__ = [
+    "AbstractCoupling",
+    "AbstractDelayedCoupling",
+    "AbstractSummedCoupling",
     "KuramotoCoupling",
     "LinearCoupling",
     "SigmoidalCoupling",

@@ -13,9 +13,11 @@ import pytest
 
 import lyapax.dde as dde
 from lyapax import lyapunov_spectrum
+from lyapax._internal import history as _history
+from lyapax._internal import sparse as _sparse
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
-from lyapax.dde import _edge_sums, _history, as_edge_coupling, network_dde_problem
-from lyapax.network import Network, _sparse
+from lyapax.dde import _edge_sums, as_edge_coupling, network_dde_problem
+from lyapax.network import Network
 
 
 class _ProductSources(linear_coupling().__class__):

@@ -1,9 +1,10 @@
 """One Lyapunov run of any problem: run arguments, resume, kernel call, result.
 
-:class:`RunArgs` is the one record of validated run sizes; single runs,
-sweeps and ``run_until_converged`` build it with :func:`run_args`.
-:func:`spectrum` runs a :class:`~lyapax._engine.problem.Problem` through the
-Benettin kernel and assembles the :class:`LyapunovResult`.
+The options of a run arrive as one :class:`~lyapax._engine.options.RunOptions`;
+:func:`run_args` checks them against the problem into :class:`RunArgs`, the one
+record of validated run sizes (single runs and sweeps build it there).
+:func:`spectrum` runs an :class:`~lyapax._engine.abstract.AbstractProblem`
+through the Benettin kernel and assembles the :class:`LyapunovResult`.
 """
 
 from __future__ import annotations
@@ -17,15 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
-from lyapax._engine.benettin import (
-    Lengths,
-    capacity,
-    fresh_frame,
-    resolve_qr,
-    run_benettin,
-)
-from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
-from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
+from lyapax._engine.abstract import AbstractProblem, EngineView
+from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
+from lyapax._engine.options import RunOptions
+from lyapax._engine.problem import LyapunovCheckpoint
+from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Times
 from lyapax._engine.summary import finish, finish_program, keep_rows
 from lyapax._engine.tree import split_static
 
@@ -33,6 +30,7 @@ __all__ = [
     "LyapunovCheckpoint",
     "LyapunovResult",
     "RunArgs",
+    "RunOptions",
     "default_k",
     "run_args",
     "spectrum",
@@ -170,20 +168,18 @@ def default_k(view: EngineView, k: Any, resume: Any, stacklevel: int) -> Any:
 
 
 def run_args(
+    options: RunOptions,
     *,
     d: int,
     dt: Any,
     n_steps: Any,
     k: Any,
-    renorm_every: Any,
-    t_transient: Any,
-    save_states: bool,
-    decimate: Any,
     dtype: Any = None,
     min_transient_steps: int = 0,
     stacklevel: int = 2,
 ) -> RunArgs:
-    """Range checks of the run arguments (``k`` already defaulted).
+    """The run sizes of ``options`` for a phase space of size ``d`` (``k``
+    already defaulted).
 
     ``min_transient_steps`` raises the transient to at least that many steps,
     rounded up to whole renormalisation blocks (delay equations: one history).
@@ -191,20 +187,19 @@ def run_args(
     Raises:
         TypeError / ValueError: naming the argument, its value and what is allowed.
     """
+    renorm_every, saving = options.renorm.every, options.saving
     n_steps = validate.as_int("n_steps", n_steps, minimum=1)
-    renorm_every = validate.as_int("renorm_every", renorm_every, minimum=1)
     check_multiple("n_steps", n_steps, renorm_every)
     k = validate.as_int("k", k)
     if not 1 <= k <= d:
         raise ValueError(f"k must satisfy 1 <= k <= d={d}; got k={k}")
-    decimate = validate.as_int("decimate", decimate, minimum=1)
-    if save_states and renorm_every % decimate:
+    if saving.states and renorm_every % saving.decimate:
         raise ValueError(
-            f"decimate={decimate} must divide renorm_every={renorm_every} "
+            f"decimate={saving.decimate} must divide renorm_every={renorm_every} "
             "when save_states=True"
         )
     t_transient, n_transient_blocks = transient_blocks(
-        t_transient, dt, renorm_every, min_transient_steps
+        options.t_transient, dt, renorm_every, min_transient_steps
     )
     if dtype == jnp.float32 and not jax.config.jax_enable_x64:
         warnings.warn(
@@ -217,10 +212,10 @@ def run_args(
         n_steps,
         k,
         renorm_every,
-        decimate,
+        saving.decimate,
         t_transient,
         n_transient_blocks,
-        bool(save_states),
+        saving.states,
     )
 
 
@@ -251,44 +246,28 @@ def _check_resume(resume: Any, d: int, k: int, dt: Any, t_tr: float) -> None:
 
 
 def spectrum(
-    problem: Problem,
-    n_steps: int,
+    problem: AbstractProblem,
+    n_steps: Any,
+    options: RunOptions,
     *,
-    k: int | None,
-    renorm_every: int,
-    t_transient: float,
-    seed: Seed,
-    check_finite: bool,
-    resume: Any,
-    save_states: bool,
-    decimate: int,
     stacklevel: int,
-    qr: Any = "auto",
-    static_renorm_every: Any = False,
 ) -> LyapunovResult:
-    """Validate the run, start it (fresh or from ``resume``), run the kernel.
+    """Validate the run, start it (fresh or from ``options.resume``), run the
+    kernel.
 
     ``stacklevel`` is that of a warning raised in the caller of this function.
     """
-    if not isinstance(static_renorm_every, (bool, np.bool_)):
-        raise TypeError(
-            "static_renorm_every must be True or False; got "
-            f"{static_renorm_every!r} of type {type(static_renorm_every).__name__}"
-        )
-    static_every = bool(static_renorm_every)
     view = problem.for_engine()
     d = int(view.z0.shape[0])
-    k = default_k(view, k, resume, stacklevel + 1)
-    method = resolve_qr(qr, batched=False)
+    resume = options.resume
+    k = default_k(view, options.k, resume, stacklevel + 1)
+    method = options.renorm.method(batched=False)
     args = run_args(
+        options,
         d=d,
         dt=view.dt,
         n_steps=n_steps,
         k=k,
-        renorm_every=renorm_every,
-        t_transient=t_transient,
-        save_states=save_states,
-        decimate=decimate,
         dtype=view.z0.dtype,
         min_transient_steps=0 if resume is not None else view.min_transient_steps,
         stacklevel=stacklevel + 1,
@@ -296,7 +275,7 @@ def spectrum(
     dtype = view.z0.dtype
     if resume is None:
         z0, t0, step0 = view.z0, 0.0, 0
-        start: Any = seed
+        start: Any = options.seed
     else:
         kind = view.checkpoint_type
         if kind is not None and not isinstance(resume, kind):
@@ -311,6 +290,7 @@ def spectrum(
             jnp.asarray(resume.cum_log_growth, dtype=dtype),
         )
         t0 = resume.elapsed_time
+    static_every = options.renorm.static
     dynamic, static = split_static(view.step)
     if validate.under_transformation(dynamic, z0, start, step0, view.dt, t0):
         out, est = _traced_run(
@@ -330,7 +310,7 @@ def spectrum(
     if args.save_states:
         trajectory = keep_rows(out["saved"], n_saved, axis=-2, cols=view.n_state)
         save_at = save_times(view.dt, args.decimate, t0, n_saved)
-    if check_finite:
+    if options.check_finite:
         check_finite_estimates(history[n_blocks - 1])
     return LyapunovResult(
         est["exponents"],

@@ -25,30 +25,31 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from lyapax._engine.problem import (
+from lyapax._engine.abstract import (
+    AbstractProblem,
+    AbstractStep,
     EngineView,
-    ODEProblem,
-    Problem,
-    as_problem,
-    is_problem,
+    declares_step_index,
 )
+from lyapax._engine.problem import ODEProblem, as_problem, is_problem
 
 
-class ParamStep(eqx.Module):
+class ParamStep(AbstractStep):
     """``step(state[, step_index])`` = ``fn(state[, step_index], params)``.
 
     Unlike :class:`lyapax._engine.tree.Bound`, ``fn`` is a pytree child: a
     parametrized step may carry numbers of its own (a network's weights).
     Parameters are pytree leaves, so one compiled program serves every row; a
-    step declaring ``uses_step_index`` keeps that declaration.
+    ``fn`` declaring ``uses_step_index`` keeps that declaration.
     """
 
+    uses_step_index: bool = eqx.field(static=True)
     fn: Any
     params: Any
 
-    @property
-    def uses_step_index(self) -> bool:
-        return getattr(self.fn, "uses_step_index", False)
+    def __init__(self, fn: Any, params: Any, uses_step_index: bool = False) -> None:
+        self.fn, self.params = fn, params
+        self.uses_step_index = bool(uses_step_index)
 
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args, self.params)
@@ -61,7 +62,11 @@ class StepRows(eqx.Module):
     has_params: bool = eqx.field(static=True)
 
     def build(self, params: Any, state: Any, dt: Any) -> EngineView:
-        step = ParamStep(self.step_fn, params) if self.has_params else self.step_fn
+        if self.has_params:
+            indexed = declares_step_index(self.step_fn)
+            step = ParamStep(self.step_fn, params, indexed)
+        else:
+            step = self.step_fn
         return ODEProblem(step, state, dt).for_engine()
 
 
@@ -80,7 +85,7 @@ class ProblemFamily(eqx.Module):
     make_problem: Callable[[Any], Any]
     use_state_rows: bool = eqx.field(static=True, default=False)
 
-    def problem(self, params: Any, state: Any) -> Problem:
+    def problem(self, params: Any, state: Any) -> AbstractProblem:
         """The row's problem (``state`` replaces its initial state if rows
         carry states)."""
         made = self.make_problem(params)
@@ -101,10 +106,10 @@ class _FromProblem(eqx.Module):
     (``with_params``), or, without swept parameters, returns it as it is (its
     numbers stay pytree leaves, so they are not baked into the program)."""
 
-    problem: Problem
+    problem: AbstractProblem
     swept_params: bool = eqx.field(static=True)
 
-    def __call__(self, row: Any) -> Problem:
+    def __call__(self, row: Any) -> AbstractProblem:
         return self.problem.with_params(row) if self.swept_params else self.problem
 
 
