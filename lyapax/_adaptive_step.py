@@ -68,7 +68,7 @@ class AdaptiveODEStep(AbstractStep):
             None if self.dt0 is None else jnp.minimum(jnp.asarray(self.dt0, dtype), t1)
         )
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
+            diffrax.ODETerm(field),  # type: ignore[arg-type]  # a callable Module
             self.solver,
             t0=jnp.zeros((), dtype),
             t1=t1,

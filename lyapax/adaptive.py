@@ -43,7 +43,7 @@ from lyapax.integrators import AbstractStepBuilder
 try:
     import diffrax
 except ImportError:  # diffrax is the optional 'adaptive' extra
-    diffrax = None
+    diffrax = None  # type: ignore[assignment]
 
 __all__ = ["SOLVERS", "AdaptiveStepBuilder", "diffrax_adaptive_step"]
 

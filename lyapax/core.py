@@ -13,6 +13,7 @@ runtime inputs, so rebuilding a problem with new numbers does not recompile.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 from jaxtyping import Array, Float
 
@@ -66,6 +67,12 @@ def ode_problem(
     """
     validate.positive_dt(dt)
     return ODEProblem(ode_step(rhs, dt, integrator), state0, dt)
+
+
+def _plain_problem(step_fn: Any, state0: Any, dt: Any) -> AbstractProblem:
+    """The plain call form's problem (``resolve_call`` checked its arguments);
+    registered, not inherited (a NamedTuple): cast for the type checker."""
+    return cast(AbstractProblem, ODEProblem(step_fn, state0, dt))
 
 
 def lyapunov_spectrum(
@@ -133,7 +140,7 @@ def lyapunov_spectrum(
         n_steps,
         state0,
         dt,
-        lambda: ODEProblem(step_fn_or_problem, state0, dt),
+        lambda: _plain_problem(step_fn_or_problem, state0, dt),
         (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
         " (use dt=1.0 for maps)",
     )

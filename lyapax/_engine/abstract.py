@@ -26,17 +26,18 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from lyapax._engine import _legacy
-from lyapax._engine.shapes import Scalar
 
 if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
     from jaxtyping import Array, Float, Int
+
+    from lyapax._engine.shapes import Scalar
 
 __all__ = [
     "AbstractProblem",
@@ -44,6 +45,7 @@ __all__ = [
     "EngineView",
     "FunctionStep",
     "IncompatibleStepError",
+    "IndexedFunctionStep",
     "as_step",
     "check_step_output",
     "declares_step_index",
@@ -58,12 +60,12 @@ class IncompatibleStepError(ValueError):
 class AbstractStep(eqx.Module):
     """A step of the engine: ``z (d,) -> (d,)`` (see the module docstring).
 
-    Subclasses set ``uses_step_index`` (a class attribute or a static field):
-    True means the step is called ``step(z, step_index)`` with the int32 step
-    counter of the run (ring buffers of delay equations read it).
+    Subclasses set the class attribute ``uses_step_index``: True means the
+    step is called ``step(z, step_index)`` with the int32 step counter of the
+    run (ring buffers of delay equations read it).
     """
 
-    uses_step_index: eqx.AbstractVar[bool]
+    uses_step_index: eqx.AbstractClassVar[bool]
 
     @abc.abstractmethod
     def __call__(self, z: Any, *step_index: Any) -> Any:
@@ -92,14 +94,17 @@ class FunctionStep(AbstractStep):
     ``equinox.Module`` of the user's) stay traced leaves.
     """
 
-    uses_step_index: bool = eqx.field(static=True)
+    uses_step_index: ClassVar[bool] = False
     fn: Any
-
-    def __init__(self, fn: Any, uses_step_index: bool = False) -> None:
-        self.fn, self.uses_step_index = fn, bool(uses_step_index)
 
     def __call__(self, z: Any, *step_index: Any) -> Any:
         return self.fn(z, *step_index)
+
+
+class IndexedFunctionStep(FunctionStep):
+    """A plain callable called ``fn(z, step_index)``."""
+
+    uses_step_index: ClassVar[bool] = True
 
 
 def as_step(step: Any) -> AbstractStep:
@@ -115,7 +120,9 @@ def as_step(step: Any) -> AbstractStep:
             f"step_fn must be callable (state (d,) -> state (d,)); got "
             f"{type(step).__name__}"
         )
-    return FunctionStep(step, declares_step_index(step))
+    if declares_step_index(step):
+        return IndexedFunctionStep(step)
+    return FunctionStep(step)
 
 
 def declares_step_index(fn: Any) -> bool:
@@ -179,6 +186,10 @@ class AbstractProblem(abc.ABC):
     so ``isinstance(problem, AbstractProblem)`` is the test the entry points
     use. A new kind of problem subclasses this or registers itself.
     """
+
+    #: Model time per step (a problem's own ``dt``, compared with a ``dt``
+    #: passed beside it).
+    dt: Any
 
     @abc.abstractmethod
     def for_engine(self) -> EngineView:

@@ -18,16 +18,17 @@ raises ``ValueError`` saying why when its kind cannot do it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import jax.numpy as jnp
+import numpy as np
 
 from lyapax._engine import _legacy, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView, as_step
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 
 if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
-    from jaxtyping import Array, Float, Int
+    from jaxtyping import Array, Float
 
 
 class LyapunovCheckpoint(NamedTuple):
@@ -60,7 +61,7 @@ class ODEProblem(NamedTuple):
         state0 = validate.as_state("state0", self.state0)
         dt = validate.positive_dt(self.dt)
 
-        def resume_point(resume: Any) -> tuple[Float[Array, " d"], Int[Array, ""]]:
+        def resume_point(resume: Any) -> tuple[Float[Array, " d"], int]:
             state = jnp.asarray(resume.state, dtype=state0.dtype)
             if state.shape != state0.shape:
                 raise ValueError(
@@ -81,10 +82,10 @@ class ODEProblem(NamedTuple):
         )
 
     def with_state(self, state0: Any) -> ODEProblem:
-        if jnp.shape(state0) != jnp.shape(self.state0):
+        if np.shape(state0) != np.shape(self.state0):
             raise ValueError(
-                f"state0_batch rows have shape {jnp.shape(state0)}, but the "
-                f"problem's state0 has shape {jnp.shape(self.state0)}"
+                f"state0_batch rows have shape {np.shape(state0)}, but the "
+                f"problem's state0 has shape {np.shape(self.state0)}"
             )
         return self._replace(state0=state0)
 
@@ -109,7 +110,8 @@ def as_problem(obj: Any) -> AbstractProblem:
     if isinstance(obj, AbstractProblem):
         return obj
     if _legacy.looks_like_problem(obj):
-        return ODEProblem(obj.step_fn, obj.state0, obj.dt)
+        # Registered, not inherited (a NamedTuple): cast for the type checker.
+        return cast(AbstractProblem, ODEProblem(obj.step_fn, obj.state0, obj.dt))
     raise TypeError(
         f"expected a problem (with step_fn, state0 and dt); got {type(obj).__name__}"
     )

@@ -104,8 +104,12 @@ class RunArgs(NamedTuple):
         one compiled program), with ``renorm_every`` also compiled in when
         ``static_every``; or, when the caller is being traced (``traced``),
         lengths and buffers exactly as compiled constants."""
-        ints = (self.n_blocks, self.n_transient_blocks, self.renorm_every)
-        ints += (self.decimate,)
+        ints = (
+            self.n_blocks,
+            self.n_transient_blocks,
+            self.renorm_every,
+            self.decimate,
+        )
         if traced:
             return {
                 "static_lengths": Lengths(*ints),
@@ -201,7 +205,7 @@ def run_args(
     t_transient, n_transient_blocks = transient_blocks(
         options.t_transient, dt, renorm_every, min_transient_steps
     )
-    if dtype == jnp.float32 and not jax.config.jax_enable_x64:
+    if dtype == jnp.float32 and not jax.config.read("jax_enable_x64"):
         warnings.warn(
             "state0 is float32 and jax_enable_x64 is off: exponents will carry "
             "single-precision errors; call jax.config.update('jax_enable_x64', True)",

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 from jaxtyping import Array, ArrayLike, Float, Int
 
 #: A time step or other real number given by the user (a number or 0-d array).
@@ -27,7 +28,8 @@ StepFn = Callable[..., Any]
 Seed = int | Int[ArrayLike, " *batch"]
 
 Exponents = Float[Array, "*batch k"]
-History = Float[Array, "*batch n_renorm k"]
-Times = Float[Array, "*batch n_renorm"]
-Saved = Float[Array, "*batch n_saved d"]
-SaveTimes = Float[Array, "*batch n_saved"]
+# Rows of a single run are NumPy (cut on the host); of a sweep, JAX arrays.
+History = Float[Array, "*batch n_renorm k"] | Float[np.ndarray, "*batch n_renorm k"]
+Times = Float[Array, "*batch n_renorm"] | Float[np.ndarray, "*batch n_renorm"]
+Saved = Float[Array, "*batch n_saved d"] | Float[np.ndarray, "*batch n_saved d"]
+SaveTimes = Float[Array, "*batch n_saved"] | Float[np.ndarray, "*batch n_saved"]

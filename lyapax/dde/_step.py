@@ -209,7 +209,7 @@ class RingStep(eqx.Module):
         """Steps of delay (see the class docstring); None when undelayed."""
         return self.static_delay if self.dynamic_delay is None else self.dynamic_delay
 
-    def _read_grid(self, buf: Buffer, t: Step) -> Delayed:
+    def _read_grid(self, buf: Buffer, t: Step) -> Delayed | EdgeSums:
         if self.presummed:
             return EdgeSums(self.field.edge_sums(buf, t, self.delay)[0])
         if isinstance(self.delay, SlotDelays):

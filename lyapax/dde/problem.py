@@ -276,6 +276,7 @@ def network_dde_problem(
         )
     presum = presum_edges(edge_coupling, W, delays.horizon, interpolate, delays.edges)
     field = NetworkField(dfun, edge_coupling, W, cvar, delays.edges, presum)
+    D_shape: tuple[int, ...]
     if not delays.edges:
         D_shape = (len(cvar), n)
     else:  # one delayed value per edge slot: n sources dense, w sparse

@@ -58,12 +58,6 @@ def lyapunov_spectrum_dde(
         buf0: initial ring buffer (plain form; overrides ``problem.buf0``).
         params: the carry's parameters (plain form; overrides
             ``problem.params``).
-        qr: re-orthonormalisation: ``"lapack"`` (``jnp.linalg.qr``),
-            ``"householder"`` (reflections in fused ``jax.numpy`` ops; programs
-            grow with ``k``) or ``"auto"``: LAPACK for a single run, the fused
-            Householder QR of small frames (``k <= 8``, ``d <= 256``) in
-            sweeps, the rule measured fastest on CPU. Results agree to
-            rounding.
 
     Returns:
         :class:`lyapax.core.LyapunovResult` whose checkpoint is a

@@ -36,7 +36,7 @@ def check_shapes(step: NetworkStep, n_sv: int | None, dtype: Any) -> None:
     leaves = tuple(
         (np.shape(x), getattr(x, "dtype", type(x))) for x in dynamic if x is not None
     )
-    key = (static, leaves, n_sv, dtype)
+    key: Any = (static, leaves, n_sv, dtype)
     try:
         if key in _CHECKED:
             return

@@ -19,7 +19,7 @@ Two builders:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
@@ -43,16 +43,18 @@ class ParamStep(AbstractStep):
     ``fn`` declaring ``uses_step_index`` keeps that declaration.
     """
 
-    uses_step_index: bool = eqx.field(static=True)
+    uses_step_index: ClassVar[bool] = False
     fn: Any
     params: Any
 
-    def __init__(self, fn: Any, params: Any, uses_step_index: bool = False) -> None:
-        self.fn, self.params = fn, params
-        self.uses_step_index = bool(uses_step_index)
-
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args, self.params)
+
+
+class IndexedParamStep(ParamStep):
+    """A :class:`ParamStep` whose ``fn`` takes the step index."""
+
+    uses_step_index: ClassVar[bool] = True
 
 
 class StepRows(eqx.Module):
@@ -64,7 +66,7 @@ class StepRows(eqx.Module):
     def build(self, params: Any, state: Any, dt: Any) -> EngineView:
         if self.has_params:
             indexed = declares_step_index(self.step_fn)
-            step = ParamStep(self.step_fn, params, indexed)
+            step = (IndexedParamStep if indexed else ParamStep)(self.step_fn, params)
         else:
             step = self.step_fn
         return ODEProblem(step, state, dt).for_engine()
