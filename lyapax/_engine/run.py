@@ -22,7 +22,7 @@ from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
 from lyapax._engine.options import RunOptions
 from lyapax._engine.problem import LyapunovCheckpoint
-from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Times
+from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
 from lyapax._engine.summary import finish, finish_program, keep_rows
 from lyapax._engine.tree import split_static
 
@@ -335,7 +335,22 @@ def _start_frame(start: Any, z0: jax.Array, k: int) -> tuple[Any, Any]:
     return fresh_frame(start, d=z0.shape[0], k=k, dtype=z0.dtype)
 
 
-def _compiled_run(dynamic, z0, start, step0, t0, args, dt, static, qr, static_every):
+#: ``(kernel output, estimates)`` of one run (see :func:`run_benettin`, :func:`finish`).
+RunOutput = tuple[dict[str, Any], dict[str, jax.Array]]
+
+
+def _compiled_run(
+    dynamic: list[Any],
+    z0: jax.Array,
+    start: Seed | tuple[jax.Array, jax.Array],
+    step0: Any,
+    t0: Any,
+    args: RunArgs,
+    dt: Any,
+    static: Any,
+    qr: str,
+    static_every: bool,
+) -> RunOutput:
     """The run as three compiled programs: the initial frame (memoised, see
     :func:`~lyapax._engine.benettin.fresh_frame`) and the finishing program are
     cached by shape and shared by every step function, so a new step function
@@ -351,7 +366,17 @@ def _compiled_run(dynamic, z0, start, step0, t0, args, dt, static, qr, static_ev
     return out, finish_program(out["cum"], cum0, lengths, scalars)
 
 
-def _traced_run(dynamic, z0, start, step0, t0, args, dt, static, qr):
+def _traced_run(
+    dynamic: list[Any],
+    z0: jax.Array,
+    start: Seed | tuple[jax.Array, jax.Array],
+    step0: Any,
+    t0: Any,
+    args: RunArgs,
+    dt: Any,
+    static: Any,
+    qr: str,
+) -> RunOutput:
     """The run inside a caller's trace (a user's ``jit``, ``vmap`` or ``grad``):
     lengths compiled in as constants, loops that reverse mode can differentiate."""
     Y0, cum0 = _start_frame(start, z0, args.k)

@@ -31,8 +31,8 @@ multiple of the global device count there, so no padding slice is needed::
     lam = multihost_utils.process_allgather(res.exponents, tiled=True)
 """
 
-from lyapax.sweep._rows import ProblemFamily
-from lyapax.sweep._setup import TRAJECTORY_WARN_BYTES, problem_family
+from lyapax.sweep._rows import ProblemFamily, problem_family
+from lyapax.sweep._setup import TRAJECTORY_WARN_BYTES
 from lyapax.sweep.spectrum import sweep_lyapunov_spectrum
 from lyapax.sweep.trajectory import sweep_trajectory
 

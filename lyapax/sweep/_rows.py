@@ -103,6 +103,21 @@ class ProblemFamily(eqx.Module):
         return self.problem(params, state).for_engine()
 
 
+def problem_family(make_problem: Any) -> ProblemFamily:
+    """Mark ``make_problem(params) -> problem`` as a sweepable family.
+
+    Use it to sweep parameters that live inside a problem (ODE, network or
+    delay), e.g. ``problem_family(lambda beta: dde_problem(mackey_glass(
+    beta=beta), 1.2, tau=17.0, dt=0.1))`` with ``params_batch=betas``. Rows
+    must share one structure (functions, shapes, delays in steps, ``dt``).
+    """
+    if not callable(make_problem):
+        raise TypeError(
+            f"make_problem must be callable; got {type(make_problem).__name__}"
+        )
+    return ProblemFamily(make_problem)
+
+
 class _FromProblem(eqx.Module):
     """``make_problem`` of one problem: each row replaces its parameters
     (``with_params``), or, without swept parameters, returns it as it is (its

@@ -9,26 +9,11 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax.sweep import _batching as batching
-from lyapax.sweep._rows import Probe, ProblemFamily, StepRows, builder_for, probe
+from lyapax.sweep._rows import Probe, StepRows, builder_for, probe
 
 #: Saved trajectories larger than this many bytes (on the device per call, or
 #: on the host in total) trigger a ``UserWarning`` before they are allocated.
 TRAJECTORY_WARN_BYTES = 2**30
-
-
-def problem_family(make_problem: Any) -> ProblemFamily:
-    """Mark ``make_problem(params) -> problem`` as a sweepable family.
-
-    Use it to sweep parameters that live inside a problem (ODE, network or
-    delay), e.g. ``problem_family(lambda beta: dde_problem(mackey_glass(
-    beta=beta), 1.2, tau=17.0, dt=0.1))`` with ``params_batch=betas``. Rows
-    must share one structure (functions, shapes, delays in steps, ``dt``).
-    """
-    if not callable(make_problem):
-        raise TypeError(
-            f"make_problem must be callable; got {type(make_problem).__name__}"
-        )
-    return ProblemFamily(make_problem)
 
 
 class Setup(NamedTuple):
