@@ -267,7 +267,7 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
         and not isinstance(seed, bool)
         and d * k <= MEMO_FRAME_ENTRIES
     ):
-        where = (jax.config.read("jax_default_device"), jax.default_backend())
+        where = (jax.config.jax_default_device, jax.default_backend())  # type: ignore[attr-defined]
         return _memo_frame(int(seed), d, k, np.dtype(dtype), where)
     return initial_frame(seed, d=d, k=k, dtype=dtype)
 

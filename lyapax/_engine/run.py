@@ -205,7 +205,7 @@ def run_args(
     t_transient, n_transient_blocks = transient_blocks(
         options.t_transient, dt, renorm_every, min_transient_steps
     )
-    if dtype == jnp.float32 and not jax.config.read("jax_enable_x64"):
+    if dtype == jnp.float32 and not jax.config.jax_enable_x64:  # type: ignore[attr-defined]
         warnings.warn(
             "state0 is float32 and jax_enable_x64 is off: exponents will carry "
             "single-precision errors; call jax.config.update('jax_enable_x64', True)",
