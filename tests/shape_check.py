@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import sys
 
-from beartype import beartype
+from beartype import BeartypeConf, beartype
 from jaxtyping import TypeCheckError, jaxtyped
 
 import lyapax
@@ -45,9 +45,14 @@ ENTRY_POINTS = (
 )
 
 
+#: PEP 484's numeric tower, as static checkers read annotations: an ``int``
+#: passes where a ``float`` is annotated.
+CHECKER = beartype(conf=BeartypeConf(is_pep484_tower=True))
+
+
 def shape_checked(fn):
     """``fn`` with its annotations checked (see the module docstring)."""
-    typed = jaxtyped(typechecker=beartype)(fn)
+    typed = jaxtyped(typechecker=CHECKER)(fn)
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
