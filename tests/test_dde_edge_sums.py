@@ -137,7 +137,7 @@ def _kuramoto_problem(n, max_delay_steps, dt=0.01, seed=5):
 def test_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     fast = _kuramoto_problem(40, 12)
     assert fast.step_fn.ring.presummed
-    monkeypatch.setattr(dde, "presum_edges", lambda *a, **k: False)
+    monkeypatch.setattr(dde.problem, "presum_edges", lambda *a, **k: False)
     slow = _kuramoto_problem(40, 12)
     assert not slow.step_fn.ring.presummed
     run = dict(n_steps=60, k=4, renorm_every=10)
@@ -184,7 +184,7 @@ def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
 
     fast = build()
     assert fast.step_fn.ring.presummed
-    monkeypatch.setattr(dde, "presum_edges", lambda *a, **k: False)
+    monkeypatch.setattr(dde.problem, "presum_edges", lambda *a, **k: False)
     slow = build()
     assert not slow.step_fn.ring.presummed
     run = dict(n_steps=60, k=4, renorm_every=10)

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import ArrayLike, Float, PyTree
+from jaxtyping import ArrayLike, Float, PyTree, Shaped
 
 from lyapax._engine import run
 from lyapax._engine.abstract import AbstractProblem
@@ -30,7 +30,7 @@ __all__ = ["sweep_lyapunov_spectrum"]
 def sweep_lyapunov_spectrum(
     step_fn: StepFn | AbstractProblem | ProblemFamily,
     state0: StateLike | None,
-    params_batch: PyTree[Float[ArrayLike, "n ..."]] | None,
+    params_batch: PyTree[Shaped[ArrayLike, "n ..."]] | None,
     dt: Scalar | None,
     n_steps: int,
     k: int | None = None,

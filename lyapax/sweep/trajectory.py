@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from jaxtyping import ArrayLike, Float, PyTree
+from jaxtyping import ArrayLike, Float, PyTree, Shaped
 
 from lyapax._engine import run, validate
 from lyapax._engine.abstract import AbstractProblem
@@ -23,7 +23,7 @@ __all__ = ["sweep_trajectory"]
 def sweep_trajectory(
     step_fn: StepFn | AbstractProblem | ProblemFamily,
     state0: StateLike | None,
-    params_batch: PyTree[Float[ArrayLike, "n ..."]] | None,
+    params_batch: PyTree[Shaped[ArrayLike, "n ..."]] | None,
     dt: Scalar | None,
     n_steps: int,
     renorm_every: int = 1,
