@@ -22,9 +22,17 @@ from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
 from lyapax._engine.options import RunOptions
 from lyapax._engine.problem import LyapunovCheckpoint
-from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
+from lyapax._engine.shapes import (
+    Exponents,
+    History,
+    Saved,
+    SaveTimes,
+    Scalar,
+    Seed,
+    Times,
+)
 from lyapax._engine.summary import finish, finish_program, keep_rows
-from lyapax._engine.tree import split_static
+from lyapax._engine.tree import Static, split_static
 
 __all__ = [
     "LyapunovCheckpoint",
@@ -279,7 +287,7 @@ def spectrum(
     dtype = view.z0.dtype
     if resume is None:
         z0, t0, step0 = view.z0, 0.0, 0
-        start: Any = options.seed
+        start: Start = options.seed
     else:
         kind = view.checkpoint_type
         if kind is not None and not isinstance(resume, kind):
@@ -327,7 +335,15 @@ def spectrum(
     )
 
 
-def _start_frame(start: Any, z0: jax.Array, k: int) -> tuple[Any, Any]:
+#: A fresh run's seed, or a resumed run's ``(Y (d, k), cum_log_growth (k,))``.
+Start = Seed | tuple[jax.Array, jax.Array]
+#: The step counter at the start (a checkpoint's, traced, or 0).
+StepCount = int | jax.Array
+#: Elapsed model time at the start (a checkpoint's, or 0.0).
+Time = float | jax.Array
+
+
+def _start_frame(start: Start, z0: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """``(Y0 (d, k), cum0 (k,))``: a resumed run's ``start``, or a fresh
     frame drawn from the seed ``start``."""
     if isinstance(start, tuple):
@@ -342,12 +358,12 @@ RunOutput = tuple[dict[str, Any], dict[str, jax.Array]]
 def _compiled_run(
     dynamic: list[Any],
     z0: jax.Array,
-    start: Seed | tuple[jax.Array, jax.Array],
-    step0: Any,
-    t0: Any,
+    start: Start,
+    step0: StepCount,
+    t0: Time,
     args: RunArgs,
-    dt: Any,
-    static: Any,
+    dt: Scalar,
+    static: Static,
     qr: str,
     static_every: bool,
 ) -> RunOutput:
@@ -369,12 +385,12 @@ def _compiled_run(
 def _traced_run(
     dynamic: list[Any],
     z0: jax.Array,
-    start: Seed | tuple[jax.Array, jax.Array],
-    step0: Any,
-    t0: Any,
+    start: Start,
+    step0: StepCount,
+    t0: Time,
     args: RunArgs,
-    dt: Any,
-    static: Any,
+    dt: Scalar,
+    static: Static,
     qr: str,
 ) -> RunOutput:
     """The run inside a caller's trace (a user's ``jit``, ``vmap`` or ``grad``):
@@ -396,7 +412,7 @@ def _traced_run(
     return out, est
 
 
-def save_times(dt: Any, decimate: int, t0: Any, n_saved: int) -> Any:
+def save_times(dt: Scalar, decimate: int, t0: Time, n_saved: int) -> Any:
     """Times ``(n_saved,)`` of the saved states (NumPy unless traced)."""
     if validate.is_traced((dt, t0)):
         return t0 + dt * decimate * jnp.arange(1, n_saved + 1, dtype=float)
