@@ -17,9 +17,9 @@ attributes that the engine looks for:
 
 :func:`as_step` is the one compatibility check between what a user passes as a
 step and the engine: a declared step passes as it is, a plain callable is
-wrapped in :class:`FunctionStep`, anything else raises
-:class:`IncompatibleStepError`. :func:`check_step_output` checks, once per
-trace, that a step maps the state to its own shape and dtype.
+wrapped in :class:`FunctionStep`, anything else raises ``TypeError``;
+:func:`check_step_output` checks, once per trace, that a step maps the state
+to its own shape and dtype, and raises :class:`IncompatibleStepError`.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ __all__ = [
 
 
 class IncompatibleStepError(ValueError):
-    """A step the engine cannot run: not callable, or returning a state of
-    another shape or dtype than it was given."""
+    """A step the engine cannot run: it returns a state of another shape or
+    dtype than it was given."""
 
 
 class AbstractStep(eqx.Module):
@@ -111,12 +111,12 @@ def as_step(step: Any) -> AbstractStep:
     """``step`` as an :class:`AbstractStep` (a plain callable is wrapped).
 
     Raises:
-        IncompatibleStepError: ``step`` is not callable.
+        TypeError: ``step`` is not callable.
     """
     if isinstance(step, AbstractStep):
         return step
     if not callable(step):
-        raise IncompatibleStepError(
+        raise TypeError(
             f"step_fn must be callable (state (d,) -> state (d,)); got "
             f"{type(step).__name__}"
         )
