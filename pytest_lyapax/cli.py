@@ -144,7 +144,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     steps, unjudged = find_steps(reports, series)
     png = render_history(reports, series, steps)
     _write(args.output, png)
-    places = {s.sid.machine.place for s in series}
+    places = {
+        run.machine.place for s in series for runs in s.by_size.values() for run in runs
+    }
     where = f" from {len(places)} machines" if len(places) > 1 else ""
     if args.join_machines and len(places) > 1:
         where = " (machines joined)"

@@ -35,12 +35,13 @@ def test_scaling(benchmark, jax_backend, jax_size):
     assert out.shape == (jax_size, jax_size)
     fields = [
         jax_backend,
-        os.environ["PYTEST_LYAPAX_LABEL"],
+        os.environ["WORKER_LABEL"],
         os.environ["JAX_PLATFORMS"],
         os.environ["PYTEST_XDIST_WORKER"],
         jax.default_backend(),
         repr(start),
         repr(time.time()),
+        str("PYTEST_LYAPAX_LABEL" in os.environ),
     ]
     with open(EVENTS, "a") as fh:
         fh.write(" ".join(fields) + "\\n")
@@ -52,8 +53,18 @@ def test_unsized(benchmark, jax_backend):
 
 # Records, in the controller, whether anything imported JAX there.
 CONTROLLER_PROBE = """
+import json
+import os
 import sys
 from pathlib import Path
+
+
+def pytest_configure(config):
+    # The worker's label arrives once, in workerinput (no environment channel).
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        label = json.loads(workerinput["pytest_lyapax"])["label"]
+        os.environ["WORKER_LABEL"] = label
 
 
 def pytest_sessionfinish(session):
@@ -123,6 +134,8 @@ def test_each_test_ran_in_its_own_backends_worker(two_backends):
     )
     assert {e[2] for e in events} == {"cpu"}  # JAX_PLATFORMS of both backends
     assert {e[4] for e in events} == {"cpu"}  # jax.default_backend()
+    # Issue 20: JAX_PLATFORMS is the only variable the plugin sets.
+    assert {e[7] for e in events} == {"False"}
     workers = {
         label: {e[3] for e in events if e[0] == label} for label in ("cpu", "cpu2")
     }
