@@ -105,7 +105,7 @@ def test_verdicts_with_few_rounds_are_labelled_so(few_rounds):
     kinds = {c["kind"] for c in report["pytest_lyapax"]["crossovers"]}
     assert kinds == {"too-few-rounds"}
     result.stdout.fnmatch_lines(["*too few rounds to judge at problem size*4, 8*"])
-    assert "cpu2 faster" not in result.stdout.str()
+    assert "faster at" not in result.stdout.str()  # no verdict from 2 rounds
     test = report["pytest_lyapax"]["noise_test"]
     assert test["alpha"] == 0.01 and test["min_rounds"] == 10
     assert "Mann-Whitney" in test["test"]
