@@ -230,3 +230,39 @@ def test_compare_reports_and_stores_the_machines(few_rounds, pytester):
         *args, "--jax-compare-fail=median:1000%", "--jax-compare-across-machines"
     )
     assert anyway.ret == pytest.ExitCode.OK, anyway.stdout.str()
+
+
+def test_plugin_state_lives_on_the_stash_only(pytester):
+    # Issue 20: benchmarks.py kept flags as attributes of pytest's Config.
+    pytester.makeconftest(
+        """
+        import json
+        import os
+        from pathlib import Path
+
+
+        def pytest_unconfigure(config):
+            worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+            names = [n for n in vars(config) if "lyapax" in n.lower()]
+            Path(__file__).parent.joinpath(f"attrs-{worker}.json").write_text(
+                json.dumps(names)
+            )
+        """
+    )
+    pytester.makepyfile(
+        test_one="""
+        def test_x(benchmark, jax_backend):
+            benchmark(sum, [1, 2])
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK, *TWO, "--benchmark-only", "--benchmark-disable"
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    found = sorted(pytester.path.glob("attrs-*.json"))
+    assert [p.name for p in found] == [
+        "attrs-controller.json",
+        "attrs-gw0.json",
+        "attrs-gw1.json",
+    ]
+    assert all(json.loads(p.read_text()) == [] for p in found)
