@@ -20,7 +20,6 @@ from . import stats
 from .identity import (
     Machine,
     SeriesId,
-    record_label,
     record_size,
     series_id,
     unique_names,
@@ -530,8 +529,3 @@ def compare_runs(
     ]
     result.machines = list(machines.values())
     return result
-
-
-def record_labels(records: Iterable[Mapping[str, Any]]) -> list[str]:
-    """The distinct series labels of ``records``, in order of appearance."""
-    return [label for label in dict.fromkeys(map(record_label, records)) if label]

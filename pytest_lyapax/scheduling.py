@@ -32,8 +32,12 @@ GPU_MEMORY_ENV = "XLA_PYTHON_CLIENT_PREALLOCATE"
 
 
 def worker_spec(backend: Backend, environ: dict[str, str] | None = None) -> str:
-    """The ``--tx`` spec of a backend's worker: ``JAX_PLATFORMS`` is the only
-    variable the plugin sets (the label travels in ``workerinput``)."""
+    """The ``--tx`` spec of a backend's worker.
+
+    ``JAX_PLATFORMS`` is the only variable that tells a worker its backend;
+    the label travels in ``workerinput`` (see :func:`assign_label`).  GPU
+    workers also get :data:`GPU_MEMORY_ENV` unless the user set it.
+    """
     environ = os.environ if environ is None else environ
     spec = f"popen//env:JAX_PLATFORMS={backend.platform}"
     if backend.expected == "gpu" and GPU_MEMORY_ENV not in environ:
