@@ -311,7 +311,8 @@ def summary_lines(
         table = tables.sized_table(bench, labels, missing)
         table += [c.describe(bench.size_label) for c in analysis.crossovers(bench)]
         sections.append((f"{bench.name}: median wall time per call", table))
-    table = tables.unsized_table(session.records, labels, missing, info)
+    unsized = analysis.unsized_medians(session.records, info)
+    table = tables.unsized_table(unsized, labels, missing)
     if table:
         sections.append(("benchmarks without a size axis: median wall time", table))
     if benches and len(labels) > 1:

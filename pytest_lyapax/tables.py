@@ -7,11 +7,19 @@ benchmark shows its short name unless two modules share it, then its full id.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from .identity import unique_names
 
 if TYPE_CHECKING:
-    from .analysis import CompareThreshold, Comparison, MachineMatch, SizedBenchmark
+    from .analysis import (
+        CompareThreshold,
+        Comparison,
+        MachineMatch,
+        Point,
+        SizedBenchmark,
+    )
 
 
 def format_seconds(value: float | None) -> str:
@@ -67,15 +75,12 @@ def sized_table(
 
 
 def unsized_table(
-    records: Iterable[Mapping[str, Any]],
+    medians: Mapping[str, Mapping[str, Point]],
     labels: Sequence[str],
     missing: Mapping[str, str],
-    machine_info: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Benchmark x backend median table for benchmarks without a size axis."""
-    from .analysis import unsized_medians
-
-    medians = unsized_medians(records, machine_info)
+    """Benchmark x backend median table for benchmarks without a size axis
+    (``medians`` as :func:`pytest_lyapax.analysis.unsized_medians` gives them)."""
     if not medians:
         return []
     rows = []
@@ -95,15 +100,13 @@ def comparison_table(
     comparisons: Sequence[Comparison], thresholds: Sequence[CompareThreshold]
 ) -> list[str]:
     """One row per compared benchmark: saved, now and change of each gated
-    field (median without gates), the noise test's verdict, failed gates."""
-    from .analysis import CompareThreshold
-    from .identity import unique_names
-
-    rules: dict[str, CompareThreshold] = {}
+    field (the median, in percent, without gates), the noise test's verdict,
+    failed gates."""
+    rules: dict[str, CompareThreshold | None] = {}
     for t in thresholds:
         rules.setdefault(t.field, t)
     if not rules:
-        rules = {"median": CompareThreshold("median", math.inf, True)}
+        rules = {"median": None}
     names = unique_names(c.series for c in comparisons)
     header = ["benchmark"]
     for name in rules:
@@ -114,7 +117,11 @@ def comparison_table(
         shown = c.name if names[c.series.benchmark] == c.series.name else c.fullname
         row = [shown]
         for name, rule in rules.items():
-            change = rule.format_change(rule.excess(c.saved[name], c.now[name]))
+            before, after = c.saved[name], c.now[name]
+            if rule is None:
+                change = f"{(after / before - 1) * 100:+.1f}%" if before > 0 else "-"
+            else:
+                change = rule.format_change(rule.excess(before, after))
             row += [format_seconds(c.saved[name]), format_seconds(c.now[name]), change]
         verdict = c.verdict.describe()
         if c.failed:
