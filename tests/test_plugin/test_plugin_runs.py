@@ -336,10 +336,19 @@ def without_xdist(tmp_path_factory, clean_environment):
     them and faster for the other."""
     path = tmp_path_factory.mktemp("without_xdist")
     (path / "test_speed.py").write_text(INPROCESS_TESTS)
+    cpu = {"backend": "cpu", "size": None}
     saved = {
         "benchmarks": [
-            {"fullname": "test_speed.py::test_fast[cpu]", "stats": {"median": 1e3}},
-            {"fullname": "test_speed.py::test_slow[cpu]", "stats": {"median": 1e-12}},
+            {
+                "fullname": "test_speed.py::test_fast[cpu]",
+                "extra_info": cpu,
+                "stats": {"median": 1e3},
+            },
+            {
+                "fullname": "test_speed.py::test_slow[cpu]",
+                "extra_info": cpu,
+                "stats": {"median": 1e-12},
+            },
         ]
     }
     (path / "saved.json").write_text(json.dumps(saved))
@@ -379,10 +388,10 @@ def test_regression_beyond_threshold_fails_the_session(without_xdist):
     result.stdout.fnmatch_lines(
         [
             "*comparison with*saved.json (fail above median:25%)*",
-            "test_fast[[]cpu[]] *1e+03 s*-100.0%",
-            "test_slow[[]cpu[]] *ns*REGRESSION",
+            "test_fast[[]cpu[]] *1e+03 s*-100.0%*too few rounds*",
+            "test_slow[[]cpu[]] *ns*REGRESSION median:25%",
             "*--jax-compare-fail=median:25% failed: 1 problem(s)*",
-            "*test_slow[[]cpu[]] regressed",
+            "*test_slow[[]cpu[]] regressed (median:25%)",
         ]
     )
 
