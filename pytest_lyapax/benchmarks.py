@@ -290,6 +290,35 @@ def record_of(item: pytest.Item) -> dict[str, Any] | None:
     return record
 
 
+def fold_process(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """Add another worker process's rounds of the same benchmark to ``into``.
+
+    With ``--jax-processes`` each backend's tests run in several fresh
+    processes; their per-call round times are pooled and every statistic is
+    recomputed from the pool (pytest-benchmark's own ``Stats``), so the
+    medians, quartiles and the noise test include the spread between
+    processes.  ``extra_info`` keeps each process's median and round count.
+    """
+    from pytest_benchmark.stats import Stats
+
+    info = into.setdefault("extra_info", {})
+    if "process_medians" not in info:
+        info["process_medians"] = [into["stats"]["median"]]
+        info["process_rounds"] = [into["stats"]["rounds"]]
+    info["process_medians"].append(other["stats"]["median"])
+    info["process_rounds"].append(other["stats"]["rounds"])
+    info["processes"] = len(info["process_medians"])
+    pooled = Stats()
+    data = [*into["stats"].get("data", []), *other["stats"].get("data", [])]
+    for value in data:
+        pooled.update(value)
+    stats = {name: getattr(pooled, name) for name in STAT_FIELDS}
+    stats["data"] = data
+    stats["iterations"] = into["stats"].get("iterations", 1)
+    into["stats"].clear()
+    into["stats"].update(stats)
+
+
 def encode(record: dict[str, Any]) -> str:
     return json.dumps(record, default=repr)
 

@@ -18,7 +18,7 @@ import pytest
 from . import report
 from .analysis import ComparisonResult
 from .backends import CRASHED
-from .benchmarks import RECORD_ATTR, hand_to_benchmark_session
+from .benchmarks import RECORD_ATTR, fold_process, hand_to_benchmark_session
 from .items import LABEL_ATTR, item_label
 from .scheduling import node_label
 from .schema import REPORT_KEY
@@ -34,6 +34,9 @@ class ResultCollector:
         self.compared: ComparisonResult | None = None
         self.written: list[Path] = []
         self.info: dict[str, Any] = {}
+        # Records by full id: a second one comes from another process of the
+        # same backend (--jax-processes) and is pooled into the first.
+        self.by_fullname: dict[str, dict[str, Any]] = {}
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         parts = []
@@ -78,6 +81,11 @@ class ResultCollector:
         raw = getattr(report, RECORD_ATTR, None)
         if raw:
             record = json.loads(raw)
+            first = self.by_fullname.get(record["fullname"])
+            if first is not None:
+                fold_process(first, record)  # in place: also pytest-benchmark's
+                return
+            self.by_fullname[record["fullname"]] = record
             self.session.records.append(record)
             if self.session.role == CONTROLLER:
                 hand_to_benchmark_session(self.config, record)

@@ -41,6 +41,7 @@ class Settings:
     compare_allow_missing: bool = False
     compare_across_machines: bool = False
     required: tuple[str, ...] = ()
+    processes: int = 1  # fresh worker processes per backend (--jax-processes)
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
 
@@ -233,7 +234,22 @@ NEED_BACKEND = {
     "jax_compare_allow_missing": "--jax-compare-allow-missing",
     "jax_compare_across_machines": "--jax-compare-across-machines",
     "jax_require": "--jax-require",
+    "jax_processes": "--jax-processes",
 }
+
+
+def parse_processes(text: str) -> int:
+    """Parse ``--jax-processes``: a positive number of worker processes."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(
+            f"--jax-processes: {text!r} is not a positive integer; give the number "
+            "of fresh processes per backend, e.g. --jax-processes=3"
+        )
+    return value
 
 
 def parse_required(text: str, backends: Sequence[Backend]) -> tuple[str, ...]:
@@ -302,6 +318,8 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             "--jax-compare-fail needs a saved run to compare with: add "
             "--jax-compare=PATH/benchmark.json"
         )
+    processes_text = config.getoption("jax_processes")
+    processes = parse_processes(processes_text) if processes_text is not None else 1
     required_text = config.getoption("jax_require")
     required = parse_required(required_text, backends) if required_text else ()
 
@@ -340,5 +358,6 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         compare_allow_missing=bool(config.getoption("jax_compare_allow_missing")),
         compare_across_machines=across,
         required=required,
+        processes=processes,
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
     )

@@ -99,6 +99,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--jax-backend).",
     )
     group.addoption(
+        "--jax-processes",
+        dest="jax_processes",
+        metavar="N",
+        default=None,
+        help="Run each backend's phase in N fresh worker processes, in turn "
+        "(cpu, gpu, cpu, gpu, ...), and pool their rounds, so the noise test "
+        "sees the spread between processes too; every test runs N times per "
+        "backend (needs --jax-backend).",
+    )
+    group.addoption(
         "--jax-require",
         dest="jax_require",
         metavar="LIST",

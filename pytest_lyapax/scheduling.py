@@ -63,6 +63,17 @@ def assign_label(node: WorkerController | Any, order: Sequence[str]) -> str:
     )
 
 
+def phase_keys(labels: Sequence[str]) -> list[str]:
+    """A scheduling key per worker: its label, then ``label#2``, ``label#3``
+    for the further processes of one backend (``--jax-processes``)."""
+    seen: dict[str, int] = {}
+    keys = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        keys.append(label if seen[label] == 1 else f"{label}#{seen[label]}")
+    return keys
+
+
 def node_label(session: LyapaxSession, node: WorkerController | Any) -> str | None:
     """The backend label of an xdist worker, as assigned when it was configured."""
     return session.worker_labels.get(node)
@@ -247,11 +258,16 @@ class XdistHooks:
     """
 
     def __init__(
-        self, config: pytest.Config, session: LyapaxSession, order: Sequence[str]
+        self, config: pytest.Config, session: LyapaxSession, specs: Sequence[str]
     ) -> None:
         self.session_config = config
         self.session = session
-        self.order = list(order)
+        # The backend label of each --tx spec, and each one's phase key (the
+        # scheduler's unit: one phase per worker process).
+        self.order = list(specs)
+        self.phases = phase_keys(self.order)
+        self.label_of_phase = dict(zip(self.phases, self.order, strict=True))
+        self.node_phases: dict[Any, str] = {}
         self.scheduler: BackendScheduling | None = None
         self.pytest_session: pytest.Session | None = None
         self.reaper: _WorkerReaper | None = None
@@ -259,8 +275,12 @@ class XdistHooks:
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
         # collections are disjoint here, so the run's total is their sum.
-        for label, collection in collections.items():
-            self.session.expected[label] = len(collection)
+        expected: dict[str, int] = {}
+        for phase, collection in collections.items():
+            label = self.label_of_phase[phase]
+            expected[label] = expected.get(label, 0) + len(collection)
+        for label, count in expected.items():
+            self.session.expected[label] = count  # (Counter.update would add)
         if self.pytest_session is not None:
             self.pytest_session.testscollected = sum(map(len, collections.values()))
 
@@ -284,8 +304,8 @@ class XdistHooks:
         self, config: pytest.Config, log: Any
     ) -> Scheduling:
         self.scheduler = BackendScheduling(
-            self.order,
-            self._label,
+            self.phases,
+            self._phase,
             log=log,
             on_collection=self._count_collected,
         )
@@ -303,21 +323,26 @@ class XdistHooks:
     def _label(self, node: WorkerController | Any) -> str | None:
         return node_label(self.session, node)
 
+    def _phase(self, node: WorkerController | Any) -> str | None:
+        return self.node_phases.get(node)
+
     @pytest.hookimpl
     def pytest_configure_node(self, node: WorkerController) -> None:
         # The one place a worker's backend is decided and sent to it.
         label = assign_label(node, self.order)
+        self.node_phases[node] = assign_label(node, self.phases)
         self.session.worker_labels[node] = label
         node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(label)
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: WorkerController, error: object) -> None:
-        label = self._label(node)
+        label, phase = self._label(node), self._phase(node)
         if error is None:
-            if self.scheduler is not None and node not in self.scheduler.started:
+            scheduler = self.scheduler
+            if scheduler is not None and node not in scheduler.started and phase:
                 # It finished before its phase began (its own usage error, or
                 # a stop requested elsewhere): nothing will run there.
-                self.scheduler.give_up(label)
+                scheduler.give_up(phase)
             return
         state = self.session.states.get(label)
         if state is None:
@@ -327,7 +352,8 @@ class XdistHooks:
             message = f"its worker crashed before it finished collecting ({error})"
             if message not in state.crashes:
                 state.crashes.append(message)
-            self.scheduler.give_up(label)
+            if phase is not None:
+                self.scheduler.give_up(phase)
         else:
             state.crashes.append(f"worker {node.gateway.id} went down: {error}")
         state.reason = "; ".join(state.crashes)

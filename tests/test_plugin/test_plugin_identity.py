@@ -266,3 +266,64 @@ def test_plugin_state_lives_on_the_stash_only(pytester):
         "attrs-gw1.json",
     ]
     assert all(json.loads(p.read_text()) == [] for p in found)
+
+
+def test_processes_repeat_each_phase_in_fresh_workers_and_pool_rounds(pytester):
+    pytester.makepyfile(
+        test_proc="""
+        import os
+        import time
+
+        import jax
+        import jax.numpy as jnp
+
+
+        def test_x(benchmark, jax_backend):
+            start = time.time()
+            benchmark(jax.jit(jnp.sin), jnp.ones(4))
+            with open("events.log", "a") as fh:
+                worker = os.environ["PYTEST_XDIST_WORKER"]
+                fh.write(f"{jax_backend} {worker} {os.getpid()} {start}\\n")
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        *QUICK,
+        *TWO,
+        "--benchmark-min-rounds=3",
+        "--jax-processes=2",
+        "--benchmark-json=own.json",
+    )
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.assert_outcomes(passed=4)  # each backend's test, in 2 processes
+    lines = (pytester.path / "events.log").read_text().split("\n")
+    events = sorted((float(x[3]), x[0], x[2]) for x in map(str.split, lines) if x)
+    # The backends take turns, each time in a fresh process.
+    assert [label for _, label, _ in events] == ["cpu", "cpu2", "cpu", "cpu2"]
+    assert len({pid for _, _, pid in events}) == 4
+    report = report_of(pytester.path)
+    assert sorted(b["fullname"] for b in report["benchmarks"]) == [
+        "test_proc.py::test_x[cpu2]",
+        "test_proc.py::test_x[cpu]",
+    ]
+    for bench in report["benchmarks"]:
+        info, stats = bench["extra_info"], bench["stats"]
+        assert info["processes"] == 2 and len(info["process_medians"]) == 2
+        assert stats["rounds"] == sum(info["process_rounds"]) == len(stats["data"])
+        assert stats["rounds"] >= 6
+        assert min(stats["data"]) == stats["min"]
+    states = {b["label"]: b for b in report["pytest_lyapax"]["backends"]}
+    assert states["cpu"]["status"] == "ok" and states["cpu"]["outcomes"] == {
+        "passed": 2
+    }
+    # pytest-benchmark's own file holds the pooled timings too.
+    own = json.loads((pytester.path / "own.json").read_text())
+    assert sorted(b["stats"]["rounds"] for b in own["benchmarks"]) == sorted(
+        b["stats"]["rounds"] for b in report["benchmarks"]
+    )
+
+
+def test_processes_option_is_checked(pytester):
+    pytester.makepyfile(test_a="def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess(*QUICK, *TWO, "--jax-processes=0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--jax-processes: '0' is not a positive integer*"])
