@@ -241,7 +241,14 @@ def test_plugin_state_lives_on_the_stash_only(pytester):
         from pathlib import Path
 
 
-        def pytest_unconfigure(config):
+        import pytest
+
+
+        @pytest.hookimpl(trylast=True)
+        def pytest_sessionfinish(session):
+            # Before a worker reports that it finished (the controller does
+            # not wait for a worker's pytest_unconfigure).
+            config = session.config
             worker = os.environ.get("PYTEST_XDIST_WORKER", "controller")
             names = [n for n in vars(config) if "lyapax" in n.lower()]
             Path(__file__).parent.joinpath(f"attrs-{worker}.json").write_text(
