@@ -220,14 +220,14 @@ def test_compare_reports_and_stores_the_machines(few_rounds, pytester):
     assert set(machines) == {"cpu", "cpu2"}
     assert machines["cpu"]["match"] is False
     assert "jax '0.0.1' vs" in " ".join(machines["cpu"]["differences"])
-    gated = pytester.runpytest_subprocess(*args, "--jax-compare-fail=median:1000%")
+    gated = pytester.runpytest_subprocess(*args, "--jax-compare-fail=median:1e6%")
     assert gated.ret == pytest.ExitCode.USAGE_ERROR, gated.stdout.str()
     gated.stdout.fnmatch_lines(
-        ["*--jax-compare-fail=median:1000% refused (usage error)*NVIDIA H200*"]
+        ["*--jax-compare-fail=median:1e+06% refused (usage error)*NVIDIA H200*"]
     )
     assert report_of(pytester.path)["pytest_lyapax"]["comparison"]["refused"]
     anyway = pytester.runpytest_subprocess(
-        *args, "--jax-compare-fail=median:1000%", "--jax-compare-across-machines"
+        *args, "--jax-compare-fail=median:1e6%", "--jax-compare-across-machines"
     )
     assert anyway.ret == pytest.ExitCode.OK, anyway.stdout.str()
 
