@@ -1,8 +1,10 @@
-"""Pure functions over benchmark records: series, crossover, comparison, tables.
+"""Pure functions over benchmark records: series, crossover, comparison.
 
 A *record* is one entry of pytest-benchmark's JSON ``benchmarks`` list; the
 plugin puts the backend label in ``extra_info["backend"]`` and the size (or
-None) in ``extra_info["size"]``.  Nothing here measures, reads a clock or
+None) in ``extra_info["size"]``.  Which series a record belongs to is
+:func:`pytest_lyapax.identity.series_id`; whether two sets of timings differ
+is :func:`pytest_lyapax.stats.judge`.  Nothing here measures, reads a clock or
 imports pytest, so the command-line tools reuse it on saved reports.
 """
 
@@ -14,42 +16,36 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_SIZE_LABEL = "problem size (jax_size)"
+from . import stats
+from .identity import (
+    Machine,
+    SeriesId,
+    record_size,
+    series_id,
+    unique_names,
+)
+from .schema import TIME_FIELDS
+from .tables import format_seconds
 
-# The statistics pytest-benchmark stores per benchmark, in its own order.
-STAT_FIELDS = (
-    "min",
-    "max",
-    "mean",
-    "stddev",
-    "rounds",
-    "median",
-    "iqr",
-    "q1",
-    "q3",
-    "iqr_outliers",
-    "stddev_outliers",
-    "outliers",
-    "ld15iqr",
-    "hd15iqr",
-    "ops",
-    "total",
+DEFAULT_SIZE_LABEL = "problem size (jax_size)"
+# Verdict of a size where the noise test could not decide for lack of rounds.
+FEW = "too few rounds"
+
+# ------------------------------------------------------------ thresholds
+
+_UNITS = {"%": None, "s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_THRESHOLD = re.compile(
+    r"^(?P<field>[a-z]+):(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+    r"(?P<unit>%|s|ms|us|ns)?$"
 )
-# Those that are durations in seconds (larger means slower or noisier): the
-# only ones a regression gate may compare.
-TIME_FIELDS = tuple(
-    f for f in STAT_FIELDS if f in {"min", "max", "mean", "stddev", "median", "iqr"}
-)
-# Parameters the plugin adds itself; every other parameter makes its own series.
-PLUGIN_PARAMS = ("jax_backend", "jax_size")
 
 
 @dataclass(frozen=True)
 class CompareThreshold:
-    """A regression limit such as ``median:25%`` (relative) or ``median:0.01s``."""
+    """A regression limit: ``median:25%`` (relative) or ``median:25ms`` (absolute)."""
 
     field: str
-    limit: float
+    limit: float  # percent if relative, else seconds
     relative: bool
 
     def excess(self, saved: float, now: float) -> float:
@@ -72,49 +68,65 @@ class CompareThreshold:
     def __str__(self) -> str:
         if self.relative:
             return f"{self.field}:{self.limit:g}%"
-        return f"{self.field}:{format_seconds(self.limit)}"
-
-
-_THRESHOLD = re.compile(
-    r"^(?P<field>[a-z]+):(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)(?P<unit>%|s)?$"
-)
+        return f"{self.field}:{format_seconds(self.limit).replace(' ', '')}"
 
 
 def parse_threshold(text: str) -> CompareThreshold:
-    """Parse ``FIELD:N%`` (relative) or ``FIELD:SECONDS[s]`` (absolute).
+    """Parse ``FIELD:N%`` (relative) or ``FIELD:N`` with a unit s, ms, us or ns.
 
-    Raises ValueError naming the text and what is allowed.
+    A bare number is refused: ``median:25`` could mean 25 % or 25 s.  Raises
+    ValueError naming the text and both allowed forms.
     """
-    match = _THRESHOLD.match(text.strip())
+    text = text.strip()
+    match = _THRESHOLD.match(text)
+    fields = ", ".join(TIME_FIELDS)
     if not match or match["field"] not in TIME_FIELDS:
         raise ValueError(
-            f"cannot read {text!r}; write FIELD:PERCENT% or FIELD:SECONDS, with "
-            f"FIELD one of {', '.join(TIME_FIELDS)} (e.g. median:25% or median:0.05)"
+            f"cannot read {text!r}; write FIELD:PERCENT% or FIELD:TIME with a unit "
+            f"(s, ms, us, ns), FIELD one of {fields}, e.g. median:25% or median:25ms"
         )
+    value, unit = match["value"], match["unit"]
+    if unit is None:
+        raise ValueError(
+            f"{text!r} has no unit: write {match['field']}:{value}% for a relative "
+            f"limit, or {match['field']}:{value}ms / {match['field']}:{value}s for "
+            "an absolute one"
+        )
+    scale = _UNITS[unit]
     return CompareThreshold(
         field=match["field"],
-        limit=float(match["value"]),
-        relative=match["unit"] == "%",
+        limit=float(value) if scale is None else float(value) * scale,
+        relative=scale is None,
     )
+
+
+# ------------------------------------------------------------ series
 
 
 @dataclass(frozen=True)
 class Point:
-    """One backend's timing at one size (seconds): median and quartiles."""
+    """One backend's timing at one size (seconds): median, quartiles and the
+    per-call round times the noise test reads."""
 
     size: int
     median: float
     q1: float
     q3: float
+    samples: tuple[float, ...] = ()
+
+
+def point_of(record: Mapping[str, Any], size: int = 0) -> Point:
+    s = record["stats"]
+    return Point(size, s["median"], s["q1"], s["q3"], stats.round_times(record))
 
 
 @dataclass
 class SizedBenchmark:
     """A size-parametrized benchmark with fixed other parameters: one series
-    of points per backend."""
+    of points per series label (backend, or backend @ machine)."""
 
-    key: str
-    name: str
+    key: str  # SeriesId.benchmark: full test id and other parameters
+    name: str  # what tables and figures show (unique among the benchmarks)
     size_label: str = DEFAULT_SIZE_LABEL
     series: dict[str, list[Point]] = field(default_factory=dict)
 
@@ -127,6 +139,68 @@ class SizedBenchmark:
     @property
     def sizes(self) -> list[int]:
         return sorted({p.size for points in self.series.values() for p in points})
+
+
+def _labelled(
+    records: Iterable[Mapping[str, Any]], machine_info: Mapping[str, Any] | None
+) -> list[tuple[SeriesId, Mapping[str, Any]]]:
+    out = []
+    for record in records:
+        sid = series_id(record, machine_info)
+        if sid.label is not None:
+            out.append((sid, record))
+    return out
+
+
+def group_sized(
+    records: Iterable[Mapping[str, Any]],
+    order: Sequence[str],
+    machine_info: Mapping[str, Any] | None = None,
+) -> list[SizedBenchmark]:
+    """One :class:`SizedBenchmark` per benchmark identity (test id with its
+    module, other parameters), one series per label, in run order."""
+    sized = [(s, r) for s, r in _labelled(records, machine_info) if record_size(r)]
+    names = unique_names(s for s, _ in sized)
+    groups: dict[str, SizedBenchmark] = {}
+    for sid, record in sized:
+        bench = groups.setdefault(
+            sid.benchmark, SizedBenchmark(sid.benchmark, names[sid.benchmark])
+        )
+        info = record.get("extra_info") or {}
+        if info.get("size_label"):
+            bench.size_label = str(info["size_label"])
+        size = record_size(record)
+        assert size is not None
+        assert sid.label is not None
+        bench.series.setdefault(sid.label, []).append(point_of(record, size))
+    rank = {label: i for i, label in enumerate(order)}
+    for bench in groups.values():
+        for points in bench.series.values():
+            points.sort(key=lambda p: p.size)
+        bench.series = dict(
+            sorted(bench.series.items(), key=lambda kv: rank.get(kv[0], len(rank)))
+        )
+    return list(groups.values())
+
+
+def unsized_medians(
+    records: Iterable[Mapping[str, Any]],
+    machine_info: Mapping[str, Any] | None = None,
+) -> dict[str, dict[str, Point]]:
+    """Benchmarks without a size axis: display name -> series label -> timing
+    (one entry per benchmark identity: two modules' ``test_x`` are two)."""
+    unsized = [
+        (s, r) for s, r in _labelled(records, machine_info) if record_size(r) is None
+    ]
+    names = unique_names(s for s, _ in unsized)
+    result: dict[str, dict[str, Point]] = {}
+    for sid, record in unsized:
+        assert sid.label is not None
+        result.setdefault(names[sid.benchmark], {})[sid.label] = point_of(record)
+    return result
+
+
+# ------------------------------------------------------------ crossover
 
 
 @dataclass(frozen=True)
@@ -142,8 +216,9 @@ class Crossing:
 class Crossover:
     """How ``other`` compares with ``reference`` over the common sizes.
 
-    ``verdicts`` holds, per common size, the label that is faster beyond the
-    measured noise (their interquartile ranges do not overlap) or ``"noise"``.
+    ``verdicts`` holds, per common size, the label that the noise test
+    (:func:`pytest_lyapax.stats.judge`) finds faster, ``"noise"`` when it
+    finds no difference, or :data:`FEW` when there were too few rounds.
     """
 
     reference: str
@@ -159,11 +234,14 @@ class Crossover:
 
     @property
     def kind(self) -> str:
-        """One word for the JSON report: no-common-sizes, within-noise,
-        other-faster, reference-faster, crossover or mixed."""
+        """One word for the JSON report: no-common-sizes, too-few-rounds,
+        within-noise, other-faster, reference-faster, crossover or mixed."""
         if not self.sizes:
             return "no-common-sizes"
-        decided = [v for v in self.verdicts if v != "noise"]
+        judged = [v for v in self.verdicts if v != FEW]
+        if not judged:
+            return "too-few-rounds"
+        decided = [v for v in judged if v != "noise"]
         if not decided:
             return "within-noise"
         if set(decided) == {self.other} and not self.crossings:
@@ -188,6 +266,11 @@ class Crossover:
         ]
         if "noise" in groups:
             parts.append(f"within noise at {size_label} {_sizes_text(groups['noise'])}")
+        if FEW in groups:
+            parts.append(
+                f"too few rounds to judge at {size_label} {_sizes_text(groups[FEW])} "
+                f"(the noise test needs {stats.MIN_ROUNDS} per backend)"
+            )
         if self.crossings:
             where = ", ".join(
                 f"~{c.size:.3g} (between {c.between[0]} and {c.between[1]}, "
@@ -217,70 +300,13 @@ def _sizes_text(sizes: Sequence[int]) -> str:
     return ", ".join(str(s) for s in sizes)
 
 
-def _base(fullname: str) -> str:
-    return fullname.split("[", 1)[0]
-
-
-def record_label(record: Mapping[str, Any]) -> str | None:
-    label = (record.get("extra_info") or {}).get("backend")
-    return label if isinstance(label, str) else None
-
-
-def record_size(record: Mapping[str, Any]) -> int | None:
-    size = (record.get("extra_info") or {}).get("size")
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
-
-
-def other_params(record: Mapping[str, Any]) -> str:
-    """The record's parameters other than backend and size, as ``k=v,...``."""
-    params = record.get("params") or {}
-    if not isinstance(params, Mapping):
-        return ""
-    return ",".join(
-        f"{k}={params[k]}" for k in sorted(params) if k not in PLUGIN_PARAMS
-    )
-
-
-def series_name(record: Mapping[str, Any], key: str = "name") -> str:
-    """Test name (or full id with ``key="fullname"``) without backend and size,
-    keeping every other parameter: one series per such name."""
-    rest = other_params(record)
-    base = _base(str(record.get(key, "")))
-    return f"{base}[{rest}]" if rest else base
-
-
-def group_sized(
-    records: Iterable[Mapping[str, Any]], order: Sequence[str]
-) -> list[SizedBenchmark]:
-    """One :class:`SizedBenchmark` per test and combination of its other
-    parameters (a ``dtype`` parameter gives one series per dtype)."""
-    groups: dict[str, SizedBenchmark] = {}
-    for record in records:
-        label, size = record_label(record), record_size(record)
-        if label is None or size is None:
-            continue
-        key = series_name(record, "fullname")
-        bench = groups.setdefault(key, SizedBenchmark(key, series_name(record)))
-        info = record.get("extra_info") or {}
-        if info.get("size_label"):
-            bench.size_label = str(info["size_label"])
-        stats = record["stats"]
-        point = Point(size, stats["median"], stats["q1"], stats["q3"])
-        bench.series.setdefault(label, []).append(point)
-    rank = {label: i for i, label in enumerate(order)}
-    for bench in groups.values():
-        for points in bench.series.values():
-            points.sort(key=lambda p: p.size)
-        bench.series = dict(
-            sorted(bench.series.items(), key=lambda kv: rank.get(kv[0], len(rank)))
-        )
-    return list(groups.values())
-
-
 def _verdict(reference: str, other: str, ref: Point, oth: Point) -> str:
-    if oth.q3 < ref.q1:
+    verdict = stats.judge(ref.samples, oth.samples)
+    if verdict.kind == stats.FEW:
+        return FEW
+    if verdict.kind == stats.FASTER:
         return other
-    if ref.q3 < oth.q1:
+    if verdict.kind == stats.SLOWER:
         return reference
     return "noise"
 
@@ -295,8 +321,8 @@ def find_crossover(
 
     A crossing lies between adjacent common sizes where the sign of
     ``log(t_reference / t_other)`` changes; its position is interpolated
-    linearly in log(size).  Who is *faster* at a size is decided only when
-    the interquartile ranges do not overlap.
+    linearly in log(size).  Who is *faster* at a size is decided by the noise
+    test on the two backends' round times (:func:`pytest_lyapax.stats.judge`).
     """
     sizes = tuple(sorted(set(ref_points) & set(other_points)))
     if not sizes:
@@ -336,122 +362,84 @@ def crossovers(bench: SizedBenchmark) -> list[Crossover]:
     ]
 
 
-def format_seconds(value: float | None) -> str:
-    """Format a duration with a readable unit (ns, us, ms or s)."""
-    if value is None or not math.isfinite(value):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
-
-
-def render_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1
-) -> list[str]:
-    """Plain-text table: the first ``left`` columns left-aligned, the rest right."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        out = [
-            str(c).ljust(w) if i < left else str(c).rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(out).rstrip()
-
-    return [line(header), "  ".join("-" * w for w in widths), *map(line, rows)]
-
-
-def sized_table(
-    bench: SizedBenchmark, labels: Sequence[str], missing: Mapping[str, str]
-) -> list[str]:
-    """Size x backend median table with speedups against the first backend."""
-    with_data = [label for label in labels if label in bench.series]
-    ref = with_data[0] if with_data else None
-    others = [label for label in with_data if label != ref]
-    header = ["size", *labels, *(f"{o} speedup" for o in others)]
-    rows = []
-    for size in bench.sizes:
-        row = [str(size)]
-        for label in labels:
-            value = bench.medians(label).get(size)
-            if value is None and label in missing:
-                row.append(missing[label])
-            else:
-                row.append(format_seconds(value))
-        for other in others:
-            t_ref = bench.medians(ref).get(size)
-            t_other = bench.medians(other).get(size)
-            row.append(f"{t_ref / t_other:.3g}x" if t_ref and t_other else "-")
-        rows.append(row)
-    return render_table(header, rows)
-
-
-def unsized_medians(
-    records: Iterable[Mapping[str, Any]],
-) -> dict[str, dict[str, Point]]:
-    """Benchmarks without a size axis: series name -> backend -> timing."""
-    result: dict[str, dict[str, Point]] = {}
-    for record in records:
-        label = record_label(record)
-        if label is None or record_size(record) is not None:
-            continue
-        stats = record["stats"]
-        point = Point(0, stats["median"], stats["q1"], stats["q3"])
-        result.setdefault(series_name(record), {})[label] = point
-    return result
-
-
-def unsized_table(
-    records: Iterable[Mapping[str, Any]],
-    labels: Sequence[str],
-    missing: Mapping[str, str],
-) -> list[str]:
-    """Test x backend median table for benchmarks without a size axis."""
-    medians = unsized_medians(records)
-    if not medians:
-        return []
-    rows = []
-    for name, by_label in medians.items():
-        row = [name]
-        for label in labels:
-            point = by_label.get(label)
-            if point is None and label in missing:
-                row.append(missing[label])
-            else:
-                row.append(format_seconds(point.median if point else None))
-        rows.append(row)
-    return render_table(["benchmark", *labels], rows)
+# ------------------------------------------------------------ comparison
 
 
 @dataclass(frozen=True)
 class Comparison:
     """One benchmark compared with the same benchmark of a saved run."""
 
+    series: SeriesId
+    name: str  # the record's test name with its backend and size
     fullname: str
-    backend: str | None
     size: int | None
-    saved: float
-    now: float
-    change: float
-    failed: bool
+    saved: Mapping[str, float]  # time statistics of the saved run
+    now: Mapping[str, float]
+    failed: tuple[str, ...]  # the gates it fails (str of each threshold)
+    verdict: stats.Verdict
+
+    @property
+    def backend(self) -> str | None:
+        return self.series.backend
+
+
+@dataclass(frozen=True)
+class MachineMatch:
+    """Per backend: the machine of the saved run and of this run."""
+
+    backend: str
+    saved: Machine
+    now: Machine
+
+    @property
+    def differences(self) -> list[str]:
+        return self.saved.differences(self.now)
+
+    @property
+    def same_place(self) -> bool:
+        return self.saved.same_place(self.now)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "saved": self.saved.to_json(),
+            "now": self.now.to_json(),
+            "match": not self.differences,
+            "differences": self.differences,
+        }
 
 
 @dataclass
 class ComparisonResult:
     """All comparisons with a saved run, and what could not be compared."""
 
+    thresholds: tuple[CompareThreshold, ...] = ()
     comparisons: list[Comparison] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # in the saved run, not now
     new: list[str] = field(default_factory=list)  # now, not in the saved run
+    machines: list[MachineMatch] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[str]:
         return [c.fullname for c in self.comparisons if c.failed]
 
+    def refusal(self) -> str | None:
+        """Why no gate may judge these runs: a backend measured on another host
+        or device (None: same place, as far as both reports record it)."""
+        moved = [m for m in self.machines if not m.same_place]
+        if not moved:
+            return None
+        return "; ".join(
+            f"backend {m.backend!r}: " + ", ".join(m.differences) for m in moved
+        )
+
     def gate_failures(self, allow_missing: bool) -> list[str]:
-        """Why a ``--jax-compare-fail`` gate fails (empty: it passes)."""
-        reasons = [f"{name} regressed" for name in self.regressions]
+        """Why the gates fail (empty: they pass)."""
+        reasons = [
+            f"{c.fullname} regressed ({', '.join(c.failed)})"
+            for c in self.comparisons
+            if c.failed
+        ]
         if not allow_missing:
             if not self.comparisons:
                 reasons.append(
@@ -461,90 +449,83 @@ class ComparisonResult:
             reasons += [f"{name} is missing from this run" for name in self.missing]
         return reasons
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gates": [str(t) for t in self.thresholds],
+            "machines": [m.to_json() for m in self.machines],
+            "refused": self.refusal() if self.thresholds else None,
+            "compared": len(self.comparisons),
+            "regressions": self.regressions,
+            "missing": self.missing,
+            "verdicts": {c.fullname: c.verdict.kind for c in self.comparisons},
+        }
+
+
+def _match_key(sid: SeriesId, size: int | None) -> tuple[str, str, int | None]:
+    return (sid.benchmark, sid.backend or "", size)
+
 
 def compare_runs(
     saved: Mapping[str, Any],
     records: Iterable[Mapping[str, Any]],
-    threshold: CompareThreshold | None,
+    thresholds: Sequence[CompareThreshold] = (),
+    machine_info: Mapping[str, Any] | None = None,
 ) -> ComparisonResult:
-    """Match records with a saved run by test id and compare one statistic."""
-    field_name = threshold.field if threshold else "median"
-    rule = threshold or CompareThreshold(field_name, float("inf"), True)
-    old = {b["fullname"]: b for b in saved.get("benchmarks", []) if "fullname" in b}
-    result = ComparisonResult()
+    """Match this run's records with a saved run by identity (benchmark,
+    backend, size; :func:`~pytest_lyapax.identity.series_id`), compare the
+    fields the gates name (median if none), run the noise test on each pair
+    and record, per backend, the machine of both runs.
+
+    ``machine_info`` describes this run's machine (a report's own is used
+    for ``saved``).
+    """
+    saved_info = saved.get("machine_info")
+    old: dict[tuple[str, str, int | None], tuple[SeriesId, Mapping[str, Any]]] = {}
+    for bench in saved.get("benchmarks", []):
+        sid = series_id(bench, saved_info)
+        old.setdefault(_match_key(sid, record_size(bench)), (sid, bench))
+    fields = list(dict.fromkeys(t.field for t in thresholds)) or ["median"]
+    result = ComparisonResult(tuple(thresholds))
     seen = set()
+    machines: dict[str, MachineMatch] = {}
     for record in records:
-        seen.add(record["fullname"])
-        before = old.get(record["fullname"])
-        if before is None or field_name not in before.get("stats", {}):
+        sid = series_id(record, machine_info)
+        key = _match_key(sid, record_size(record))
+        seen.add(key)
+        entry = old.get(key)
+        if entry is None or any(f not in entry[1].get("stats", {}) for f in fields):
             result.new.append(record["fullname"])
             continue
-        saved_value = float(before["stats"][field_name])
-        now_value = float(record["stats"][field_name])
+        saved_sid, before = entry
+        wanted = {*fields, *(t.field for t in thresholds)}
+        then = {f: float(before["stats"][f]) for f in wanted}
+        now = {f: float(record["stats"][f]) for f in wanted}
+        failed = tuple(
+            str(t) for t in thresholds if t.exceeded(then[t.field], now[t.field])
+        )
+        verdict = stats.judge(
+            stats.round_times(before),
+            stats.round_times(record),
+            medians=(then[fields[0]], now[fields[0]]),
+        )
         result.comparisons.append(
             Comparison(
-                fullname=record["fullname"],
-                backend=record_label(record),
-                size=record_size(record),
-                saved=saved_value,
-                now=now_value,
-                change=rule.excess(saved_value, now_value),
-                failed=threshold is not None and rule.exceeded(saved_value, now_value),
+                sid,
+                str(record.get("name") or record["fullname"]),
+                record["fullname"],
+                record_size(record),
+                then,
+                now,
+                failed,
+                verdict,
             )
         )
-    result.missing = [name for name in old if name not in seen]
+        if sid.backend is not None and sid.backend not in machines:
+            machines[sid.backend] = MachineMatch(
+                sid.backend, saved_sid.machine, sid.machine
+            )
+    result.missing = [
+        bench["fullname"] for key, (_, bench) in old.items() if key not in seen
+    ]
+    result.machines = list(machines.values())
     return result
-
-
-def comparison_table(
-    comparisons: Sequence[Comparison], threshold: CompareThreshold | None
-) -> list[str]:
-    rule = threshold or CompareThreshold("median", float("inf"), True)
-    rows = []
-    for c in comparisons:
-        change = rule.format_change(c.change)
-        if c.failed:
-            change += "  REGRESSION"
-        rows.append(
-            [
-                c.fullname.rsplit("::", 1)[-1],
-                format_seconds(c.saved),
-                format_seconds(c.now),
-                change,
-            ]
-        )
-    return render_table(
-        ["benchmark", f"saved {rule.field}", f"now {rule.field}", "change"], rows
-    )
-
-
-def check_report(data: object, what: str) -> list[dict[str, Any]]:
-    """Validate an untrusted report; return its benchmarks or raise ValueError.
-
-    A report is a JSON object with a ``benchmarks`` list whose entries have a
-    string ``fullname`` and numeric (finite, non-negative) time statistics.
-    """
-    if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-        raise ValueError(
-            f"{what} is not a pytest-benchmark report (no 'benchmarks' list)"
-        )
-    benches = data["benchmarks"]
-    for i, bench in enumerate(benches):
-        if not isinstance(bench, dict) or not isinstance(bench.get("fullname"), str):
-            raise ValueError(f"{what}: benchmark #{i} has no 'fullname' string")
-        stats = bench.get("stats")
-        if not isinstance(stats, dict):
-            raise ValueError(f"{what}: {bench['fullname']} has no 'stats' object")
-        for name in (*TIME_FIELDS, "q1", "q3"):
-            value = stats.get(name)
-            if name in stats and (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ValueError(
-                    f"{what}: {bench['fullname']} has a non-numeric or negative "
-                    f"stats.{name} ({value!r}); expected seconds as a number"
-                )
-    return benches

@@ -9,9 +9,15 @@ them back into its own pytest-benchmark session, which then writes
 ``--benchmark-json``/``--benchmark-save`` once and prints its usual table.
 
 JAX specifics: JAX dispatches asynchronously, so every timed call is wrapped
-in ``jax.block_until_ready``.  ``benchmark(f, ...)`` makes one untimed first
-call (tracing and compilation) before pytest-benchmark's calibration and
-rounds, and keeps its duration in ``extra_info["first_call_s"]``.
+in ``jax.block_until_ready``.  That waits only for the JAX arrays it finds in
+the result: a result without any (``None``, a plain class holding arrays
+that is not a registered pytree) makes the timing measure the dispatch only,
+so the first result of each benchmark is checked, a
+:class:`DispatchOnlyWarning` names the test, and
+``extra_info["no_array_leaves"]`` records it.  ``benchmark(f, ...)`` makes
+one untimed first call (tracing and compilation) before pytest-benchmark's
+calibration and rounds, and keeps its duration in
+``extra_info["first_call_s"]``.
 ``benchmark.pedantic`` adds no call of its own: its ``warmup_rounds`` (default
 0) decide, so ``pedantic(f, rounds=1, iterations=1)`` times one cold call,
 compilation included.
@@ -26,17 +32,28 @@ from __future__ import annotations
 
 import functools
 import json
+import numbers
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from .analysis import STAT_FIELDS
+from .schema import STAT_FIELDS
+from .stats import MIN_ROUNDS
 
 RECORD_ATTR = "pytest_lyapax_benchmark"
-_ONLY_ATTR = "_pytest_lyapax_benchmark_only"
-_USER_DISABLED_ATTR = "_pytest_lyapax_benchmark_disabled"
+# --benchmark-only, hidden from pytest-benchmark's start-up check (see below).
+_ONLY_KEY = pytest.StashKey[bool]()
+# The user's --benchmark-disable, before the plugin disabled it for start-up.
+_USER_DISABLED_KEY = pytest.StashKey[bool]()
+# pytest-benchmark's own default of --benchmark-min-rounds.
+_BENCHMARK_DEFAULT_ROUNDS = 5
+
+
+class DispatchOnlyWarning(UserWarning):
+    """A benchmarked call returned no JAX array: only its dispatch was timed."""
 
 
 def benchmark_session(config: pytest.Config) -> Any | None:
@@ -51,7 +68,7 @@ def defer_benchmark_only(config: pytest.Config) -> None:
     disables it; we re-enable it, so the flag is restored after start-up.
     """
     if getattr(config.option, "benchmark_only", False):
-        setattr(config, _ONLY_ATTR, True)
+        config.stash[_ONLY_KEY] = True
         config.option.benchmark_only = False
 
 
@@ -64,25 +81,47 @@ def quiet_xdist_check(config: pytest.Config) -> None:
     they are disabled for its start-up (measuring is turned back on in the
     workers, see :func:`enable_in_worker`) and the user's choice is kept.
     """
-    if hasattr(config, _USER_DISABLED_ATTR) or not hasattr(
+    if _USER_DISABLED_KEY in config.stash or not hasattr(
         config.option, "benchmark_disable"
     ):
         return
     disabled = bool(config.option.benchmark_disable) and not bool(
         getattr(config.option, "benchmark_enable", False)
     )
-    setattr(config, _USER_DISABLED_ATTR, disabled)
+    config.stash[_USER_DISABLED_KEY] = disabled
     config.option.benchmark_disable = True
 
 
 def user_disabled(config: pytest.Config) -> bool:
     """Whether the user disabled benchmarks (``--benchmark-disable``)."""
-    return bool(getattr(config, _USER_DISABLED_ATTR, False))
+    return config.stash.get(_USER_DISABLED_KEY, False)
 
 
 def set_user_disabled(config: pytest.Config, disabled: bool) -> None:
     """A worker's copy of the controller's :func:`user_disabled`."""
-    setattr(config, _USER_DISABLED_ATTR, disabled)
+    config.stash[_USER_DISABLED_KEY] = disabled
+
+
+def _min_rounds_given(config: pytest.Config) -> bool:
+    """Whether the user chose ``--benchmark-min-rounds`` (command line, ini
+    ``addopts`` or ``PYTEST_ADDOPTS``), as opposed to pytest-benchmark's default."""
+    import os
+
+    sources = [str(a) for a in config.invocation_params.args]
+    sources += [str(a) for a in config.getini("addopts") or []]
+    sources.append(os.environ.get("PYTEST_ADDOPTS", ""))
+    return any("--benchmark-min-rounds" in text for text in sources)
+
+
+def raise_default_rounds(config: pytest.Config) -> None:
+    """Give every benchmark at least :data:`~pytest_lyapax.stats.MIN_ROUNDS`
+    rounds unless the user chose a number: pytest-benchmark's default of 5
+    is too few for the noise test to decide anything."""
+    bs = benchmark_session(config)
+    if bs is None or _min_rounds_given(config):
+        return
+    if bs.options.get("min_rounds") == _BENCHMARK_DEFAULT_ROUNDS:
+        bs.options["min_rounds"] = MIN_ROUNDS
 
 
 def enable_in_worker(config: pytest.Config) -> None:
@@ -91,8 +130,9 @@ def enable_in_worker(config: pytest.Config) -> None:
     if bs is None:
         return
     bs.disabled = user_disabled(config)
-    if getattr(config, _ONLY_ATTR, False):
+    if config.stash.get(_ONLY_KEY, False):
         bs.only = True
+    raise_default_rounds(config)
     # The controller writes every file and checks every comparison, once.
     bs.json = None
     bs.save = None
@@ -106,16 +146,63 @@ def enable_in_worker(config: pytest.Config) -> None:
 def restore_benchmark_only(config: pytest.Config) -> None:
     """Give a non-worker process its ``--benchmark-only`` back (see above)."""
     bs = benchmark_session(config)
-    if bs is not None and getattr(config, _ONLY_ATTR, False):
+    if bs is not None and config.stash.get(_ONLY_KEY, False):
         bs.only = True
+    raise_default_rounds(config)
 
 
-def _blocking(function: Callable[..., Any]) -> Callable[..., Any]:
+# Leaves that are already on the host: nothing was left to wait for.
+_HOST_LEAVES = (numbers.Number, str, bytes)
+
+
+def has_device_work(result: Any) -> bool:
+    """Whether ``jax.block_until_ready(result)`` had something to wait for.
+
+    True when the result holds a JAX array among its pytree leaves, or only
+    host values (numbers, NumPy arrays, strings: computed before returning).
+    False for ``None``, empty containers and objects JAX cannot see into.
+    """
+    import jax
+    import numpy as np
+
+    leaves = jax.tree_util.tree_leaves(result)
+    if any(isinstance(leaf, jax.Array) for leaf in leaves):
+        return True
+    return bool(leaves) and all(
+        isinstance(leaf, _HOST_LEAVES + (np.ndarray, np.generic)) for leaf in leaves
+    )
+
+
+def _check_result(fixture: Any, result: Any) -> None:
+    """Warn once per benchmark when its result gives ``block_until_ready``
+    nothing to wait for, and record it in the report."""
+    if getattr(fixture, "_pytest_lyapax_checked", False):
+        return
+    fixture._pytest_lyapax_checked = True
+    if has_device_work(result):
+        return
+    fixture.extra_info["no_array_leaves"] = True
+    fixture.extra_info["result_type"] = type(result).__qualname__
+    warnings.warn(
+        DispatchOnlyWarning(
+            f"{getattr(fixture, 'fullname', fixture.name)}: the benchmarked call "
+            f"returned {type(result).__qualname__}, which holds no JAX array, so "
+            "jax.block_until_ready had nothing to wait for and only the dispatch "
+            "was timed. Return the arrays (or a pytree of them), or register the "
+            "class as a pytree (jax.tree_util.register_dataclass, equinox.Module)"
+        ),
+        stacklevel=2,
+    )
+
+
+def _blocking(fixture: Any, function: Callable[..., Any]) -> Callable[..., Any]:
     import jax
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
-        return jax.block_until_ready(function(*args, **kwargs))
+        result = jax.block_until_ready(function(*args, **kwargs))
+        _check_result(fixture, result)
+        return result
 
     return call
 
@@ -138,7 +225,7 @@ def jax_fixture_class() -> type:
         compiles with an untimed first call, ``pedantic`` does not."""
 
         def __call__(self, function_to_benchmark: Callable[..., Any], *args, **kwargs):
-            blocking = _blocking(function_to_benchmark)
+            blocking = _blocking(self, function_to_benchmark)
             if self.enabled and not getattr(self, "_mode", None):
                 _first_call(self, blocking, args, kwargs)
             return super().__call__(blocking, *args, **kwargs)
@@ -148,7 +235,7 @@ def jax_fixture_class() -> type:
         ):
             # No warm-up call here: pedantic's own warmup_rounds decide.
             return super().pedantic(
-                _blocking(target), args, kwargs, setup, teardown, **rest
+                _blocking(self, target), args, kwargs, setup, teardown, **rest
             )
 
     return JaxBenchmarkFixture
@@ -157,6 +244,7 @@ def jax_fixture_class() -> type:
 def device_info() -> dict[str, Any]:
     """Backend, device kind and versions of the JAX in this process."""
     import jax
+    import jaxlib
 
     devices = jax.devices()
     return {
@@ -164,6 +252,7 @@ def device_info() -> dict[str, Any]:
         "device": devices[0].device_kind,
         "device_count": len(devices),
         "jax_version": jax.__version__,
+        "jaxlib_version": getattr(jaxlib, "__version__", None),
     }
 
 
@@ -199,6 +288,35 @@ def record_of(item: pytest.Item) -> dict[str, Any] | None:
         # What the first call cost beyond a steady-state call: mostly compilation.
         record["extra_info"]["compile_s"] = max(0.0, first - record["stats"]["median"])
     return record
+
+
+def fold_process(into: dict[str, Any], other: dict[str, Any]) -> None:
+    """Add another worker process's rounds of the same benchmark to ``into``.
+
+    With ``--jax-processes`` each backend's tests run in several fresh
+    processes; their per-call round times are pooled and every statistic is
+    recomputed from the pool (pytest-benchmark's own ``Stats``), so the
+    medians, quartiles and the noise test include the spread between
+    processes.  ``extra_info`` keeps each process's median and round count.
+    """
+    from pytest_benchmark.stats import Stats
+
+    info = into.setdefault("extra_info", {})
+    if "process_medians" not in info:
+        info["process_medians"] = [into["stats"]["median"]]
+        info["process_rounds"] = [into["stats"]["rounds"]]
+    info["process_medians"].append(other["stats"]["median"])
+    info["process_rounds"].append(other["stats"]["rounds"])
+    info["processes"] = len(info["process_medians"])
+    pooled = Stats()
+    data = [*into["stats"].get("data", []), *other["stats"].get("data", [])]
+    for value in data:
+        pooled.update(value)
+    stats = {name: getattr(pooled, name) for name in STAT_FIELDS}
+    stats["data"] = data
+    stats["iterations"] = into["stats"].get("iterations", 1)
+    into["stats"].clear()
+    into["stats"].update(stats)
 
 
 def encode(record: dict[str, Any]) -> str:

@@ -4,137 +4,46 @@ Subcommands::
 
     merge   A.json B.json ... -o OUT.json    one report from several runs/machines
     plot    REPORT.json [...] -o crossover.png   the plugin's figure, re-drawn
-    history DIR_OR_FILES... -o history.png   median per benchmark over runs
+    history DIR_OR_FILES... -o history.png   median per series over runs
     compare A.json B.json [--fail=median:25%]   the regression gate, without pytest
 
-Reports are untrusted input: anything that is not a pytest-benchmark report
-with numeric statistics, or comes from a newer pytest-lyapax, is refused with
-one line on stderr.  Exit codes: 0 success; 1 ``compare`` found a regression
-(or, with ``--fail``, a missing benchmark); 2 usage error or unusable input.
+Reports are untrusted input, read by the same loader as the plugin's
+``--jax-compare`` (``schema.load_report``): anything that is not a
+pytest-benchmark report with numeric statistics, or comes from a newer
+pytest-lyapax, is refused with one line on stderr.  Exit codes: 0 success;
+1 ``compare`` found a regression (or, with ``--fail``, a missing benchmark);
+2 usage error or unusable input (also: ``compare --fail`` across hosts or
+devices without ``--across-machines``).
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import math
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import analysis
+from . import analysis, stats, tables
+from .history import find_steps, history_series, render_history
+from .merge import Merged, merge_reports, merged_document
+from .schema import Report, ReportError
+from .schema import load_report as _load
 
-REPORT_KEY = "pytest_lyapax"  # same key as report.REPORT_KEY (no pytest import)
-SCHEMA_VERSION = 1
-MAX_FILE_BYTES = 512 * 1024 * 1024
 MAX_TABLE_ROWS = 50
-MAX_HISTORY_PANELS = 24
-PLOT_STATS = ("median", "q1", "q3")
 
 
 class InputError(Exception):
     """An input file or argument that cannot be used (exit code 2)."""
 
 
-# ---------------------------------------------------------------- reading
-
-
-@dataclass
-class Report:
-    """One loaded, validated report."""
-
-    path: Path
-    data: dict[str, Any]
-    benchmarks: list[dict[str, Any]]
-
-    @property
-    def key(self) -> dict[str, Any]:
-        value = self.data.get(REPORT_KEY)
-        return value if isinstance(value, dict) else {}
-
-    @property
-    def machine(self) -> str:
-        """Host and CPU from pytest-benchmark's machine_info."""
-        info = self.data.get("machine_info")
-        info = info if isinstance(info, dict) else {}
-        cpu = info.get("cpu") if isinstance(info.get("cpu"), dict) else {}
-        brand = cpu.get("brand_raw") or info.get("processor") or "CPU"
-        return f"{info.get('node') or 'unknown host'} ({brand})"
-
-    @property
-    def host(self) -> str:
-        info = self.data.get("machine_info")
-        node = info.get("node") if isinstance(info, dict) else None
-        return str(node) if node else "unknown host"
-
-    @property
-    def when(self) -> dt.datetime:
-        """Commit time if known, else the run's datetime (for ordering runs)."""
-        commit = self.data.get("commit_info")
-        for value in (
-            commit.get("time") if isinstance(commit, dict) else None,
-            self.data.get("datetime"),
-        ):
-            if isinstance(value, str):
-                try:
-                    when = dt.datetime.fromisoformat(value)
-                except ValueError:
-                    continue
-                return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
-        return dt.datetime.min.replace(tzinfo=dt.UTC)
-
-    def backends(self) -> list[dict[str, Any]]:
-        entries = self.key.get("backends")
-        if not isinstance(entries, list):
-            return []
-        return [e for e in entries if isinstance(e, dict) and "label" in e]
-
-
 def load_report(path: Path, *, need_plot_stats: bool = False) -> Report:
-    """Read and validate one report; raise InputError saying what is wrong."""
+    """:func:`pytest_lyapax.schema.load_report`, failing with an InputError."""
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise InputError(
-                f"{path}: {size / 1e6:.0f} MB is larger than the "
-                f"{MAX_FILE_BYTES / 1e6:.0f} MB this tool reads"
-            )
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not a text file") from None
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InputError(
-            f"{path}: not valid JSON ({exc}); a truncated or partly written file?"
-        ) from None
-    try:
-        benches = analysis.check_report(data, str(path))
-    except ValueError as exc:
+        return _load(path, need_plot_stats=need_plot_stats)
+    except ReportError as exc:
         raise InputError(str(exc)) from None
-    key = data.get(REPORT_KEY)
-    if key is not None:
-        schema = key.get("schema", 0) if isinstance(key, dict) else None
-        if not isinstance(schema, int) or isinstance(schema, bool) or schema < 0:
-            raise InputError(f"{path}: its '{REPORT_KEY}' entry is malformed")
-        if schema > SCHEMA_VERSION:
-            raise InputError(
-                f"{path}: written by a newer pytest-lyapax (report schema {schema}); "
-                f"this one reads schema {SCHEMA_VERSION} and older: upgrade lyapax"
-            )
-    if need_plot_stats:
-        for bench in benches:
-            missing = [k for k in PLOT_STATS if k not in bench["stats"]]
-            if missing:
-                raise InputError(
-                    f"{path}: {bench['fullname']} has no stats.{missing[0]}"
-                )
-    return Report(path, data, benches)
 
 
 def expand_inputs(items: Sequence[str]) -> list[Path]:
@@ -152,102 +61,6 @@ def expand_inputs(items: Sequence[str]) -> list[Path]:
         else:
             paths.append(path)
     return paths
-
-
-# ---------------------------------------------------------------- merging
-
-
-@dataclass
-class Merged:
-    """Several reports as one: series labelled backend @ host."""
-
-    benchmarks: list[dict[str, Any]] = field(default_factory=list)
-    backends: list[dict[str, Any]] = field(default_factory=list)
-    conflicts: list[str] = field(default_factory=list)
-    sources: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def order(self) -> list[str]:
-        return [b["label"] for b in self.backends]
-
-
-def _label_for(backend: str, host: str, relabel: bool) -> str:
-    return f"{backend} @ {host}" if relabel else backend
-
-
-def merge_reports(reports: Sequence[Report]) -> Merged:
-    """Combine reports; relabel series by host when more than one host is
-    involved; report conflicting duplicates (same host, backend and test)."""
-    hosts = {r.host for r in reports}
-    relabel = len(hosts) > 1
-    merged = Merged()
-    seen: dict[tuple[str, str], Path] = {}
-    known_labels: set[str] = set()
-    for report in reports:
-        merged.sources.append(
-            {
-                "file": str(report.path),
-                "machine": report.machine,
-                "datetime": report.data.get("datetime"),
-                "commit": (report.data.get("commit_info") or {}).get("id")
-                if isinstance(report.data.get("commit_info"), dict)
-                else None,
-            }
-        )
-        for bench in report.benchmarks:
-            backend = analysis.record_label(bench)
-            if backend is None:
-                continue
-            label = _label_for(backend, report.host, relabel)
-            key = (label, bench["fullname"])
-            if key in seen:
-                merged.conflicts.append(
-                    f"{bench['fullname']} on {label}: in {seen[key]} and "
-                    f"{report.path}; kept the first"
-                )
-                continue
-            seen[key] = report.path
-            copy = json.loads(json.dumps(bench))
-            info = copy.setdefault("extra_info", {})
-            info["backend"] = label
-            info["source_backend"] = backend
-            info["machine"] = report.machine
-            if relabel:
-                # Unique ids for pytest-benchmark compare, one per machine.
-                copy["fullname"] = f"{bench['fullname']}@{report.host}"
-                copy["name"] = f"{bench.get('name', bench['fullname'])}@{report.host}"
-            merged.benchmarks.append(copy)
-        entries = report.backends() or [
-            {"label": b, "status": "ok"}
-            for b in dict.fromkeys(analysis.record_label(x) for x in report.benchmarks)
-            if b is not None
-        ]
-        for entry in entries:
-            label = _label_for(str(entry["label"]), report.host, relabel)
-            if label in known_labels:
-                continue
-            known_labels.add(label)
-            merged.backends.append({**entry, "label": label, "machine": report.machine})
-    return merged
-
-
-def merged_document(reports: Sequence[Report], merged: Merged) -> dict[str, Any]:
-    first = reports[0].data
-    return {
-        "machine_info": first.get("machine_info", {}),
-        "commit_info": first.get("commit_info", {}),
-        "benchmarks": merged.benchmarks,
-        "datetime": dt.datetime.now(dt.UTC).isoformat(),
-        "version": first.get("version"),
-        REPORT_KEY: {
-            "schema": SCHEMA_VERSION,
-            "merged_from": merged.sources,
-            "conflicts": merged.conflicts,
-            "backends": merged.backends,
-            "run_order": merged.order,
-            "complete": all(b.get("status") == "ok" for b in merged.backends),
-        },
-    }
 
 
 # ---------------------------------------------------------------- commands
@@ -305,7 +118,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     if not merged.benchmarks:
         raise InputError("no benchmark with a pytest-lyapax backend label to plot")
     benches = analysis.group_sized(merged.benchmarks, merged.order)
-    machines = "; ".join(dict.fromkeys(r.machine for r in reports))
+    # Each merged record names its machine (a merged input keeps several).
+    machines = "; ".join(
+        dict.fromkeys(str(b["extra_info"]["machine"]) for b in merged.benchmarks)
+    )
     png = render_png(
         benches, _legends(merged), machines, analysis.unsized_medians(merged.benchmarks)
     )
@@ -319,199 +135,92 @@ def cmd_plot(args: argparse.Namespace) -> int:
     return 0
 
 
-@dataclass
-class Step:
-    """A change between consecutive runs of one series at one size."""
-
-    series: str
-    size: int | None
-    before: str
-    after: str
-    ratio: float
-    kind: str  # "slower" or "faster"
-
-
-def history_series(
-    reports: Sequence[Report],
-) -> dict[tuple[str, str], dict[int | None, list[tuple[int, analysis.Point]]]]:
-    """(series name, backend) -> size -> [(run index, point)] in run order."""
-    out: dict[tuple[str, str], dict[int | None, list[tuple[int, analysis.Point]]]] = {}
-    for index, report in enumerate(reports):
-        for bench in report.benchmarks:
-            label = analysis.record_label(bench)
-            if label is None:
-                continue
-            stats = bench["stats"]
-            point = analysis.Point(0, stats["median"], stats["q1"], stats["q3"])
-            size = analysis.record_size(bench)
-            key = (analysis.series_name(bench), label)
-            out.setdefault(key, {}).setdefault(size, []).append((index, point))
-    return out
-
-
-def find_steps(
-    reports: Sequence[Report],
-    series: Mapping[tuple[str, str], Mapping[int | None, list[tuple[int, Any]]]],
-) -> list[Step]:
-    """Consecutive runs whose interquartile ranges do not overlap."""
-    steps = []
-    names = [r.path.name for r in reports]
-    for (name, label), by_size in series.items():
-        for size, points in by_size.items():
-            for (i, a), (j, b) in zip(points, points[1:], strict=False):
-                if b.q1 > a.q3:
-                    kind = "slower"
-                elif b.q3 < a.q1:
-                    kind = "faster"
-                else:
-                    continue
-                ratio = b.median / a.median if a.median > 0 else math.inf
-                steps.append(
-                    Step(f"{name} [{label}]", size, names[i], names[j], ratio, kind)
-                )
-    return steps
-
-
 def cmd_history(args: argparse.Namespace) -> int:
     reports = [load_report(p, need_plot_stats=True) for p in expand_inputs(args.inputs)]
     reports.sort(key=lambda r: r.when)
-    series = history_series(reports)
+    series = history_series(reports, join_machines=args.join_machines)
     if not series:
         raise InputError("no benchmark with a pytest-lyapax backend label in the runs")
-    steps = find_steps(reports, series)
+    steps, unjudged = find_steps(reports, series)
     png = render_history(reports, series, steps)
     _write(args.output, png)
-    print(f"{len(reports)} runs, {len(series)} series -> {args.output}")
+    places = {
+        run.machine.place for s in series for runs in s.by_size.values() for run in runs
+    }
+    where = f" from {len(places)} machines" if len(places) > 1 else ""
+    if args.join_machines and len(places) > 1:
+        where = " (machines joined)"
+    print(f"{len(reports)} runs, {len(series)} series{where} -> {args.output}")
     rows = [
         [
             s.series,
             "-" if s.size is None else str(s.size),
             s.before,
             s.after,
-            f"{s.ratio:.2f}x",
+            f"{s.verdict.ratio:.2f}x",
+            f"{s.verdict.p:.2g}" if s.verdict.p is not None else "-",
             s.kind.upper(),
         ]
+        + ([s.note] if any(x.note for x in steps) else [])
         for s in steps
     ]
     if rows:
-        header = ["series", "size", "before", "after", "median ratio", "step"]
-        for line in analysis.render_table(header, rows[:MAX_TABLE_ROWS]):
+        header = ["series", "size", "before", "after", "median ratio", "p", "step"]
+        if any(x.note for x in steps):
+            header.append("changed")
+        for line in tables.render_table(header, rows[:MAX_TABLE_ROWS]):
             print(line)
         if len(rows) > MAX_TABLE_ROWS:
             print(f"... and {len(rows) - MAX_TABLE_ROWS} more steps")
     else:
-        print("no step beyond the noise (interquartile ranges overlap everywhere)")
+        print("no step beyond the noise between consecutive runs")
+    print(f"SLOWER / FASTER: {stats.rule_text()}, between consecutive runs")
+    if unjudged:
+        print(
+            f"{unjudged} pair(s) of consecutive runs not judged: too few rounds "
+            f"(fewer than {stats.MIN_ROUNDS} stored per run)"
+        )
     return 0
 
 
-def _size_order(item: tuple[int | None, Any]) -> tuple[bool, int]:
-    return (item[0] is None, item[0] or 0)
-
-
-def render_history(
-    reports: Sequence[Report],
-    series: Mapping[tuple[str, str], Mapping[int | None, list[tuple[int, Any]]]],
-    steps: Sequence[Step],
-) -> bytes:
-    """Median per run with its IQR band, one panel per series (bounded)."""
-    import io
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import LogLocator, NullLocator
-
-    keys = list(series)[:MAX_HISTORY_PANELS]
-    columns = min(3, len(keys))
-    rows = math.ceil(len(keys) / columns)
-    fig = Figure(figsize=(4.8 * columns, 3.2 * rows + 0.8), dpi=100)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(rows, columns, squeeze=False).ravel()
-    flagged = {(s.series, s.size, s.after) for s in steps}
-    names = [r.path.name for r in reports]
-    for ax, key in zip(axes, keys, strict=False):
-        for n, (size, points) in enumerate(
-            sorted(series[key].items(), key=_size_order)
-        ):
-            xs = [i for i, _ in points]
-            color = f"C{n % 10}"
-            ax.plot(
-                xs,
-                [p.median for _, p in points],
-                marker="o",
-                ms=3,
-                color=color,
-                label="no size" if size is None else f"size {size}",
-            )
-            ax.fill_between(
-                xs,
-                [p.q1 for _, p in points],
-                [p.q3 for _, p in points],
-                color=color,
-                alpha=0.2,
-                linewidth=0,
-            )
-            bad = [
-                (i, p.median)
-                for i, p in points
-                if (f"{key[0]} [{key[1]}]", size, names[i]) in flagged
-            ]
-            if bad:
-                ax.scatter(
-                    *zip(*bad, strict=True),
-                    s=60,
-                    facecolors="none",
-                    edgecolors="red",
-                    zorder=3,
-                )
-        ax.set_yscale("log")
-        ax.yaxis.set_major_locator(LogLocator(numticks=5))
-        ax.yaxis.set_minor_locator(NullLocator())
-        ax.set_title(f"{key[0]} [{key[1]}]"[:60], fontsize=8)
-        ax.set_xticks(range(len(reports)), [str(i + 1) for i in range(len(reports))])
-        ax.tick_params(labelsize=7)
-        ax.set_xlabel("run (oldest first)", fontsize=8)
-        ax.set_ylabel("s per call", fontsize=8)
-        ax.legend(fontsize=6)
-    for ax in axes[len(keys) :]:
-        ax.set_visible(False)
-    title = (
-        f"Median per run (band = IQR; red = step beyond the noise); {len(reports)} runs"
-    )
-    if len(series) > len(keys):
-        title += f"; {len(keys)} of {len(series)} series drawn"
-    fig.suptitle(title, fontsize=9)
-    fig.subplots_adjust(hspace=0.6, wspace=0.3, top=1 - 0.8 / fig.get_figheight())
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    return buffer.getvalue()
-
-
-def _threshold(text: str) -> analysis.CompareThreshold:
+def _thresholds(texts: Sequence[str]) -> tuple[analysis.CompareThreshold, ...]:
     try:
-        return analysis.parse_threshold(text)
+        return tuple(analysis.parse_threshold(text) for text in texts)
     except ValueError as exc:
         raise InputError(f"--fail: {exc}") from None
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    threshold = _threshold(args.fail) if args.fail else None
+    thresholds = _thresholds(args.fail or [])
     saved, now = load_report(Path(args.saved)), load_report(Path(args.now))
-    result = analysis.compare_runs(saved.data, now.benchmarks, threshold)
-    table = analysis.comparison_table(result.comparisons, threshold)
+    result = analysis.compare_runs(
+        saved.data, now.benchmarks, thresholds, now.machine_info
+    )
+    table = tables.comparison_table(result.comparisons, thresholds)
     for line in table[: MAX_TABLE_ROWS + 2]:
         print(line)
     if len(result.comparisons) > MAX_TABLE_ROWS:
         print(f"... and {len(result.comparisons) - MAX_TABLE_ROWS} more")
+    for line in tables.machine_lines(result.machines):
+        print(line)
     if result.missing:
         print(
             f"{len(result.missing)} benchmark(s) of {saved.path} missing in {now.path}"
         )
-    if threshold is None:
+    if not thresholds:
         return 0
+    gates = ", ".join(str(t) for t in thresholds)
+    refused = result.refusal()
+    if refused and not args.across_machines:
+        raise InputError(
+            f"--fail: refusing to gate runs measured apart ({refused}): the change "
+            "would measure the machines, not the code; compare runs of one machine, "
+            "or pass --across-machines to gate anyway"
+        )
     failures = result.gate_failures(args.allow_missing)
     for line in failures[:MAX_TABLE_ROWS]:
         print(f"FAIL: {line}")
-    print(f"gate {threshold}: {'FAILED' if failures else 'passed'}")
+    print(f"gate {gates}: {'FAILED' if failures else 'passed'}")
     return 1 if failures else 0
 
 
@@ -529,17 +238,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("reports", nargs="+")
     p.add_argument("-o", "--output", type=Path, default=Path("crossover.png"))
     p.set_defaults(func=cmd_plot)
-    p = sub.add_parser("history", help="median per benchmark over saved runs")
+    p = sub.add_parser("history", help="median per series over saved runs")
     p.add_argument(
         "inputs", nargs="+", help="report dirs (their runs/*.json) or JSON files"
     )
     p.add_argument("-o", "--output", type=Path, default=Path("history.png"))
+    p.add_argument(
+        "--join-machines",
+        action="store_true",
+        help="one series per benchmark and backend across hosts and devices "
+        "(default: each machine is its own series)",
+    )
     p.set_defaults(func=cmd_history)
     p = sub.add_parser("compare", help="the --jax-compare-fail gate on two files")
     p.add_argument("saved")
     p.add_argument("now")
-    p.add_argument("--fail", metavar="EXPR", help="e.g. median:25%% or median:0.05")
+    p.add_argument(
+        "--fail",
+        metavar="EXPR",
+        action="append",
+        help="a gate, FIELD:PERCENT%% or FIELD:TIME with a unit (s, ms, us, ns), "
+        "e.g. median:25%% or median:25ms; repeatable",
+    )
     p.add_argument("--allow-missing", action="store_true")
+    p.add_argument(
+        "--across-machines",
+        action="store_true",
+        help="gate even when the two runs come from different hosts or devices",
+    )
     p.set_defaults(func=cmd_compare)
     return parser
 

@@ -18,9 +18,10 @@ import pytest
 from . import report
 from .analysis import ComparisonResult
 from .backends import CRASHED
-from .benchmarks import RECORD_ATTR, hand_to_benchmark_session
+from .benchmarks import RECORD_ATTR, fold_process, hand_to_benchmark_session
 from .items import LABEL_ATTR, item_label
 from .scheduling import node_label
+from .schema import REPORT_KEY
 from .session import CONTROLLER, INPROCESS, LyapaxSession
 
 
@@ -32,6 +33,10 @@ class ResultCollector:
         self.session = session
         self.compared: ComparisonResult | None = None
         self.written: list[Path] = []
+        self.info: dict[str, Any] = {}
+        # Records by full id: a second one comes from another process of the
+        # same backend (--jax-processes) and is pooled into the first.
+        self.by_fullname: dict[str, dict[str, Any]] = {}
 
     def pytest_report_header(self, config: pytest.Config) -> list[str]:
         parts = []
@@ -59,7 +64,7 @@ class ResultCollector:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         node = getattr(report, "node", None)
         label = getattr(report, LABEL_ATTR, None)
-        runner = node_label(node) if node is not None else label
+        runner = node_label(self.session, node) if node is not None else label
         if report.when == "???" and label is None:
             label = runner  # xdist's report for a test its worker died in
         state = self.session.states.get(label)
@@ -76,29 +81,45 @@ class ResultCollector:
         raw = getattr(report, RECORD_ATTR, None)
         if raw:
             record = json.loads(raw)
+            first = self.by_fullname.get(record["fullname"])
+            if first is not None:
+                fold_process(first, record)  # in place: also pytest-benchmark's
+                return
+            self.by_fullname[record["fullname"]] = record
             self.session.records.append(record)
             if self.session.role == CONTROLLER:
                 hand_to_benchmark_session(self.config, record)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         report.settle_statuses(self.session)
-        self.compared = report.check_regressions(self.session)
+        self.info = report.machine_info(self.config)
+        self.compared = report.check_regressions(self.session, self.info)
         try:
-            self.written = report.write_reports(self.config, self.session)
+            self.written = report.write_reports(
+                self.config, self.session, self.info, self.compared
+            )
         except OSError as exc:
             self.session.figure_error = f"could not write the reports: {exc}"
         if self.session.collection_errors:
             # What pytest does without xdist: nothing ran, the run is interrupted.
             session.exitstatus = pytest.ExitCode.INTERRUPTED
         crashed = any(s.status == CRASHED for s in self.session.states.values())
-        if (self.session.gate_failures or crashed) and session.exitstatus in (
+        if self.session.gate_refused and session.exitstatus in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.TESTS_FAILED,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif (self.session.gate_failures or crashed) and session.exitstatus in (
             pytest.ExitCode.OK,
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        sections = report.summary_lines(self.session, self.compared, self.written)
+        sections = report.summary_lines(
+            self.session, self.compared, self.written, self.info
+        )
         for title, lines in sections:
             terminalreporter.write_sep("-", title)
             for line in lines:
@@ -110,13 +131,22 @@ class ResultCollector:
                 f"Interrupted: {errors} error(s) during collection; no test was run "
                 "(--continue-on-collection-errors runs them)",
             )
-        failures = self.session.gate_failures
-        if failures:
-            threshold = self.session.settings.compare_fail
+        gates = " ".join(
+            f"--jax-compare-fail={t}" for t in self.session.settings.compare_fail
+        )
+        if self.session.gate_refused:
             terminalreporter.write_sep(
                 "=",
-                f"pytest-lyapax: --jax-compare-fail={threshold} failed: "
-                f"{len(failures)} problem(s)",
+                f"pytest-lyapax: {gates} refused (usage error): the saved run was "
+                f"measured elsewhere: {self.session.gate_refused}; compare runs of "
+                "one machine, or pass --jax-compare-across-machines",
+                red=True,
+            )
+        failures = self.session.gate_failures
+        if failures:
+            terminalreporter.write_sep(
+                "=",
+                f"pytest-lyapax: {gates} failed: {len(failures)} problem(s)",
                 red=True,
             )
             for line in failures[:20]:
@@ -137,6 +167,4 @@ class ResultCollector:
     ) -> None:
         # pytest-benchmark's own --benchmark-json/--benchmark-save get the
         # backend states too.
-        output_json[report.REPORT_KEY] = {
-            "backends": report.backend_summary(self.session)
-        }
+        output_json[REPORT_KEY] = {"backends": report.backend_summary(self.session)}

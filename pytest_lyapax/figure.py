@@ -103,7 +103,11 @@ def build_figure(
     legend_rows = math.ceil(len(legends) / legend_columns) if legends else 0
     text_in = 0.1 + 0.17 * len(lines)
     header_in = text_in + 0.25 * legend_rows + 0.45
-    fig = Figure(figsize=(width_in, 3.6 * rows + header_in), dpi=_DPI)
+    # Room under the last row for the bar chart's two-line, slanted names.
+    footer_in = 0.35 + (0.75 if unsized else 0.0)
+    fig = Figure(
+        figsize=(width_in, 3.6 * rows + header_in + footer_in - 0.35), dpi=_DPI
+    )
     FigureCanvasAgg(fig)
     axes = fig.subplots(rows, columns, squeeze=False).ravel()
     colors = {entry.label: f"C{i % 10}" for i, entry in enumerate(legends)}
@@ -148,7 +152,7 @@ def build_figure(
     fig.subplots_adjust(
         left=0.08 / columns * 2,
         right=0.98,
-        bottom=0.35 / (3.6 * rows + header_in),
+        bottom=footer_in / fig.get_figheight(),
         top=top,
         hspace=0.55,
         wspace=0.3,
@@ -263,7 +267,7 @@ def _draw_bars(
     _log_y(ax)
     ax.set_xticks(
         range(len(names)),
-        [textwrap.shorten(n, 24, placeholder="...") for n in names],
+        [_bar_label(n) for n in names],
         rotation=30,
         ha="right",
         fontsize=6.5,
@@ -276,6 +280,20 @@ def _draw_bars(
     ax.set_ylabel("s per call", fontsize=8)
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(True, axis="y", alpha=0.3)
+
+
+def _cut(text: str, width: int = 26) -> str:
+    if len(text) <= width:
+        return text
+    head = (width - 3) // 2
+    return text[:head] + "..." + text[-(width - 3 - head) :]
+
+
+def _bar_label(name: str) -> str:
+    """A bar's name: module path and test on two lines, each cut in the
+    middle when long (both ends are what tell two benchmarks apart)."""
+    path, sep, test = name.partition("::")
+    return f"{_cut(path)}\n::{_cut(test)}" if sep else _cut(name)
 
 
 def _draw_empty(ax: Axes) -> None:

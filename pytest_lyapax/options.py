@@ -7,8 +7,8 @@ reported before any worker starts or anything is timed.
 
 from __future__ import annotations
 
-import json
 import os
+import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from .analysis import CompareThreshold, check_report, parse_threshold
+from .analysis import CompareThreshold, parse_threshold
 from .backends import (
     DEFAULT_PLATFORMS,
     LABEL_ALIASES,
@@ -24,6 +24,8 @@ from .backends import (
     PLATFORM_BACKENDS,
     Backend,
 )
+from .identity import machine_of
+from .schema import ReportError, load_report
 
 
 @dataclass(frozen=True)
@@ -35,9 +37,11 @@ class Settings:
     report_dir: Path | None = None
     compare_path: Path | None = None
     compare_data: Mapping[str, Any] | None = field(default=None, compare=False)
-    compare_fail: CompareThreshold | None = None
+    compare_fail: tuple[CompareThreshold, ...] = ()
     compare_allow_missing: bool = False
+    compare_across_machines: bool = False
     required: tuple[str, ...] = ()
+    processes: int = 1  # fresh worker processes per backend (--jax-processes)
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
 
@@ -159,10 +163,11 @@ def validate_marker_sizes(args: Sequence[object], where: str) -> tuple[int, ...]
     return tuple(sizes)
 
 
-def parse_compare_fail(text: str) -> CompareThreshold:
-    """Parse ``FIELD:N%`` (relative) or ``FIELD:SECONDS[s]`` (absolute)."""
+def parse_compare_fail(texts: Sequence[str]) -> tuple[CompareThreshold, ...]:
+    """Parse each ``--jax-compare-fail``: ``FIELD:N%`` or ``FIELD:N`` with a
+    time unit (s, ms, us, ns); a bare number is a usage error."""
     try:
-        return parse_threshold(text)
+        return tuple(parse_threshold(text) for text in texts)
     except ValueError as exc:
         raise pytest.UsageError(f"--jax-compare-fail: {exc}") from None
 
@@ -190,27 +195,34 @@ def check_report_dir(path: Path, option: str = "--jax-report-dir") -> Path:
 
 
 def load_compare_file(path: Path) -> dict[str, Any]:
-    """Read a saved ``benchmark.json`` to compare this run against."""
+    """Read a saved ``benchmark.json`` to compare this run against (the
+    same loader and checks as the ``pytest-lyapax`` command line)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+        return load_report(path).data
+    except ReportError as exc:
         raise pytest.UsageError(
-            f"--jax-compare: cannot read {str(path)!r} ({exc.strerror or exc}); give "
-            "the path of a benchmark.json written by an earlier run"
+            f"--jax-compare: {exc}; give a benchmark.json written by an earlier "
+            "pytest-lyapax run"
         ) from None
-    except ValueError as exc:
+
+
+def check_same_host(data: Mapping[str, Any], option: str) -> None:
+    """Refuse a gate against a run saved on another host (usage error).
+
+    The device of each backend is only known once it ran; that part of the
+    check is made when the run ends (``report.check_regressions``).
+    """
+    here = platform.node()
+    hosts = {
+        machine_of(b, data.get("machine_info")).host for b in data.get("benchmarks", [])
+    } - {"", here}
+    if hosts:
         raise pytest.UsageError(
-            f"--jax-compare: {str(path)!r} is not valid JSON ({exc}); give the "
-            "path of a benchmark.json written by an earlier run"
-        ) from None
-    try:
-        check_report(data, repr(str(path)))
-    except ValueError as exc:
-        raise pytest.UsageError(
-            f"--jax-compare: {exc}; give a benchmark.json written by pytest-lyapax "
-            "or pytest-benchmark"
-        ) from None
-    return data
+            f"{option}: the saved run was measured on host {sorted(hosts)[0]!r}, "
+            f"this run is on {here!r}; a gate across machines compares the "
+            "machines, not the code. Compare runs of one machine, or pass "
+            "--jax-compare-across-machines to gate anyway"
+        )
 
 
 # Command-line options that mean nothing unless backends are requested.
@@ -220,8 +232,24 @@ NEED_BACKEND = {
     "jax_compare": "--jax-compare",
     "jax_compare_fail": "--jax-compare-fail",
     "jax_compare_allow_missing": "--jax-compare-allow-missing",
+    "jax_compare_across_machines": "--jax-compare-across-machines",
     "jax_require": "--jax-require",
+    "jax_processes": "--jax-processes",
 }
+
+
+def parse_processes(text: str) -> int:
+    """Parse ``--jax-processes``: a positive number of worker processes."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise pytest.UsageError(
+            f"--jax-processes: {text!r} is not a positive integer; give the number "
+            "of fresh processes per backend, e.g. --jax-processes=3"
+        )
+    return value
 
 
 def parse_required(text: str, backends: Sequence[Backend]) -> tuple[str, ...]:
@@ -282,14 +310,16 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     sizes_text = config.getoption("jax_sizes")
     sizes = parse_sizes(sizes_text) if sizes_text is not None else None
 
-    fail_text = config.getoption("jax_compare_fail")
-    compare_fail = parse_compare_fail(fail_text) if fail_text is not None else None
+    compare_fail = parse_compare_fail(config.getoption("jax_compare_fail") or [])
     compare_text = config.getoption("jax_compare")
-    if compare_fail is not None and compare_text is None:
+    across = bool(config.getoption("jax_compare_across_machines"))
+    if compare_fail and compare_text is None:
         raise pytest.UsageError(
             "--jax-compare-fail needs a saved run to compare with: add "
             "--jax-compare=PATH/benchmark.json"
         )
+    processes_text = config.getoption("jax_processes")
+    processes = parse_processes(processes_text) if processes_text is not None else 1
     required_text = config.getoption("jax_require")
     required = parse_required(required_text, backends) if required_text else ()
 
@@ -316,6 +346,8 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             check_report_dir(report_dir, option)
             if compare_path is not None:
                 compare_data = load_compare_file(compare_path)
+                if compare_fail and not across:
+                    check_same_host(compare_data, "--jax-compare-fail")
     return Settings(
         backends=backends,
         sizes=sizes,
@@ -324,6 +356,8 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         compare_data=compare_data,
         compare_fail=compare_fail,
         compare_allow_missing=bool(config.getoption("jax_compare_allow_missing")),
+        compare_across_machines=across,
         required=required,
+        processes=processes,
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
     )

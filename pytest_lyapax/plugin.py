@@ -71,11 +71,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--jax-compare-fail",
         dest="jax_compare_fail",
+        action="append",
+        default=[],
         metavar="EXPR",
-        default=None,
         help="Fail the session when a benchmark is slower than in --jax-compare "
-        "by more than EXPR: FIELD:PERCENT%% or FIELD:SECONDS, e.g. median:25%%; "
-        "also when nothing could be compared or a saved benchmark is missing "
+        "by more than EXPR: FIELD:PERCENT%% or FIELD:TIME with a unit (s, ms, us, "
+        "ns), e.g. median:25%% or median:25ms; repeatable (each is a gate); also "
+        "fails when nothing could be compared or a saved benchmark is missing. "
+        "Refused (usage error) against a run of another host or device "
         "(needs --jax-backend).",
     )
     group.addoption(
@@ -85,6 +88,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="With --jax-compare-fail: do not fail when saved benchmarks are "
         "missing from this run or nothing matched (needs --jax-backend).",
+    )
+    group.addoption(
+        "--jax-compare-across-machines",
+        dest="jax_compare_across_machines",
+        action="store_true",
+        default=False,
+        help="With --jax-compare-fail: gate even when the saved run was measured "
+        "on another host or device (the differences are still reported; needs "
+        "--jax-backend).",
+    )
+    group.addoption(
+        "--jax-processes",
+        dest="jax_processes",
+        metavar="N",
+        default=None,
+        help="Run each backend's phase in N fresh worker processes, in turn "
+        "(cpu, gpu, cpu, gpu, ...), and pool their rounds, so the noise test "
+        "sees the spread between processes too; every test runs N times per "
+        "backend (needs --jax-backend).",
     )
     group.addoption(
         "--jax-require",
@@ -217,6 +239,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     if lsession.role == WORKER:
         benchmarks.enable_in_worker(session.config)
     elif lsession.role == INPROCESS:
+        benchmarks.raise_default_rounds(session.config)
         runplan.settle_inprocess_backend(lsession)
 
 

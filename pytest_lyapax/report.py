@@ -32,17 +32,16 @@ from typing import Any
 
 import pytest
 
-from . import analysis
+from . import analysis, stats, tables
 from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE
 from .figure import BackendLegend, render_png
+from .identity import machine_of, record_label
+from .schema import REPORT_KEY, SCHEMA_VERSION
 from .session import LyapaxSession
 
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
 RUNS_DIR = "runs"
-REPORT_KEY = "pytest_lyapax"
-# Version of the pytest_lyapax key's layout; readers reject other versions.
-SCHEMA_VERSION = 1
 _RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
 
@@ -85,20 +84,15 @@ def commit_info(config: pytest.Config) -> dict[str, Any]:
     return {}
 
 
-def machine_name(info: dict[str, Any]) -> str:
-    cpu = (info.get("cpu") or {}).get("brand_raw") or info.get("processor") or "CPU"
-    return f"{info.get('node') or 'unknown host'} ({cpu})"
-
-
 def backend_summary(session: LyapaxSession) -> list[dict[str, Any]]:
     """Each backend's status, filled in with device details from its records."""
     out = []
     for label, state in session.states.items():
         entry = state.to_json()
-        mine = [r for r in session.records if analysis.record_label(r) == label]
+        mine = [r for r in session.records if record_label(r) == label]
         if mine:
             extra = mine[0].get("extra_info", {})
-            for key in ("device", "jax_version", "jax_backend"):
+            for key in ("device", "jax_version", "jaxlib_version", "jax_backend"):
                 if extra.get(key) is not None:
                     entry[key] = extra[key]
         entry["n_benchmarks"] = len(mine)
@@ -131,15 +125,27 @@ def settle_statuses(session: LyapaxSession) -> None:
         state.reason = f"{why}: {done} of its {expected} tests finished"
 
 
+def dispatch_only(session: LyapaxSession) -> list[str]:
+    """Full ids of benchmarks whose result had no JAX array to wait for."""
+    return [
+        str(r["fullname"])
+        for r in session.records
+        if (r.get("extra_info") or {}).get("no_array_leaves")
+    ]
+
+
 def build_document(
-    config: pytest.Config, session: LyapaxSession, info: dict[str, Any]
+    config: pytest.Config,
+    session: LyapaxSession,
+    info: dict[str, Any],
+    compared: analysis.ComparisonResult | None = None,
 ) -> dict[str, Any]:
     """The merged report in pytest-benchmark's JSON schema."""
     try:
         from pytest_benchmark import __version__ as bench_version
     except ImportError:
         bench_version = None
-    benches = analysis.group_sized(session.records, session.labels)
+    benches = analysis.group_sized(session.records, session.labels, info)
     crossing = [
         {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
         for b in benches
@@ -159,6 +165,11 @@ def build_document(
             "backends": backend_summary(session),
             "run_order": list(session.labels),
             "crossovers": crossing,
+            "noise_test": stats.describe_test(),
+            "dispatch_only": dispatch_only(session),
+            "comparison": None
+            if compared is None
+            else {"with": str(session.settings.compare_path), **compared.to_json()},
         },
     }
 
@@ -190,10 +201,16 @@ def next_run_path(runs: Path, text: bytes) -> Path:
             number += 1
 
 
-def write_reports(config: pytest.Config, session: LyapaxSession) -> list[Path]:
+def write_reports(
+    config: pytest.Config,
+    session: LyapaxSession,
+    info: dict[str, Any],
+    compared: analysis.ComparisonResult | None = None,
+) -> list[Path]:
     """Store the run (runs/NNNN.json), then benchmark.json, then crossover.png.
 
     Writes nothing, and creates no directory, when nothing was measured.
+    ``info`` is this machine's :func:`machine_info`.
     """
     if not session.records:
         return []
@@ -205,19 +222,18 @@ def write_reports(config: pytest.Config, session: LyapaxSession) -> list[Path]:
     if latest.exists() and not runs.exists():
         # A report from before numbered runs existed: keep a copy first.
         next_run_path(runs, latest.read_bytes())
-    info = machine_info(config)
-    document = build_document(config, session, info)
+    document = build_document(config, session, info, compared)
     text = json.dumps(document, indent=2, default=repr).encode()
     written = [next_run_path(runs, text)]
     atomic_write(latest, text)
     written.append(latest)
-    benches = analysis.group_sized(session.records, session.labels)
+    benches = analysis.group_sized(session.records, session.labels, info)
     try:
         png = render_png(
             benches,
             legends_for(session),
-            machine_name(info),
-            analysis.unsized_medians(session.records),
+            str(machine_of({}, info)),
+            analysis.unsized_medians(session.records, info),
         )
         atomic_write(report_dir / FIGURE_NAME, png)
     except ImportError as exc:  # matplotlib is optional: the JSON still matters
@@ -229,16 +245,26 @@ def write_reports(config: pytest.Config, session: LyapaxSession) -> list[Path]:
     return written
 
 
-def check_regressions(session: LyapaxSession) -> analysis.ComparisonResult | None:
-    """Compare with the saved run; remember why the gate fails on the session."""
+def check_regressions(
+    session: LyapaxSession, info: dict[str, Any]
+) -> analysis.ComparisonResult | None:
+    """Compare with the saved run; remember why the gate fails on the session.
+
+    A gate across hosts or devices is refused (``session.gate_refused``)
+    unless ``--jax-compare-across-machines`` was given.
+    """
     settings = session.settings
     if settings.compare_data is None:
         return None
     result = analysis.compare_runs(
-        settings.compare_data, session.records, settings.compare_fail
+        settings.compare_data, session.records, settings.compare_fail, info
     )
-    if settings.compare_fail is not None:
-        session.gate_failures = result.gate_failures(settings.compare_allow_missing)
+    if settings.compare_fail:
+        refused = result.refusal()
+        if refused and not settings.compare_across_machines:
+            session.gate_refused = refused
+        else:
+            session.gate_failures = result.gate_failures(settings.compare_allow_missing)
     return result
 
 
@@ -246,6 +272,7 @@ def summary_lines(
     session: LyapaxSession,
     compared: analysis.ComparisonResult | None,
     written: Sequence[Path],
+    info: dict[str, Any] | None = None,
 ) -> list[tuple[str, list[str]]]:
     """Sections of the terminal summary as (title, lines) pairs."""
     sections: list[tuple[str, list[str]]] = []
@@ -265,7 +292,7 @@ def summary_lines(
                 details.strip(", ") or "-",
             ]
         )
-    lines = analysis.render_table(
+    lines = tables.render_table(
         ["backend", "environment", "status", "tests", "benchmarks", "device"],
         rows,
         left=6,
@@ -279,22 +306,43 @@ def summary_lines(
     missing = {
         s.backend.label: s.status for s in session.states.values() if s.status != OK
     }
-    for bench in analysis.group_sized(session.records, labels):
-        table = analysis.sized_table(bench, labels, missing)
+    benches = analysis.group_sized(session.records, labels, info)
+    for bench in benches:
+        table = tables.sized_table(bench, labels, missing)
         table += [c.describe(bench.size_label) for c in analysis.crossovers(bench)]
         sections.append((f"{bench.name}: median wall time per call", table))
-    table = analysis.unsized_table(session.records, labels, missing)
+    unsized = analysis.unsized_medians(session.records, info)
+    table = tables.unsized_table(unsized, labels, missing)
     if table:
         sections.append(("benchmarks without a size axis: median wall time", table))
+    if benches and len(labels) > 1:
+        sections[-1][1].append(f"faster / within noise: {stats.rule_text()}")
+    unblocked = dispatch_only(session)
+    if unblocked:
+        lines = [
+            "these results had no JAX array to wait for, so only the dispatch was "
+            "timed; return the arrays, or register the class as a pytree "
+            "(jax.tree_util.register_dataclass, equinox.Module):"
+        ]
+        lines += [f"  {name}" for name in unblocked[:20]]
+        sections.append(("pytest-lyapax: timed by dispatch only", lines))
 
     settings = session.settings
     if compared is not None:
         title = f"comparison with {settings.compare_path}"
-        if settings.compare_fail is not None:
-            title += f" (fail above {settings.compare_fail})"
-        lines = analysis.comparison_table(compared.comparisons, settings.compare_fail)
+        if settings.compare_fail:
+            gates = ", ".join(str(t) for t in settings.compare_fail)
+            title += f" (fail above {gates})"
+        lines = tables.comparison_table(compared.comparisons, settings.compare_fail)
         if not compared.comparisons:
             lines = ["no benchmark of this run appears in the saved run"]
+        lines += tables.machine_lines(compared.machines)
+        if session.gate_refused:
+            lines.append(
+                f"gate refused, the runs were measured apart: {session.gate_refused}"
+            )
+        elif compared.refusal():
+            lines.append(f"measured apart (gated anyway): {compared.refusal()}")
         if compared.missing:
             lines.append(
                 f"{len(compared.missing)} saved benchmark(s) missing from this run:"

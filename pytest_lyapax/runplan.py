@@ -104,18 +104,22 @@ def _start_workers(
     # pytest_cmdline_main turned -n into --tx, and before xdist's own
     # pytest_configure reads tx/dist to create its session.  Both orders are
     # what make replacing the options here work.
-    opt.tx = [worker_spec(session.backend(label)) for label in order]
+    # One worker per backend and process, in run order: with --jax-processes
+    # the backends take turns (cpu, gpu, cpu, gpu, ...), so a drift of the
+    # machine's state over the run reaches every backend alike.
+    phases = [label for _ in range(session.settings.processes) for label in order]
+    opt.tx = [worker_spec(session.backend(label)) for label in phases]
     opt.dist = "load"  # any mode other than "no"; our scheduler replaces it
     opt.numprocesses = None
     if opt.maxworkerrestart is None:
         # Replace crashed workers, but do not loop forever on one that
         # cannot even collect.
-        opt.maxworkerrestart = str(4 * len(order))
+        opt.maxworkerrestart = str(4 * len(phases))
     benchmarks.defer_benchmark_only(config)
     benchmarks.quiet_xdist_check(config)
     session.benchmark_disabled = benchmarks.user_disabled(config)
     config.pluginmanager.register(
-        XdistHooks(config, session, order), "pytest-lyapax-xdist"
+        XdistHooks(config, session, phases), "pytest-lyapax-xdist"
     )
 
 
@@ -145,6 +149,11 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         # every pytest_configure (conftests may still configure JAX).
         session.role = INPROCESS
         session.pending_detection = reason
+        if settings.processes > 1:
+            session.notes.append(
+                f"--jax-processes={settings.processes} needs xdist workers; this "
+                "run measures in this one process"
+            )
     collector = ResultCollector(config, session)
     config.pluginmanager.register(collector, "pytest-lyapax-results")
     return session

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .backends import CRASHED, Backend
-from .session import LABEL_ENV, WORKERINPUT_KEY, LyapaxSession
+from .session import WORKERINPUT_KEY, LyapaxSession
 
 if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
@@ -32,19 +32,51 @@ GPU_MEMORY_ENV = "XLA_PYTHON_CLIENT_PREALLOCATE"
 
 
 def worker_spec(backend: Backend, environ: dict[str, str] | None = None) -> str:
-    """The ``--tx`` spec of a backend's worker."""
+    """The ``--tx`` spec of a backend's worker.
+
+    ``JAX_PLATFORMS`` is the only variable that tells a worker its backend;
+    the label travels in ``workerinput`` (see :func:`assign_label`).  GPU
+    workers also get :data:`GPU_MEMORY_ENV` unless the user set it.
+    """
     environ = os.environ if environ is None else environ
-    spec = (
-        f"popen//env:JAX_PLATFORMS={backend.platform}//env:{LABEL_ENV}={backend.label}"
-    )
+    spec = f"popen//env:JAX_PLATFORMS={backend.platform}"
     if backend.expected == "gpu" and GPU_MEMORY_ENV not in environ:
         spec += f"//env:{GPU_MEMORY_ENV}=false"
     return spec
 
 
-def node_label(node: WorkerController | Any) -> str | None:
-    """The backend label of an xdist worker, read from its spec environment."""
-    return node.gateway.spec.env.get(LABEL_ENV)
+def assign_label(node: WorkerController | Any, order: Sequence[str]) -> str:
+    """The backend of a worker being configured, from the position of its spec.
+
+    ``--tx`` holds one spec per backend, in run order; xdist keeps those spec
+    objects (``NodeManager.specs``) and gives a replacement worker the spec of
+    the one it replaces, so the position identifies the backend even when two
+    backends share a ``JAX_PLATFORMS`` value.
+    """
+    specs = node.nodemanager.specs
+    for index, spec in enumerate(specs):
+        if spec is node.gateway.spec and index < len(order):
+            return order[index]
+    raise RuntimeError(
+        f"pytest-lyapax: xdist worker {node.gateway.id} has a spec that is not one "
+        "of the plugin's (is --tx given somewhere the plugin cannot replace?)"
+    )
+
+
+def phase_keys(labels: Sequence[str]) -> list[str]:
+    """A scheduling key per worker: its label, then ``label#2``, ``label#3``
+    for the further processes of one backend (``--jax-processes``)."""
+    seen: dict[str, int] = {}
+    keys = []
+    for label in labels:
+        seen[label] = seen.get(label, 0) + 1
+        keys.append(label if seen[label] == 1 else f"{label}#{seen[label]}")
+    return keys
+
+
+def node_label(session: LyapaxSession, node: WorkerController | Any) -> str | None:
+    """The backend label of an xdist worker, as assigned when it was configured."""
+    return session.worker_labels.get(node)
 
 
 class BackendScheduling:
@@ -60,10 +92,12 @@ class BackendScheduling:
     def __init__(
         self,
         order: Sequence[str],
+        label_of: Callable[[Any], str | None],
         log: Callable[..., None] | None = None,
         on_collection: Callable[[dict[str, list[str]]], None] | None = None,
     ) -> None:
         self.order = list(order)
+        self.label_of = label_of
         self.log = log or (lambda *args: None)
         self.on_collection = on_collection or (lambda collections: None)
         self.node2pending: dict[WorkerController, list[int]] = {}
@@ -103,7 +137,7 @@ class BackendScheduling:
         return any(self.node2pending.values())
 
     def add_node(self, node: WorkerController) -> None:
-        label = node_label(node)
+        label = self.label_of(node)
         if label not in self.order:
             raise RuntimeError(f"pytest-lyapax: worker {node} has no backend label")
         self.node2pending[node] = []
@@ -113,7 +147,7 @@ class BackendScheduling:
         self, node: WorkerController, collection: Sequence[str]
     ) -> None:
         self.node2collection[node] = list(collection)
-        self.collections.setdefault(node_label(node), list(collection))
+        self.collections.setdefault(self.label_of(node), list(collection))
         self.on_collection(self.collections)
 
     def mark_test_complete(
@@ -144,7 +178,7 @@ class BackendScheduling:
 
     def remove_node(self, node: WorkerController) -> str | None:
         pending = self.node2pending.pop(node)
-        label = node_label(node)
+        label = self.label_of(node)
         if self.label2node.get(label) is node:
             del self.label2node[label]
         if node not in self.node2collection:
@@ -224,11 +258,16 @@ class XdistHooks:
     """
 
     def __init__(
-        self, config: pytest.Config, session: LyapaxSession, order: Sequence[str]
+        self, config: pytest.Config, session: LyapaxSession, specs: Sequence[str]
     ) -> None:
         self.session_config = config
         self.session = session
-        self.order = list(order)
+        # The backend label of each --tx spec, and each one's phase key (the
+        # scheduler's unit: one phase per worker process).
+        self.order = list(specs)
+        self.phases = phase_keys(self.order)
+        self.label_of_phase = dict(zip(self.phases, self.order, strict=True))
+        self.node_phases: dict[Any, str] = {}
         self.scheduler: BackendScheduling | None = None
         self.pytest_session: pytest.Session | None = None
         self.reaper: _WorkerReaper | None = None
@@ -236,8 +275,12 @@ class XdistHooks:
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
         # collections are disjoint here, so the run's total is their sum.
-        for label, collection in collections.items():
-            self.session.expected[label] = len(collection)
+        expected: dict[str, int] = {}
+        for phase, collection in collections.items():
+            label = self.label_of_phase[phase]
+            expected[label] = expected.get(label, 0) + len(collection)
+        for label, count in expected.items():
+            self.session.expected[label] = count  # (Counter.update would add)
         if self.pytest_session is not None:
             self.pytest_session.testscollected = sum(map(len, collections.values()))
 
@@ -261,7 +304,10 @@ class XdistHooks:
         self, config: pytest.Config, log: Any
     ) -> Scheduling:
         self.scheduler = BackendScheduling(
-            self.order, log=log, on_collection=self._count_collected
+            self.phases,
+            self._phase,
+            log=log,
+            on_collection=self._count_collected,
         )
         _no_replacement_for_dead_backends(config, self.scheduler)
         return self.scheduler
@@ -274,20 +320,29 @@ class XdistHooks:
             if self.scheduler is not None:
                 self.scheduler.halted = True
 
+    def _label(self, node: WorkerController | Any) -> str | None:
+        return node_label(self.session, node)
+
+    def _phase(self, node: WorkerController | Any) -> str | None:
+        return self.node_phases.get(node)
+
     @pytest.hookimpl
     def pytest_configure_node(self, node: WorkerController) -> None:
-        node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(
-            node_label(node)
-        )
+        # The one place a worker's backend is decided and sent to it.
+        label = assign_label(node, self.order)
+        self.node_phases[node] = assign_label(node, self.phases)
+        self.session.worker_labels[node] = label
+        node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(label)
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: WorkerController, error: object) -> None:
-        label = node_label(node)
+        label, phase = self._label(node), self._phase(node)
         if error is None:
-            if self.scheduler is not None and node not in self.scheduler.started:
+            scheduler = self.scheduler
+            if scheduler is not None and node not in scheduler.started and phase:
                 # It finished before its phase began (its own usage error, or
                 # a stop requested elsewhere): nothing will run there.
-                self.scheduler.give_up(label)
+                scheduler.give_up(phase)
             return
         state = self.session.states.get(label)
         if state is None:
@@ -297,7 +352,8 @@ class XdistHooks:
             message = f"its worker crashed before it finished collecting ({error})"
             if message not in state.crashes:
                 state.crashes.append(message)
-            self.scheduler.give_up(label)
+            if phase is not None:
+                self.scheduler.give_up(phase)
         else:
             state.crashes.append(f"worker {node.gateway.id} went down: {error}")
         state.reason = "; ".join(state.crashes)
@@ -366,7 +422,7 @@ def _no_replacement_for_dead_backends(
         return
 
     def clone_unless_dead(node: WorkerController) -> WorkerController | None:
-        if node_label(node) not in scheduler.dead:
+        if scheduler.label_of(node) not in scheduler.dead:
             return clone(node)
         if not [n for n in dsession._active_nodes if n is not node]:
             dsession.triggershutdown()  # nothing left: end the run normally

@@ -24,7 +24,6 @@ from .backends import NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend
 from .options import Settings
 
 CONTROLLER, WORKER, INPROCESS, COLLECT = "controller", "worker", "inprocess", "collect"
-LABEL_ENV = "PYTEST_LYAPAX_LABEL"
 WORKERINPUT_KEY = "pytest_lyapax"
 
 
@@ -68,6 +67,7 @@ class LyapaxSession:
     pending_detection: str = ""  # why xdist is not used, until detection ran
     figure_error: str = ""
     gate_failures: list[str] = field(default_factory=list)
+    gate_refused: str = ""  # why --jax-compare-fail may not judge (other machine)
     # One-line notes for the report header (never warnings: a project with
     # ``filterwarnings = error`` would turn them into errors).
     notes: list[str] = field(default_factory=list)
@@ -77,6 +77,9 @@ class LyapaxSession:
     interrupted: bool = False  # Ctrl-C, as opposed to -x or --maxfail
     benchmark_disabled: bool = False  # the user's --benchmark-disable
     collection_errors: int = 0  # seen by the controller (xdist runs)
+    # Controller: the backend label of each xdist worker (WorkerController),
+    # decided once when xdist configures it (scheduling.assign_label).
+    worker_labels: dict[Any, str] = field(default_factory=dict)
 
     @property
     def labels(self) -> tuple[str, ...]:

@@ -356,6 +356,12 @@ REPORT_FIELDS = {
     "run_order": "backend labels in the order they ran",
     "crossovers": "per sized benchmark: where one backend overtakes another",
     "figure": "file name of the figure drawn from this report",
+    "noise_test": "the test behind faster / within noise: name, alpha, "
+    "min_effect, min_rounds",
+    "dispatch_only": "benchmarks whose result held no JAX array (timed by "
+    "dispatch only)",
+    "comparison": "with --jax-compare: gates, per-backend machine match, "
+    "whether the gate was refused, regressions",
     "backends[].label": "the label given to --jax-backend",
     "backends[].platform": "the JAX_PLATFORMS value its worker ran with",
     "backends[].expected_backend": "what jax.default_backend() had to return",
@@ -364,6 +370,7 @@ REPORT_FIELDS = {
     "backends[].device": "jax.devices()[0].device_kind in its worker",
     "backends[].device_count": "number of devices its worker saw",
     "backends[].jax_version": "jax version in its worker",
+    "backends[].jaxlib_version": "jaxlib version in its worker",
     "backends[].jax_backend": "jax.default_backend() in its worker",
     "backends[].outcomes": "test outcomes counted per kind (passed, skipped, ...)",
     "backends[].crashes": "worker crashes, with their reasons",

@@ -46,7 +46,9 @@ def cli(*args, cwd, env):
 def real_run(tmp_path_factory, clean_environment):
     """A report written by a real (small, CPU-only) pytest-lyapax run."""
     path = tmp_path_factory.mktemp("real_run")
+    # Two modules with the same test names (issue 20: one must not hide the other).
     (path / "test_perf.py").write_text(SUITE)
+    (path / "test_other.py").write_text(SUITE)
     proc = subprocess.run(
         [
             sys.executable,
@@ -57,7 +59,7 @@ def real_run(tmp_path_factory, clean_environment):
             "-p",
             "no:xdist",
             "--jax-backend=cpu",
-            "--benchmark-min-rounds=5",
+            "--benchmark-min-rounds=10",
             "--benchmark-max-time=0",
         ],
         cwd=path,
@@ -68,7 +70,8 @@ def real_run(tmp_path_factory, clean_environment):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((path / "lyapax-report" / "benchmark.json").read_text())
-    assert report["pytest_lyapax"]["schema"] == 1
+    assert report["pytest_lyapax"]["schema"] == 2
+    (path / "stdout.txt").write_text(proc.stdout)
     return path, report
 
 
@@ -146,17 +149,26 @@ def scaled(report, factor):
     for bench in slow["benchmarks"]:
         for key in ("min", "max", "mean", "median", "q1", "q3", "iqr", "stddev"):
             bench["stats"][key] *= factor
+        bench["stats"]["data"] = [x * factor for x in bench["stats"]["data"]]
     return slow
+
+
+def quiet(report):
+    """The report with every benchmark's rounds spread +-10% around its median
+    (fabricated here: on a shared machine a real run's spread can exceed 2x)."""
+    report = copy.deepcopy(report)
+    for bench in report["benchmarks"]:
+        median = bench["stats"]["median"]
+        data = [median * (0.9 + 0.2 * i / 11) for i in range(12)]
+        bench["stats"].update(
+            q1=0.95 * median, q3=1.05 * median, iqr=0.1 * median, data=data, rounds=12
+        )
+    return report
 
 
 def test_history_flags_an_injected_2x_regression(real_run, tmp_path, clean_environment):
     _, report = real_run
-    # On a shared machine a real run's interquartile range can be wider than
-    # 2x, which history rightly calls noise; give the copies a +-10% range.
-    report = copy.deepcopy(report)
-    for bench in report["benchmarks"]:
-        median = bench["stats"]["median"]
-        bench["stats"].update(q1=0.9 * median, q3=1.1 * median, iqr=0.2 * median)
+    report = quiet(report)
     runs = tmp_path / "lyapax-report" / "runs"
     runs.mkdir(parents=True)
     # Written out of order on purpose: history orders by commit time.
@@ -171,7 +183,7 @@ def test_history_flags_an_injected_2x_regression(real_run, tmp_path, clean_envir
         "history", "lyapax-report", "-o", "h.png", cwd=tmp_path, env=clean_environment
     )
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("5 runs, 2 series")
+    assert proc.stdout.startswith("5 runs, 4 series ->")
     slower = [line for line in proc.stdout.splitlines() if line.endswith("SLOWER")]
     faster = [line for line in proc.stdout.splitlines() if line.endswith("FASTER")]
     n = len(report["benchmarks"])
@@ -213,8 +225,144 @@ def test_compare_exit_codes(real_run, tmp_path, clean_environment):
         env=env,
     )
     assert allowed.returncode == 0
-    absolute = cli("compare", base, slow, "--fail=median:1", cwd=tmp_path, env=env)
+    absolute = cli("compare", base, slow, "--fail=median:1s", cwd=tmp_path, env=env)
     assert absolute.returncode == 0 and " s" in absolute.stdout
+    # Issue 20: a bare number meant seconds; now it is a usage error showing
+    # both forms.
+    bare = cli("compare", base, slow, "--fail=median:25", cwd=tmp_path, env=env)
+    assert bare.returncode == 2 and "has no unit" in bare.stderr
+    assert "median:25%" in bare.stderr and "median:25ms" in bare.stderr
+    # Several gates: the median passes, the max gate (one of them) fails.
+    several = cli(
+        "compare",
+        base,
+        slow,
+        "--fail=median:150%",
+        "--fail=max:50%",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert several.returncode == 1, several.stdout + several.stderr
+    assert "gate median:150%, max:50%: FAILED" in several.stdout
+    assert "REGRESSION max:50%" in several.stdout
+
+
+def test_same_named_tests_of_two_modules_stay_apart(real_run):
+    # Issue 20: the unsized table and the bar chart showed one test_sin.
+    from pytest_lyapax import analysis
+    from pytest_lyapax.figure import BackendLegend, build_figure
+
+    path, report = real_run
+    stdout = (path / "stdout.txt").read_text()
+    lines = stdout.splitlines()
+    start = next(i for i, x in enumerate(lines) if "without a size axis" in x)
+    rows = [x.split()[0] for x in lines[start + 3 : start + 5]]
+    assert sorted(rows) == ["test_other.py::test_sin", "test_perf.py::test_sin"]
+    assert "test_perf.py::test_matmul: median wall time" in stdout
+    assert "test_other.py::test_matmul: median wall time" in stdout
+    records, info = report["benchmarks"], report["machine_info"]
+    benches = analysis.group_sized(records, ["cpu"], info)
+    assert sorted(b.name for b in benches) == [
+        "test_other.py::test_matmul",
+        "test_perf.py::test_matmul",
+    ]
+    fig = build_figure(
+        benches,
+        [BackendLegend("cpu", "ok")],
+        "m",
+        analysis.unsized_medians(records, info),
+    )
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert sorted(titles[:2]) == [
+        "test_other.py::test_matmul",
+        "test_perf.py::test_matmul",
+    ]
+    bars = fig.axes[2]
+    names = [t.get_text().replace("\n", "") for t in bars.get_xticklabels()]
+    assert sorted(names) == [
+        "test_other.py::test_sin",
+        "test_perf.py::test_sin",
+    ]
+    assert len(bars.patches) == 2
+
+
+def test_history_keeps_machines_apart_unless_joined(
+    real_run, tmp_path, clean_environment
+):
+    # Issue 20: runs of two hosts were one series, and the machine change
+    # was flagged as a regression.
+    _, report = real_run
+    laptop = quiet(report)
+    server = second_machine(scaled(laptop, 0.5))
+    runs = tmp_path / "both" / "runs"
+    runs.mkdir(parents=True)
+    for number, run in enumerate([laptop, server, laptop, server], 1):
+        run = copy.deepcopy(run)
+        run["commit_info"] = {"time": f"2026-01-0{number}T12:00:00+00:00"}
+        write(runs / f"{number:04d}.json", run)
+    env = clean_environment
+    apart = cli("history", "both", "-o", "h.png", cwd=tmp_path, env=env)
+    assert apart.returncode == 0, apart.stderr
+    assert apart.stdout.startswith("4 runs, 8 series from 2 machines")
+    assert "no step beyond the noise" in apart.stdout
+    joined = cli(
+        "history", "both", "-o", "j.png", "--join-machines", cwd=tmp_path, env=env
+    )
+    assert joined.returncode == 0, joined.stderr
+    assert joined.stdout.startswith("4 runs, 4 series (machines joined)")
+    steps = [x for x in joined.stdout.splitlines() if "host '" in x]
+    assert len(steps) == 3 * len(report["benchmarks"])
+    assert any(x.startswith("test_perf.py::test_sin [cpu]") for x in steps)
+    assert any(x.startswith("test_other.py::test_sin [cpu]") for x in steps)
+
+
+def with_device(report, device):
+    other = copy.deepcopy(report)
+    for bench in other["benchmarks"]:
+        bench["extra_info"]["device"] = device
+    return other
+
+
+def test_compare_knows_what_it_compares(real_run, tmp_path, clean_environment):
+    # Issue 20: another host, device or jax version used to pass or fail as
+    # if it were the same machine.
+    _, report = real_run
+    env = clean_environment
+    base = write(tmp_path / "base.json", report)
+    host = write(tmp_path / "host.json", second_machine(report))
+    device = write(tmp_path / "device.json", with_device(report, "NVIDIA H200"))
+    upgraded = copy.deepcopy(report)
+    for bench in upgraded["benchmarks"]:
+        bench["extra_info"]["jax_version"] = "99.0"
+    upgraded = write(tmp_path / "upgraded.json", upgraded)
+
+    shown = cli("compare", base, host, cwd=tmp_path, env=env)
+    assert shown.returncode == 0
+    assert "host " in shown.stdout and "'gpu-server'" in shown.stdout
+    refused = cli("compare", base, host, "--fail=median:25%", cwd=tmp_path, env=env)
+    assert refused.returncode == 2, refused.stdout
+    assert "refusing to gate" in refused.stderr and "'gpu-server'" in refused.stderr
+    assert "--across-machines" in refused.stderr
+    anyway = cli(
+        "compare",
+        base,
+        host,
+        "--fail=median:1000%",
+        "--across-machines",
+        cwd=tmp_path,
+        env=env,
+    )
+    assert anyway.returncode == 0 and "gate median:1000%: passed" in anyway.stdout
+    other_device = cli(
+        "compare", base, device, "--fail=median:25%", cwd=tmp_path, env=env
+    )
+    assert other_device.returncode == 2
+    assert "device 'cpu' vs 'NVIDIA H200'" in other_device.stderr
+    newer_jax = cli(
+        "compare", base, upgraded, "--fail=median:1000%", cwd=tmp_path, env=env
+    )
+    assert newer_jax.returncode == 0, newer_jax.stderr
+    assert "vs '99.0'" in newer_jax.stdout  # reported, and gated: same machine
 
 
 BAD_INPUTS = {
@@ -286,13 +434,13 @@ def test_ten_thousand_benchmarks_give_a_bounded_figure(
     sized = [b for b in report["benchmarks"] if b["extra_info"]["size"] is not None]
     big = copy.deepcopy(report)
     big["benchmarks"] = []
-    for i in range(5000):
+    for i in range(2500):
         for bench in sized:
             entry = copy.deepcopy(bench)
             entry["fullname"] = entry["fullname"].replace("test_matmul", f"test_m{i}")
             entry["name"] = entry["name"].replace("test_matmul", f"test_m{i}")
             big["benchmarks"].append(entry)
-    assert len(big["benchmarks"]) == 10_000
+    assert len(big["benchmarks"]) == 10_000  # 2 modules x 2 sizes x 2500
     write(tmp_path / "big.json", big)
     proc = cli("plot", "big.json", "-o", "big.png", cwd=tmp_path, env=clean_environment)
     assert proc.returncode == 0, proc.stderr

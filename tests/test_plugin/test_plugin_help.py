@@ -15,4 +15,5 @@ def test_pytest_help_shows_the_plugin_options(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = " ".join(proc.stdout.split())  # help lines are wrapped
     assert "--jax-compare-fail=EXPR" in text
-    assert "FIELD:PERCENT% or FIELD:SECONDS" in text
+    assert "FIELD:PERCENT% or FIELD:TIME with a unit" in text
+    assert "--jax-compare-across-machines" in text

@@ -104,24 +104,39 @@ class TestSizes:
 
 class TestCompareFail:
     def test_relative(self):
-        threshold = parse_compare_fail("median:25%")
+        (threshold,) = parse_compare_fail(["median:25%"])
         assert threshold == CompareThreshold("median", 25.0, relative=True)
         assert threshold.exceeded(saved=1.0, now=1.3)
         assert not threshold.exceeded(saved=1.0, now=1.2)
         assert str(threshold) == "median:25%"
 
-    def test_absolute_seconds(self):
-        threshold = parse_compare_fail("min:0.5s")
+    def test_absolute_with_a_unit(self):
+        (threshold,) = parse_compare_fail(["min:0.5s"])
         assert threshold == CompareThreshold("min", 0.5, relative=False)
         assert threshold.exceeded(saved=1.0, now=1.6)
-        assert parse_compare_fail("mean:1e-3").limit == 1e-3
+        (ms,) = parse_compare_fail(["median:25ms"])
+        assert ms.limit == pytest.approx(0.025) and str(ms) == "median:25ms"
+        assert parse_compare_fail(["mean:1e-3s"])[0].limit == 1e-3
+        assert parse_compare_fail(["max:3us"])[0].limit == pytest.approx(3e-6)
+
+    def test_several_gates(self):
+        gates = parse_compare_fail(["median:10%", "max:50%"])
+        assert [str(g) for g in gates] == ["median:10%", "max:50%"]
+
+    def test_a_bare_number_shows_both_forms(self):
+        # Issue 20: median:25 used to mean 25 seconds.
+        with pytest.raises(pytest.UsageError) as info:
+            parse_compare_fail(["median:25"])
+        message = str(info.value)
+        assert "has no unit" in message
+        assert "median:25%" in message and "median:25ms" in message
 
     @pytest.mark.parametrize(
-        "text", ["median", "median:", "p99:5%", "median:abc%", "5%"]
+        "text", ["median", "median:", "p99:5%", "median:abc%", "5%", "median:5min"]
     )
     def test_invalid(self, text):
-        with pytest.raises(pytest.UsageError, match="FIELD:PERCENT% or FIELD:SECONDS"):
-            parse_compare_fail(text)
+        with pytest.raises(pytest.UsageError, match="FIELD:PERCENT% or FIELD:TIME"):
+            parse_compare_fail([text])
 
 
 class TestPaths:

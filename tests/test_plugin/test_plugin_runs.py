@@ -35,12 +35,13 @@ def test_scaling(benchmark, jax_backend, jax_size):
     assert out.shape == (jax_size, jax_size)
     fields = [
         jax_backend,
-        os.environ["PYTEST_LYAPAX_LABEL"],
+        os.environ["WORKER_LABEL"],
         os.environ["JAX_PLATFORMS"],
         os.environ["PYTEST_XDIST_WORKER"],
         jax.default_backend(),
         repr(start),
         repr(time.time()),
+        str("PYTEST_LYAPAX_LABEL" in os.environ),
     ]
     with open(EVENTS, "a") as fh:
         fh.write(" ".join(fields) + "\\n")
@@ -52,8 +53,18 @@ def test_unsized(benchmark, jax_backend):
 
 # Records, in the controller, whether anything imported JAX there.
 CONTROLLER_PROBE = """
+import json
+import os
 import sys
 from pathlib import Path
+
+
+def pytest_configure(config):
+    # The worker's label arrives once, in workerinput (no environment channel).
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        label = json.loads(workerinput["pytest_lyapax"])["label"]
+        os.environ["WORKER_LABEL"] = label
 
 
 def pytest_sessionfinish(session):
@@ -123,6 +134,8 @@ def test_each_test_ran_in_its_own_backends_worker(two_backends):
     )
     assert {e[2] for e in events} == {"cpu"}  # JAX_PLATFORMS of both backends
     assert {e[4] for e in events} == {"cpu"}  # jax.default_backend()
+    # Issue 20: the label is not sent through the environment (workerinput).
+    assert {e[7] for e in events} == {"False"}
     workers = {
         label: {e[3] for e in events if e[0] == label} for label in ("cpu", "cpu2")
     }
@@ -323,10 +336,19 @@ def without_xdist(tmp_path_factory, clean_environment):
     them and faster for the other."""
     path = tmp_path_factory.mktemp("without_xdist")
     (path / "test_speed.py").write_text(INPROCESS_TESTS)
+    cpu = {"backend": "cpu", "size": None}
     saved = {
         "benchmarks": [
-            {"fullname": "test_speed.py::test_fast[cpu]", "stats": {"median": 1e3}},
-            {"fullname": "test_speed.py::test_slow[cpu]", "stats": {"median": 1e-12}},
+            {
+                "fullname": "test_speed.py::test_fast[cpu]",
+                "extra_info": cpu,
+                "stats": {"median": 1e3},
+            },
+            {
+                "fullname": "test_speed.py::test_slow[cpu]",
+                "extra_info": cpu,
+                "stats": {"median": 1e-12},
+            },
         ]
     }
     (path / "saved.json").write_text(json.dumps(saved))
@@ -366,10 +388,10 @@ def test_regression_beyond_threshold_fails_the_session(without_xdist):
     result.stdout.fnmatch_lines(
         [
             "*comparison with*saved.json (fail above median:25%)*",
-            "test_fast[[]cpu[]] *1e+03 s*-100.0%",
-            "test_slow[[]cpu[]] *ns*REGRESSION",
+            "test_fast[[]cpu[]] *1e+03 s*-100.0%*too few rounds*",
+            "test_slow[[]cpu[]] *ns*REGRESSION median:25%",
             "*--jax-compare-fail=median:25% failed: 1 problem(s)*",
-            "*test_slow[[]cpu[]] regressed",
+            "*test_slow[[]cpu[]] regressed (median:25%)",
         ]
     )
 

@@ -11,12 +11,32 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
 
 TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
+
+# The worker's backend label, exported for the suites below to log: the
+# plugin sends it in workerinput only (issue 20), no variable carries it.
+LABEL_CONFTEST = """
+import json
+import os
+
+
+def pytest_configure(config):
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and "pytest_lyapax" in workerinput:
+        label = json.loads(workerinput["pytest_lyapax"])["label"]
+        os.environ["WORKER_LABEL"] = label
+"""
+
+
+def conftest(pytester, source=""):
+    pytester.makeconftest(LABEL_CONFTEST + textwrap.dedent(source))
+
 
 # Each test appends "<what> <its jax_backend or item label> <worker label>".
 EVENTS = """
@@ -25,7 +45,7 @@ from pathlib import Path
 
 def log(what, label):
     with open(Path(__file__).parent / "events.log", "a") as fh:
-        fh.write(f"{what} {label} {os.environ.get('PYTEST_LYAPAX_LABEL')}\\n")
+        fh.write(f"{what} {label} {os.environ.get('WORKER_LABEL')}\\n")
 """
 
 MIXED_SUITE = """
@@ -73,6 +93,7 @@ def counts(result):
 
 
 def test_every_item_kind_runs_once_per_backend(pytester):
+    conftest(pytester)
     pytester.makepyfile(absl_like=EVENTS, test_mixed=MIXED_SUITE)
     plain = pytester.runpytest_subprocess(*FAST, "--doctest-modules", "-p", "no:xdist")
     assert counts(plain) == {"passed": 4, "failed": 1}
@@ -105,7 +126,8 @@ def test_every_item_kind_runs_once_per_backend(pytester):
 
 
 def test_items_made_by_other_plugins_run_once_per_backend(pytester):
-    pytester.makeconftest(
+    conftest(
+        pytester,
         """
         import os
 
@@ -114,7 +136,7 @@ def test_items_made_by_other_plugins_run_once_per_backend(pytester):
         class CustomItem(pytest.Item):
             def runtest(self):
                 with open("custom.log", "a") as fh:
-                    fh.write(os.environ["PYTEST_LYAPAX_LABEL"] + "\\n")
+                    fh.write(os.environ["WORKER_LABEL"] + "\\n")
 
         class CustomFile(pytest.File):
             def collect(self):
@@ -123,7 +145,7 @@ def test_items_made_by_other_plugins_run_once_per_backend(pytester):
         def pytest_collect_file(parent, file_path):
             if file_path.suffix == ".chk":
                 return CustomFile.from_parent(parent, path=file_path)
-        """
+        """,
     )
     pytester.path.joinpath("a.chk").write_text("x")
     result = pytester.runpytest_subprocess(*FAST, *TWO, "-v")
@@ -180,11 +202,12 @@ def test_marker_for_a_backend_not_requested_skips_and_a_typo_is_an_error(pyteste
 
 
 def test_a_backend_crashing_at_collection_does_not_stop_the_others(pytester):
+    conftest(pytester)
     pytester.makepyfile(
         test_crashy="""
         import os
 
-        if os.environ.get("PYTEST_LYAPAX_LABEL") == "cpu2":
+        if os.environ.get("WORKER_LABEL") == "cpu2":
             os._exit(3)  # this backend's worker dies while collecting
 
 
@@ -420,7 +443,8 @@ def test_compare_gate_rejects_bad_files_and_fails_when_nothing_matched(pytester)
 
 
 def test_routing_does_not_depend_on_the_shape_of_test_ids(pytester):
-    pytester.makeconftest(
+    conftest(
+        pytester,
         """
         import pytest
 
@@ -428,14 +452,14 @@ def test_routing_does_not_depend_on_the_shape_of_test_ids(pytester):
         def pytest_generate_tests(metafunc):
             if "flavour" in metafunc.fixturenames:
                 metafunc.parametrize("flavour", ["a::b", "cpu2"], ids=["a::b", "cpu2"])
-        """
+        """,
     )
     pytester.makepyfile(
         test_ids="""
         import os
 
         def test_where(jax_backend, flavour):
-            assert os.environ["PYTEST_LYAPAX_LABEL"] == jax_backend
+            assert os.environ["WORKER_LABEL"] == jax_backend
         """
     )
     result = pytester.runpytest_subprocess(*FAST, *TWO, "-v")
@@ -553,7 +577,7 @@ from pathlib import Path
 
 
 def pytest_unconfigure(config):
-    label = os.environ.get("PYTEST_LYAPAX_LABEL")
+    label = os.environ.get("WORKER_LABEL")
     if label is None or not hasattr(config, "workerinput"):
         return  # the controller
     time.sleep(1.0)  # the controller must still be waiting for this worker
@@ -563,7 +587,7 @@ def pytest_unconfigure(config):
 
 
 def test_workers_start_jax_only_for_suites_that_import_it_and_are_awaited(pytester):
-    pytester.makeconftest(WORKER_EXIT_CONFTEST)
+    conftest(pytester, WORKER_EXIT_CONFTEST)
     pytester.makepyfile(
         test_nojax="""
         def test_one(jax_backend):
@@ -580,7 +604,8 @@ def test_workers_start_jax_only_for_suites_that_import_it_and_are_awaited(pytest
 
 
 def test_workers_of_a_benchmark_suite_start_jax_while_collecting(pytester):
-    pytester.makeconftest(
+    conftest(
+        pytester,
         """
         import os
         import sys
@@ -591,11 +616,11 @@ def test_workers_of_a_benchmark_suite_start_jax_while_collecting(pytester):
 
         @pytest.hookimpl(trylast=True)
         def pytest_collection_finish(session):
-            label = os.environ.get("PYTEST_LYAPAX_LABEL")
+            label = os.environ.get("WORKER_LABEL")
             if label is not None:
                 started = str("jax" in sys.modules)
                 (Path(__file__).parent / f"collected-{label}").write_text(started)
-        """
+        """,
     )
     pytester.makepyfile(
         test_bench="""

@@ -6,14 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_lyapax import analysis
+from pytest_lyapax import analysis, stats, tables
 from pytest_lyapax.backends import FALLBACK, OK, UNAVAILABLE, Backend
 from pytest_lyapax.benchmarks import RecordedBenchmark
 from pytest_lyapax.figure import BackendLegend, build_figure, render_png
 from pytest_lyapax.options import CompareThreshold
 from pytest_lyapax.probe import interpret
 from pytest_lyapax.scheduling import GPU_MEMORY_ENV, BackendScheduling, worker_spec
-from pytest_lyapax.session import LABEL_ENV
 
 # ---------------------------------------------------------------- scheduler
 
@@ -24,9 +23,7 @@ class FakeNode:
     def __init__(self, label, log, name=None):
         self.label = label
         self.log = log
-        self.gateway = SimpleNamespace(
-            id=name or f"gw-{label}", spec=SimpleNamespace(env={LABEL_ENV: label})
-        )
+        self.gateway = SimpleNamespace(id=name or f"gw-{label}", spec=object())
 
     def send_runtest_some(self, indices):
         self.log.append((self.gateway.id, "run", list(indices)))
@@ -45,9 +42,13 @@ COLLECTIONS = {
 }
 
 
+def label_of(node):
+    return node.label
+
+
 def started(order=("cpu", "gpu")):
     log = []
-    sched = BackendScheduling(list(order))
+    sched = BackendScheduling(list(order), label_of)
     nodes = {label: FakeNode(label, log) for label in order}
     for node in nodes.values():
         sched.add_node(node)
@@ -59,9 +60,26 @@ def started(order=("cpu", "gpu")):
     return sched, nodes, log
 
 
-def test_worker_spec_sets_platform_and_label():
+def test_worker_spec_sets_only_jax_platforms():
+    # Issue 20: the label travels once, in workerinput; JAX_PLATFORMS is the
+    # only environment channel.
     spec = worker_spec(Backend("cpu", "cpu"), {})
-    assert spec == f"popen//env:JAX_PLATFORMS=cpu//env:{LABEL_ENV}=cpu"
+    assert spec == "popen//env:JAX_PLATFORMS=cpu"
+
+
+def test_a_worker_label_comes_from_the_position_of_its_spec():
+    from pytest_lyapax.scheduling import assign_label
+
+    specs = [object(), object()]  # cpu and cpu2 share JAX_PLATFORMS=cpu
+    manager = SimpleNamespace(specs=specs)
+    for spec, label in zip(specs, ["cpu", "cpu2"], strict=True):
+        node = SimpleNamespace(nodemanager=manager, gateway=SimpleNamespace(spec=spec))
+        assert assign_label(node, ["cpu", "cpu2"]) == label
+    stranger = SimpleNamespace(
+        nodemanager=manager, gateway=SimpleNamespace(spec=object(), id="gw9")
+    )
+    with pytest.raises(RuntimeError, match="gw9"):
+        assign_label(stranger, ["cpu", "cpu2"])
 
 
 def test_gpu_workers_do_not_preallocate_unless_the_user_chose():
@@ -132,7 +150,7 @@ def test_scheduler_gives_up_a_backend_whose_worker_dies_while_collecting():
     # Issue 9 item 3: the other backends still run, and no replacement is
     # awaited for a worker that cannot even collect.
     log = []
-    sched = BackendScheduling(["cpu", "gpu"])
+    sched = BackendScheduling(["cpu", "gpu"], label_of)
     nodes = {label: FakeNode(label, log) for label in ("cpu", "gpu")}
     for node in nodes.values():
         sched.add_node(node)
@@ -151,7 +169,7 @@ def test_scheduler_gives_up_a_backend_whose_worker_dies_while_collecting():
 
 def test_scheduler_skips_a_backend_without_tests():
     log = []
-    sched = BackendScheduling(["cpu", "gpu"])
+    sched = BackendScheduling(["cpu", "gpu"], label_of)
     nodes = {label: FakeNode(label, log) for label in ("cpu", "gpu")}
     for node in nodes.values():
         sched.add_node(node)
@@ -198,10 +216,25 @@ def test_xdist_session_internals_the_plugin_relies_on():
 # ----------------------------------------------------------------- analysis
 
 
-def points(medians, spread=0.0):
-    """Points with an interquartile range of +-spread (relative)."""
+def samples_around(median, spread, rounds):
+    """``rounds`` evenly spread samples in median * [1 - spread, 1 + spread]."""
+    if rounds == 1:
+        return (median,)
+    return tuple(
+        median * (1 - spread + 2 * spread * i / (rounds - 1)) for i in range(rounds)
+    )
+
+
+def points(medians, spread=0.0, rounds=stats.MIN_ROUNDS):
+    """Points whose round times spread +-spread (relative) around the median."""
     return {
-        size: analysis.Point(size, m, m * (1 - spread), m * (1 + spread))
+        size: analysis.Point(
+            size,
+            m,
+            m * (1 - spread / 2),
+            m * (1 + spread / 2),
+            samples_around(m, spread, rounds),
+        )
         for size, m in medians.items()
     }
 
@@ -245,6 +278,43 @@ def test_identical_backends_are_within_noise():
     assert c.verdicts == ("noise", "noise") and c.kind == "within-noise"
     text = c.describe()
     assert "within noise at size 10, 100" in text and "faster" not in text
+
+
+def test_verdicts_with_few_rounds_say_so():
+    # Issue 20: 3 rounds cannot carry a verdict, however far apart.
+    few = analysis.find_crossover(
+        "cpu", "gpu", points({1: 2.0, 2: 2.0}, rounds=3), points({1: 1.0, 2: 1.0})
+    )
+    assert few.verdicts == (analysis.FEW, analysis.FEW)
+    assert few.kind == "too-few-rounds"
+    text = few.describe()
+    assert "too few rounds to judge at size 1, 2" in text and "faster" not in text
+    assert few.to_json()["kind"] == "too-few-rounds"
+
+
+def test_verdict_does_not_depend_on_the_timer_calibration():
+    # Issue 20: the old rule compared IQRs; a narrow IQR (many iterations per
+    # round) against a wide one decided "faster" from 3 numbers.  The noise
+    # test reads the samples: heavily overlapping samples are noise however
+    # narrow one side is.
+    narrow = {1: analysis.Point(1, 1.0, 0.999, 1.001, samples_around(1.0, 0.001, 12))}
+    wide = {1: analysis.Point(1, 0.98, 0.6, 1.4, samples_around(0.98, 0.5, 12))}
+    assert analysis.find_crossover("a", "b", narrow, wide).verdicts == ("noise",)
+
+
+def test_mann_whitney_against_known_values():
+    # Fully separated 10 vs 10: U = 0; normal approximation with continuity
+    # correction: z = (50 - 0.5) / sqrt(100 * 21 / 12).
+    low, high = list(range(10)), list(range(10, 20))
+    p, shift = stats.mann_whitney_p(low, high)
+    z = 49.5 / math.sqrt(100 * 21 / 12)
+    assert p == pytest.approx(math.erfc(z / math.sqrt(2))) and shift == 1.0
+    assert stats.judge(low, high).kind == stats.SLOWER
+    assert stats.judge(high, low).kind == stats.FASTER
+    assert stats.mann_whitney_p([1.0] * 12, [1.0] * 12) == (1.0, 0.5)
+    interleaved = stats.judge(list(range(0, 24, 2)), list(range(1, 25, 2)))
+    assert interleaved.kind == stats.NOISE and interleaved.p > 0.5
+    assert stats.judge(low[:9], high).kind == stats.FEW
 
 
 def test_crossover_other_cases():
@@ -299,36 +369,101 @@ def test_group_sized_and_tables():
     assert list(bench.series) == ["cpu", "gpu"]
     assert bench.sizes == [10, 100]
     assert bench.size_label == "d (nodes)"
-    table = analysis.sized_table(bench, ["cpu", "gpu", "tpu"], {"tpu": "unavailable"})
+    table = tables.sized_table(bench, ["cpu", "gpu", "tpu"], {"tpu": "unavailable"})
     assert table[0].split() == ["size", "cpu", "gpu", "tpu", "gpu", "speedup"]
     assert table[2].split() == ["10", "100", "ms", "200", "ms", "unavailable", "0.5x"]
     assert table[3].split() == ["100", "1", "s", "500", "ms", "unavailable", "2x"]
-    unsized = analysis.unsized_table(records, ["cpu", "gpu"], {})
+    unsized = tables.unsized_table(
+        analysis.unsized_medians(records), ["cpu", "gpu"], {}
+    )
     assert unsized[2].split() == ["test_lorenz", "3", "ms", "-"]
 
 
 def test_format_seconds():
-    assert analysis.format_seconds(2.5) == "2.5 s"
-    assert analysis.format_seconds(0.0125) == "12.5 ms"
-    assert analysis.format_seconds(3e-6) == "3 us"
-    assert analysis.format_seconds(4e-9) == "4 ns"
-    assert analysis.format_seconds(None) == "-"
-    assert analysis.format_seconds(math.nan) == "-"
+    assert tables.format_seconds(2.5) == "2.5 s"
+    assert tables.format_seconds(0.0125) == "12.5 ms"
+    assert tables.format_seconds(3e-6) == "3 us"
+    assert tables.format_seconds(4e-9) == "4 ns"
+    assert tables.format_seconds(None) == "-"
+    assert tables.format_seconds(math.nan) == "-"
 
 
 def test_compare_runs():
     saved = {"benchmarks": [record("cpu", 10, 1.0), record("cpu", 20, 1.0)]}
     now = [record("cpu", 10, 1.2), record("cpu", 20, 1.5), record("cpu", 30, 9.0)]
     threshold = CompareThreshold("median", 25.0, relative=True)
-    result = analysis.compare_runs(saved, now, threshold).comparisons
-    assert [(c.size, c.failed) for c in result] == [(10, False), (20, True)]
-    assert result[1].change == pytest.approx(50.0)
-    table = analysis.comparison_table(result, threshold)
+    result = analysis.compare_runs(saved, now, [threshold]).comparisons
+    assert [(c.size, bool(c.failed)) for c in result] == [(10, False), (20, True)]
+    assert result[1].failed == ("median:25%",)
+    table = tables.comparison_table(result, [threshold])
     assert "REGRESSION" in table[-1] and "REGRESSION" not in table[-2]
-    absolute = analysis.compare_runs(saved, now, CompareThreshold("median", 0.3, False))
-    assert [c.failed for c in absolute.comparisons] == [False, True]
-    plain = analysis.compare_runs(saved, now, None)
+    assert "+50.0%" in table[-1]
+    # 3 rounds each: the noise test does not pretend to know.
+    assert "too few rounds" in table[-1]
+    rule = CompareThreshold("median", 0.3, False)
+    absolute = analysis.compare_runs(saved, now, [rule])
+    assert [bool(c.failed) for c in absolute.comparisons] == [False, True]
+    plain = analysis.compare_runs(saved, now)
     assert not any(c.failed for c in plain.comparisons)
+
+
+def test_several_gates_each_judge_their_own_field():
+    saved = {"benchmarks": [record("cpu", 10, 1.0)]}
+    slow_max = record("cpu", 10, 1.05)
+    slow_max["stats"]["max"] = 3.0
+    gates = [
+        CompareThreshold("median", 10.0, relative=True),
+        CompareThreshold("max", 50.0, relative=True),
+    ]
+    (c,) = analysis.compare_runs(saved, [slow_max], gates).comparisons
+    assert c.failed == ("max:50%",)
+    table = tables.comparison_table([c], gates)
+    assert table[0].split()[:7] == [
+        "benchmark",
+        "saved",
+        "median",
+        "now",
+        "median",
+        "change",
+        "saved",
+    ]
+    assert "+200.0%" in table[-1] and "REGRESSION max:50%" in table[-1]
+
+
+def on_machine(rec, host, device="cpu", jax="0.10.2"):
+    rec = dict(rec, extra_info=dict(rec["extra_info"]))
+    rec["extra_info"].update(host=host, cpu="Some CPU", device=device, jax_version=jax)
+    return rec
+
+
+def test_compare_reports_machines_and_refuses_across_hosts_and_devices():
+    # Issue 20: a comparison knows what it compares.
+    saved = {"benchmarks": [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA A100")]}
+    same = analysis.compare_runs(
+        saved, [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA A100", "0.11.2")]
+    )
+    (match,) = same.machines
+    assert match.differences == ["jax '0.10.2' vs '0.11.2'"]
+    assert same.refusal() is None  # a jax upgrade is what a gate is for
+    device = analysis.compare_runs(
+        saved, [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA H200")]
+    )
+    assert device.refusal() == "backend 'gpu': device 'NVIDIA A100' vs 'NVIDIA H200'"
+    host = analysis.compare_runs(saved, [on_machine(record("gpu", 10, 1.0), "b")])
+    assert "host 'a' vs 'b'" in host.refusal()
+    assert host.to_json()["machines"][0]["match"] is False
+    lines = tables.machine_lines(host.machines)
+    assert lines[0].split() == [
+        "backend",
+        "saved",
+        "run",
+        "on",
+        "this",
+        "run",
+        "on",
+        "machine",
+    ]
+    assert "host 'a' vs 'b'" in lines[-1]
 
 
 def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
@@ -341,7 +476,7 @@ def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
         ]
     }
     threshold = CompareThreshold("median", 25.0, relative=True)
-    result = analysis.compare_runs(saved, [record("cpu", 10, 1.0)], threshold)
+    result = analysis.compare_runs(saved, [record("cpu", 10, 1.0)], [threshold])
     assert result.missing == ["t.py::test_x[gpu-10]", "t.py::test_x[gpu-20]"]
     failures = result.gate_failures(allow_missing=False)
     assert failures == [
@@ -350,7 +485,7 @@ def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
     ]
     assert result.gate_failures(allow_missing=True) == []
     other_ids = {"benchmarks": [dict(record("cpu", 10, 1.0), fullname="x.py::y")]}
-    nothing = analysis.compare_runs(other_ids, [record("cpu", 10, 1.0)], threshold)
+    nothing = analysis.compare_runs(other_ids, [record("cpu", 10, 1.0)], [threshold])
     assert not nothing.comparisons
     assert any("nothing was compared" in f for f in nothing.gate_failures(False))
 
@@ -360,11 +495,36 @@ def test_absolute_thresholds_print_readable_units():
     rule = CompareThreshold("median", 1e-5, relative=False)
     assert rule.format_change(-4.74e-6) == "-4.74 us"
     assert rule.format_change(0.0125) == "+12.5 ms"
-    assert str(rule) == "median:10 us"
-    comparison = analysis.Comparison(
-        "t.py::x", "cpu", None, 1e-5, 5.26e-6, -4.74e-6, False
-    )
-    assert "-4.74 us" in analysis.comparison_table([comparison], rule)[-1]
+    assert str(rule) == "median:10us"
+    saved = {"benchmarks": [record("cpu", None, 1e-5)]}
+    result = analysis.compare_runs(saved, [record("cpu", None, 5.26e-6)], [rule])
+    assert "-4.74 us" in tables.comparison_table(result.comparisons, [rule])[-1]
+
+
+def test_same_named_tests_of_two_modules_are_two_series():
+    # Issue 20: unsized_medians keyed by name merged a.py::test_x and
+    # b.py::test_x into one row (one of them lost).
+    a = record("cpu", None, 0.0108)
+    b = dict(record("cpu", None, 12.5e-6), fullname="sub/b.py::test_x[cpu]")
+    medians = analysis.unsized_medians([a, b])
+    assert {name: v["cpu"].median for name, v in medians.items()} == {
+        "t.py::test_x": 0.0108,
+        "sub/b.py::test_x": 12.5e-6,
+    }
+    rows = tables.unsized_table(medians, ["cpu"], {})[2:]
+    assert [r.split()[0] for r in rows] == ["t.py::test_x", "sub/b.py::test_x"]
+    sized = [record("cpu", 10, 1.0), record("cpu", 20, 2.0)]
+    sized += [
+        dict(r, fullname=r["fullname"].replace("t.py", "u.py"))
+        for r in (record("cpu", 10, 5.0), record("cpu", 20, 6.0))
+    ]
+    benches = analysis.group_sized(sized, ["cpu"])
+    assert [(b.name, b.medians("cpu")) for b in benches] == [
+        ("t.py::test_x", {10: 1.0, 20: 2.0}),
+        ("u.py::test_x", {10: 5.0, 20: 6.0}),
+    ]
+    # A name used once keeps its short form.
+    assert list(analysis.unsized_medians([a])) == ["test_x"]
 
 
 def test_series_per_other_parameter():
@@ -578,7 +738,7 @@ def test_pytest_benchmark_attributes_the_plugin_relies_on(pytester):
 def test_scheduler_runs_nothing_after_a_collection_error():
     # Issue 9 item 4: as pytest without xdist, a collection error runs nothing.
     log = []
-    sched = BackendScheduling(["cpu", "gpu"])
+    sched = BackendScheduling(["cpu", "gpu"], label_of)
     sched.halted = True
     nodes = {label: FakeNode(label, log) for label in ("cpu", "gpu")}
     for label, node in nodes.items():

@@ -1,0 +1,148 @@
+"""Plain-text tables for the terminal summary and the command-line tools.
+
+Every row is named by the identity of its series (``identity.py``): a
+benchmark shows its short name unless two modules share it, then its full id.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from .identity import unique_names
+
+if TYPE_CHECKING:
+    from .analysis import (
+        CompareThreshold,
+        Comparison,
+        MachineMatch,
+        Point,
+        SizedBenchmark,
+    )
+
+
+def format_seconds(value: float | None) -> str:
+    """Format a duration with a readable unit (ns, us, ms or s)."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value / 1e-9:.3g} ns"
+
+
+def render_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1
+) -> list[str]:
+    """Plain-text table: the first ``left`` columns left-aligned, the rest right."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [
+            str(c).ljust(w) if i < left else str(c).rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(out).rstrip()
+
+    return [line(header), "  ".join("-" * w for w in widths), *map(line, rows)]
+
+
+def sized_table(
+    bench: SizedBenchmark, labels: Sequence[str], missing: Mapping[str, str]
+) -> list[str]:
+    """Size x backend median table with speedups against the first backend."""
+    with_data = [label for label in labels if label in bench.series]
+    ref = with_data[0] if with_data else None
+    others = [label for label in with_data if label != ref]
+    header = ["size", *labels, *(f"{o} speedup" for o in others)]
+    rows = []
+    for size in bench.sizes:
+        row = [str(size)]
+        for label in labels:
+            value = bench.medians(label).get(size)
+            if value is None and label in missing:
+                row.append(missing[label])
+            else:
+                row.append(format_seconds(value))
+        for other in others:
+            assert ref is not None
+            t_ref = bench.medians(ref).get(size)
+            t_other = bench.medians(other).get(size)
+            row.append(f"{t_ref / t_other:.3g}x" if t_ref and t_other else "-")
+        rows.append(row)
+    return render_table(header, rows)
+
+
+def unsized_table(
+    medians: Mapping[str, Mapping[str, Point]],
+    labels: Sequence[str],
+    missing: Mapping[str, str],
+) -> list[str]:
+    """Benchmark x backend median table for benchmarks without a size axis
+    (``medians`` as :func:`pytest_lyapax.analysis.unsized_medians` gives them)."""
+    if not medians:
+        return []
+    rows = []
+    for name, by_label in medians.items():
+        row = [name]
+        for label in labels:
+            point = by_label.get(label)
+            if point is None and label in missing:
+                row.append(missing[label])
+            else:
+                row.append(format_seconds(point.median if point else None))
+        rows.append(row)
+    return render_table(["benchmark", *labels], rows)
+
+
+def comparison_table(
+    comparisons: Sequence[Comparison], thresholds: Sequence[CompareThreshold]
+) -> list[str]:
+    """One row per compared benchmark: saved, now and change of each gated
+    field (the median, in percent, without gates), the noise test's verdict,
+    failed gates."""
+    rules: dict[str, CompareThreshold | None] = {}
+    for t in thresholds:
+        rules.setdefault(t.field, t)
+    if not rules:
+        rules = {"median": None}
+    names = unique_names(c.series for c in comparisons)
+    header = ["benchmark"]
+    for name in rules:
+        header += [f"saved {name}", f"now {name}", "change"]
+    header.append("noise test")
+    rows = []
+    for c in comparisons:
+        shown = c.name if names[c.series.benchmark] == c.series.name else c.fullname
+        row = [shown]
+        for name, rule in rules.items():
+            before, after = c.saved[name], c.now[name]
+            if rule is None:
+                change = f"{(after / before - 1) * 100:+.1f}%" if before > 0 else "-"
+            else:
+                change = rule.format_change(rule.excess(before, after))
+            row += [format_seconds(c.saved[name]), format_seconds(c.now[name]), change]
+        verdict = c.verdict.describe()
+        if c.failed:
+            verdict += "  REGRESSION " + ", ".join(c.failed)
+        row.append(verdict)
+        rows.append(row)
+    return render_table(header, rows)
+
+
+def machine_lines(matches: Sequence[MachineMatch]) -> list[str]:
+    """Per backend: does this run's machine match the saved run's?"""
+    rows = []
+    for m in matches:
+        rows.append(
+            [
+                m.backend,
+                str(m.saved) + (f", {m.saved.device}" if m.saved.device else ""),
+                str(m.now) + (f", {m.now.device}" if m.now.device else ""),
+                "same" if not m.differences else "; ".join(m.differences),
+            ]
+        )
+    if not rows:
+        return []
+    return render_table(["backend", "saved run on", "this run on", "machine"], rows)
