@@ -13,6 +13,7 @@ from lyapax.core import (
     lyapunov_spectrum,
     ode_problem,
 )
+from lyapax.covariant import CovariantResult, covariant_vectors, subspace_angles
 from lyapax.dde import (
     DDECheckpoint,
     DDEProblem,
@@ -65,6 +66,10 @@ __all__ = [
     "network_step",
     "network_step_parametrized",
     "coupling",
+    # covariant vectors
+    "CovariantResult",
+    "covariant_vectors",
+    "subspace_angles",
     # sweeps and convergence
     "ConvergedRun",
     "ConvergenceProgress",
