@@ -1,0 +1,386 @@
+"""Covariant Lyapunov vectors: lyapax against clvlib 0.1.5 and lyapynov 1.0.1.
+
+Side by side in one run, on the same problems with the same step counts,
+integrator (RK4) and step, QR every step:
+
+- Lorenz-96, d = 40, all 40 vectors: 1000 transient steps, then a window of
+  2000 steps whose last 1000 are the backward transient (1000 vectors);
+- dense all-to-all Kuramoto network, d = 1000, k = 10: 200 steps, the last
+  100 the backward transient (100 vectors).
+
+The peers take a hand-written Jacobian of the vector field (they have no
+tangent propagation of their own): they get analytic NumPy Jacobians here,
+their fastest form. lyapax is timed warm (its compile time apart), every
+timing is the best of ``--repeats``. Agreement: the angle between lyapax's
+vector ``i`` and a peer's at the same step, median over the common steps.
+``forward`` is ``lyapunov_spectrum`` with the same arguments (the cost of
+the exponents alone), the ratio the price of the vectors.
+
+``--memory`` adds the storage-mode table: peak resident memory of a fresh
+process per mode (``ru_maxrss``), Lorenz-96 at d = 10^4 with k = 20, next to
+a process that runs only ``lyapunov_spectrum``.
+
+Install the peers into the benchmark's environment to compare
+(``pip install clvlib==0.1.5 lyapynov==1.0.1``); without them their rows say
+so. ``--quick`` (CI) runs small sizes.
+
+    python benchmarks/clv_bench.py [--quick] [--repeats 3] [--memory]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("TQDM_DISABLE", "1")  # clvlib's progress bars
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from lyapax import (  # noqa: E402
+    covariant_vectors,
+    lyapunov_spectrum,
+    ode_problem,
+    rk4_step,
+)
+from lyapax.systems import kuramoto_network, lorenz96  # noqa: E402
+
+DT = 0.01
+
+
+def best(fn, repeats):
+    """(best wall time of ``repeats`` calls, last result)."""
+    times, out = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), out
+
+
+def peers():
+    """Imported peer modules by name (None where not installed)."""
+    found = {}
+    try:
+        from clvlib.numpy import lyap_analysis_from_ic
+
+        found["clvlib"] = lyap_analysis_from_ic
+    except ImportError:
+        found["clvlib"] = None
+    try:
+        import lyapynov
+
+        found["lyapynov"] = lyapynov
+    except ImportError:
+        found["lyapynov"] = None
+    return found
+
+
+# ------------------------------------------------------------- the problems
+
+
+def l96_field(F=8.0):
+    def f(x):
+        return (np.roll(x, -1) - np.roll(x, 2)) * np.roll(x, 1) - x + F
+
+    def jac(x):
+        d = x.size
+        i = np.arange(d)
+        J = -np.eye(d)
+        J[i, (i + 1) % d] += x[(i - 1) % d]
+        J[i, (i - 2) % d] -= x[(i - 1) % d]
+        J[i, (i - 1) % d] += x[(i + 1) % d] - x[(i - 2) % d]
+        return J
+
+    return f, jac, lorenz96(F)
+
+
+def kuramoto_field(omega, K):
+    n = omega.size
+    W = np.ones((n, n)) - np.eye(n)
+    g = K / n
+
+    def f(theta):
+        s, c = np.sin(theta), np.cos(theta)
+        return omega + g * (c * (W @ s) - s * (W @ c))
+
+    def jac(theta):
+        J = g * W * np.cos(theta[None, :] - theta[:, None])
+        J[np.diag_indices(n)] -= J.sum(axis=1)
+        return J
+
+    Wj, omega_j = jnp.asarray(W), jnp.asarray(omega)
+
+    def rhs(theta):
+        s, c = jnp.sin(theta), jnp.cos(theta)
+        return omega_j + g * (c * (Wj @ s) - s * (Wj @ c))
+
+    return f, jac, rhs
+
+
+def case_l96(d):
+    x0 = 8.0 + 0.01 * np.sin(np.arange(d))
+    problem = ode_problem(lorenz96(), jnp.asarray(x0), dt=DT)
+    return problem, x0, l96_field()
+
+
+def case_kuramoto(d):
+    omega = np.linspace(-1.0, 1.0, d)
+    theta0 = np.linspace(0.0, 2 * np.pi, d, endpoint=False)
+    problem = kuramoto_network(
+        d,
+        omega=jnp.asarray(omega),
+        K=2.0,
+        theta0=jnp.asarray(theta0),
+        dt=DT,
+        integrator="rk4",
+    )
+    return problem, theta0, kuramoto_field(omega, 2.0)
+
+
+# ------------------------------------------------------------- the runs
+
+
+def run_case(name, problem, x0, field, *, k, n_tr, n_window, n_back, repeats):
+    """One comparison; returns rows ``(who, seconds, note)`` and agreement."""
+    kw = dict(k=k, renorm_every=1, t_transient=n_tr * DT)
+    t0 = time.perf_counter()
+    covariant_vectors(problem, n_window, t_backward=n_back * DT, **kw)
+    first = time.perf_counter() - t0
+    ours_t, ours = best(
+        lambda: covariant_vectors(problem, n_window, t_backward=n_back * DT, **kw),
+        repeats,
+    )
+    lyapunov_spectrum(problem, n_window, **kw)
+    fwd_t, spec = best(
+        lambda: jax.block_until_ready(lyapunov_spectrum(problem, n_window, **kw)),
+        repeats,
+    )
+    rows = [
+        ("lyapax covariant_vectors", ours_t, f"first call {first:.2f} s"),
+        ("lyapax lyapunov_spectrum (forward only)", fwd_t, ""),
+    ]
+    # lyapax vector i sits at step n_tr + i + 1 from x0.
+    steps = n_tr + 1 + np.arange(ours.vectors.shape[0])
+    agree = {}
+    f, jac, rhs = field
+    covariance = {"lyapax": _covariance(rhs, ours.states, ours.vectors)}
+    found = peers()
+    total = n_tr + n_window
+    if found["clvlib"] is None:
+        rows.append(("clvlib 0.1.5", None, "not installed"))
+    else:
+        t = DT * np.arange(total + 1)
+
+        def clvlib_run():
+            return found["clvlib"](
+                lambda t, x: f(x),
+                lambda t, x: jac(x),
+                np.array(x0),
+                t,
+                stepper="rk4",
+                n_lyap=k,
+            )
+
+        secs, out = best(clvlib_run, repeats)
+        rows.append(("clvlib 0.1.5", secs, "lyap_analysis_from_ic"))
+        agree["clvlib"] = _angles(ours.vectors, out[4][steps])
+        covariance["clvlib"] = _covariance(rhs, out[6][steps], out[4][steps])
+    if found["lyapynov"] is None:
+        rows.append(("lyapynov 1.0.1", None, "not installed"))
+    else:
+        lp = found["lyapynov"]
+
+        def lyapynov_run():
+            system = lp.ContinuousDS(
+                np.array(x0), 0.0, lambda x, t: f(x), lambda x, t: jac(x), DT
+            )
+            return lp.CLV(system, k, 0, n_tr, n_window - n_back, n_back, True)
+
+        secs, (out, history) = best(lyapynov_run, repeats)
+        rows.append(("lyapynov 1.0.1", secs, "CLV (exponents need LCE)"))
+        clv = np.stack(out)  # vector m at step n_tr + m, at history[m]
+        agree["lyapynov"] = _angles(ours.vectors, clv[steps - n_tr])
+        covariance["lyapynov"] = _covariance(
+            rhs, history[steps - n_tr], clv[steps - n_tr]
+        )
+    print(
+        f"\n{name}: {len(steps)} vectors, k={k}, exponents[:3] "
+        f"{np.asarray(ours.exponents)[:3]} (spectrum {np.asarray(spec.exponents)[:3]})"
+    )
+    print(f"  {'who':42s} {'seconds':>9s} {'vs lyapax':>10s}")
+    for who, secs, note in rows:
+        if secs is None:
+            print(f"  {who:42s} {'-':>9s} {'':>10s}  {note}")
+        else:
+            print(f"  {who:42s} {secs:9.3f} {secs / ours_t:9.2f}x  {note}")
+    picks = sorted({0, 1, k // 4, k // 2, k - 1})
+    for who, ang in agree.items():
+        text = ", ".join(f"v{i + 1}: {np.degrees(ang[i]):.2e}" for i in picks)
+        print(f"  angle lyapax-{who} (deg, median over steps): {text}")
+    print("  covariance error: angle of J v_i(n) to v_i(n+1) along each code's own")
+    print("  orbit, J the exact RK4 tangent map (deg, median over steps):")
+    for who, err in covariance.items():
+        text = ", ".join(f"v{i + 1}: {np.degrees(err[i]):.1e}" for i in picks)
+        print(f"    {who:9s} {text}")
+    return rows, agree, covariance
+
+
+def _covariance(rhs, states, vectors):
+    """Median over steps of the angle between the RK4 tangent map applied to
+    ``vectors[n]`` at ``states[n]`` and ``vectors[n + 1]`` (radians, per vector)."""
+    step = rk4_step(rhs, DT)
+
+    def push(x, V):
+        return jax.vmap(lambda v: jax.jvp(step, (x,), (v,))[1], 1, 1)(V)
+
+    pushed = np.asarray(
+        jax.jit(jax.vmap(push))(jnp.asarray(states[:-1]), jnp.asarray(vectors[:-1]))
+    )
+    return _angles(pushed, vectors[1:])
+
+
+def _angles(ours, theirs):
+    """Median over steps of the angle between column i of both (radians)."""
+    a = ours / np.linalg.norm(ours, axis=1, keepdims=True)
+    b = theirs / np.linalg.norm(theirs, axis=1, keepdims=True)
+    cos = np.abs(np.sum(a * b, axis=1))
+    sin = np.linalg.norm(
+        a - np.sign(np.sum(a * b, axis=1))[:, None] * cos[:, None] * b, axis=1
+    )
+    return np.median(np.arctan2(sin, cos), axis=0)
+
+
+# ------------------------------------------------------------- memory table
+
+MEMORY_CHILD = """
+import json, resource, sys, time
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+from lyapax import covariant_vectors, lyapunov_spectrum, ode_problem
+from lyapax.systems import lorenz96
+d, k, n_steps, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+x0 = 8.0 + 0.01 * jnp.sin(jnp.arange(d))
+problem = ode_problem(lorenz96(), x0, dt=0.01)
+kw = dict(k=k, renorm_every=10, t_transient=1.0)
+t0 = time.perf_counter()
+if mode == "spectrum":
+    jax.block_until_ready(lyapunov_spectrum(problem, n_steps, **kw).exponents)
+    n_saved, chose = 0, "-"
+else:
+    res = covariant_vectors(
+        problem, n_steps, save_every=20, t_backward=n_steps * 0.0025, storage=mode, **kw
+    )
+    n_saved, chose = res.vectors.shape[0], res.storage
+secs = time.perf_counter() - t0
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps(dict(rss=rss, secs=secs, n_saved=n_saved, chose=chose)))
+"""
+
+
+def memory_table(d, k, n_steps):
+    print(
+        f"\nstorage modes: Lorenz-96 d={d}, k={k}, {n_steps} RK4 steps, QR every "
+        "10, a vector every 20 steps (peak RSS of a fresh process per mode)"
+    )
+    rows = []
+    for mode in ("spectrum", "device", "host", "recompute", "auto"):
+        out = subprocess.run(
+            [sys.executable, "-c", MEMORY_CHILD, str(d), str(k), str(n_steps), mode],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        rows.append((mode, json.loads(out.stdout.strip().splitlines()[-1])))
+    base = rows[0][1]["rss"]
+    frames = rows[1][1]["n_saved"] * d * (k + 1) * 8
+    print(f"  saved frames (vectors + states): {frames / 2**20:.1f} MiB")
+    print(
+        f"  {'mode':12s} {'peak RSS MiB':>12s} {'minus spectrum':>15s} {'seconds':>8s}"
+    )
+    for mode, r in rows:
+        label = "spectrum" if mode == "spectrum" else mode
+        if mode == "auto":
+            label = f"auto->{r['chose']}"
+        print(
+            f"  {label:12s} {r['rss'] / 2**20:12.1f} "
+            f"{(r['rss'] - base) / 2**20:15.1f} {r['secs']:8.2f}"
+        )
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memory", action="store_true", help="storage-mode table")
+    args = parser.parse_args()
+    repeats = 1 if args.quick else args.repeats
+    print(f"jax {jax.__version__}, backend {jax.default_backend()}")
+    if args.quick:
+        problem, x0, field = case_l96(10)
+        run_case(
+            "Lorenz-96 d=10 (quick)",
+            problem,
+            x0,
+            field,
+            k=10,
+            n_tr=100,
+            n_window=200,
+            n_back=100,
+            repeats=repeats,
+        )
+        problem, x0, field = case_kuramoto(50)
+        run_case(
+            "Kuramoto d=50 (quick)",
+            problem,
+            x0,
+            field,
+            k=5,
+            n_tr=0,
+            n_window=40,
+            n_back=20,
+            repeats=repeats,
+        )
+        if args.memory:
+            memory_table(500, 5, 400)
+        return
+    problem, x0, field = case_l96(40)
+    run_case(
+        "Lorenz-96 d=40",
+        problem,
+        x0,
+        field,
+        k=40,
+        n_tr=1000,
+        n_window=2000,
+        n_back=1000,
+        repeats=repeats,
+    )
+    problem, x0, field = case_kuramoto(1000)
+    run_case(
+        "Kuramoto d=1000 (dense, all-to-all)",
+        problem,
+        x0,
+        field,
+        k=10,
+        n_tr=0,
+        n_window=200,
+        n_back=100,
+        repeats=repeats,
+    )
+    if args.memory:
+        memory_table(10_000, 20, 2000)
+
+
+if __name__ == "__main__":
+    main()
