@@ -102,7 +102,13 @@ print(
 
 fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4))
 ax0.hist(angle, bins=90, range=(0, 90), density=True, color="tab:blue")
-ax0.axvline(threshold, color="tab:red", ls="--", lw=1, label=f"1% quantile ({threshold:.1f} deg)")
+ax0.axvline(
+    threshold,
+    color="tab:red",
+    ls="--",
+    lw=1,
+    label=f"1% quantile ({threshold:.1f} deg)",
+)
 ax0.set_yscale("log")
 ax0.set_xlabel("angle between unstable and stable CLV (deg)")
 ax0.set_ylabel("density")

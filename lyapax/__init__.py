@@ -13,7 +13,12 @@ from lyapax.core import (
     lyapunov_spectrum,
     ode_problem,
 )
-from lyapax.covariant import CovariantResult, covariant_vectors, subspace_angles
+from lyapax.covariant import (
+    CovariantResult,
+    covariant_vectors,
+    subspace_angles,
+    sweep_covariant_vectors,
+)
 from lyapax.dde import (
     DDECheckpoint,
     DDEProblem,
@@ -70,6 +75,7 @@ __all__ = [
     "CovariantResult",
     "covariant_vectors",
     "subspace_angles",
+    "sweep_covariant_vectors",
     # sweeps and convergence
     "ConvergedRun",
     "ConvergenceProgress",

@@ -29,6 +29,7 @@ import numpy as np
 
 from lyapax._engine.qr import householder_qr, thin_qr
 from lyapax._engine.tree import merge_static
+from lyapax._engine.validate import under_transformation
 
 if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
     from jaxtyping import Array, ArrayLike, Float, Int
@@ -313,6 +314,8 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
         isinstance(seed, int | np.integer)
         and not isinstance(seed, bool)
         and d * k <= MEMO_FRAME_ENTRIES
+        # Under a caller's trace the frame is a tracer: keeping it would leak.
+        and not under_transformation()
     ):
         where = (jax.config.jax_default_device, jax.default_backend())
         return _memo_frame(int(seed), d, k, np.dtype(dtype), where)
