@@ -248,15 +248,52 @@ def _covariance(rhs, states, vectors):
     return _angles(pushed, vectors[1:])
 
 
-def _angles(ours, theirs):
-    """Median over steps of the angle between column i of both (radians)."""
+def _angles(ours, theirs, reduce=np.median):
+    """``reduce`` over steps of the angle between column i of both (radians)."""
     a = ours / np.linalg.norm(ours, axis=1, keepdims=True)
     b = theirs / np.linalg.norm(theirs, axis=1, keepdims=True)
     cos = np.abs(np.sum(a * b, axis=1))
     sin = np.linalg.norm(
         a - np.sign(np.sum(a * b, axis=1))[:, None] * cos[:, None] * b, axis=1
     )
-    return np.median(np.arctan2(sin, cos), axis=0)
+    return reduce(np.arctan2(sin, cos), axis=0)
+
+
+def exact_case(n_tr=3000, n_window=4000, n_back=3000):
+    """Each code against the exact answer: ``dx/dt = A x`` with the non-normal
+    ``A = [[-1, 5], [0, -2]]``, whose CLVs are A's eigenvectors (11.31 deg
+    apart). Largest angle to them over the saved steps (deg)."""
+    A = np.array([[-1.0, 5.0], [0.0, -2.0]])
+    w, V = np.linalg.eig(A)
+    V = V[:, np.argsort(-w)]
+    x0 = np.array([1.0, 1.0])
+    Aj = jnp.asarray(A)
+    problem = ode_problem(lambda x: Aj @ x, jnp.asarray(x0), dt=DT)
+    res = covariant_vectors(
+        problem, n_window, renorm_every=1, t_transient=n_tr * DT, t_backward=n_back * DT
+    )
+    got = {"lyapax": res.vectors}
+    found = peers()
+    if found["clvlib"] is not None:
+        t = DT * np.arange(n_tr + n_window + 1)
+        out = found["clvlib"](
+            lambda t, x: A @ x, lambda t, x: A, x0, t, stepper="rk4", n_lyap=2
+        )
+        got["clvlib"] = out[4][n_tr + 1 : n_tr + 1 + res.vectors.shape[0]]
+    if found["lyapynov"] is not None:
+        lp = found["lyapynov"]
+        system = lp.ContinuousDS(x0, 0.0, lambda x, t: A @ x, lambda x, t: A, DT)
+        clv = np.stack(lp.CLV(system, 2, 0, n_tr, n_window - n_back, n_back, False))
+        got["lyapynov"] = clv[1 : 1 + res.vectors.shape[0]]
+    print("\nexact oracle: dx/dt = A x, A = [[-1, 5], [0, -2]] (CLVs = eigenvectors),")
+    print("  largest angle to the exact vectors over the saved steps (deg):")
+    for who, vecs in got.items():
+        exact = np.broadcast_to(V, vecs.shape)
+        err = np.degrees(_angles(vecs, exact, reduce=np.max))
+        print(f"    {who:9s} v1: {err[0]:.1e}, v2: {err[1]:.1e}")
+    for who in ("clvlib", "lyapynov"):
+        if who not in got:
+            print(f"    {who:9s} not installed")
 
 
 # ------------------------------------------------------------- memory table
@@ -353,6 +390,7 @@ def main():
         )
         if args.memory:
             memory_table(500, 5, 400)
+        exact_case(n_tr=300, n_window=200, n_back=100)
         return
     problem, x0, field = case_l96(40)
     run_case(
@@ -378,6 +416,7 @@ def main():
         n_back=100,
         repeats=repeats,
     )
+    exact_case()
     if args.memory:
         memory_table(10_000, 20, 2000)
 

@@ -242,7 +242,8 @@ def test_linear_delay_equation_vectors_are_exponentials_on_the_buffer():
     assert res.states.shape[1] == 1 + 2 * H
     j = np.arange(H)
     for n in range(len(res.times)):
-        step = 2_000 + (n + 1) * 100  # transient steps + steps to this vector
+        step = res.steps[n]
+        assert step == 2_000 + (n + 1) * 100  # transient + steps to this vector
         buf = res.vectors[n, 1:].reshape(H, 2, 2)
         for i, lam in enumerate(roots):
             values = buf[(step - j) % H, 0, i]  # x at theta = -j dt
@@ -283,7 +284,8 @@ def test_delayed_network_vectors_are_covariant():
         integrator="heun",
     )
     res = covariant_vectors(problem, 600, k=3, t_transient=10.0, t_backward=10.0)
-    assert _covariance_error(problem, res, 201) < 1e-9
+    assert res.steps[0] == 201  # 200 transient steps
+    assert _covariance_error(problem, res, res.steps[0]) < 1e-9
     spec = lyapunov_spectrum(problem, 600, k=3, t_transient=10.0)
     np.testing.assert_allclose(res.exponents, spec.exponents, atol=1e-12)
 

@@ -38,7 +38,11 @@ class CovariantResult(NamedTuple):
     each with a positive component along the Gram-Schmidt vector of its
     index; ``local_growth (n_saved, k)`` each vector's finite-time growth rate
     over the saving interval that ends at ``times[i]``; ``storage`` the mode
-    that ran; ``t_backward`` the backward transient run (whole blocks).
+    that ran; ``t_backward`` the backward transient run (whole blocks);
+    ``steps (n_saved,)`` the step counter at each saved state, transient
+    included (a delay equation's ring-buffer slot ``steps[i] % horizon``
+    holds the present value, slot ``(steps[i] - j) % horizon`` the value
+    ``j`` steps back).
 
     Rows are NumPy arrays (JAX arrays inside a caller's ``jit``/``vmap``).
     Vectors of degenerate exponents are defined only as a subspace: compare
@@ -53,6 +57,7 @@ class CovariantResult(NamedTuple):
     stderr: Any
     storage: str
     t_backward: float
+    steps: Any = None
 
 
 class _Plan(NamedTuple):
@@ -318,7 +323,14 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str):
         est["stderr"],
         mode,
         plan.n_backward * plan.dt * every,
+        _steps(plan),
     )
+
+
+def _steps(plan: _Plan) -> np.ndarray:
+    """Step counter at each saved state (NumPy int64)."""
+    saved = plan.n_transient + plan.s * np.arange(1, plan.n_saved + 1)
+    return saved * plan.every
 
 
 def _estimates(R: np.ndarray, plan: _Plan) -> dict[str, Any]:
@@ -391,4 +403,5 @@ def _traced(dynamic, static, z0, Y0, plan: _Plan, qr: str) -> CovariantResult:
         batch_means_stderr(logs, block_time, elapsed)[order],
         "device",
         plan.n_backward * block_time,
+        _steps(plan),
     )

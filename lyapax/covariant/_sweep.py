@@ -82,7 +82,10 @@ def sweep_covariant_vectors(
 
     def one(p):
         res = covariant_vectors(make_problem(p), n_steps, **kw)
-        return {name: getattr(res, name) for name in _ARRAYS}, res.t_backward
+        return {name: getattr(res, name) for name in _ARRAYS}, (
+            res.t_backward,
+            res.steps,
+        )
 
     row0 = jax.tree.map(lambda x: x[0], params_batch)
     shapes = jax.eval_shape(one, row0)
@@ -103,14 +106,15 @@ def sweep_covariant_vectors(
         out, t_back = jax.vmap(one)(rows)
         return out, t_back
 
-    parts, t_back = [], None
+    parts, extra = [], None
     for start in range(0, n, size):
         count = min(size, n - start)
-        out, t_back = chunk(_padded(params_batch, start, count, size))
+        out, extra = chunk(_padded(params_batch, start, count, size))
         parts.append({key: np.asarray(v)[:count] for key, v in out.items()})
     fields = {key: np.concatenate([p[key] for p in parts]) for key in _ARRAYS}
+    t_back, steps = (np.asarray(x)[0] for x in extra)
     return CovariantResult(
-        storage="device", t_backward=float(np.asarray(t_back).ravel()[0]), **fields
+        storage="device", t_backward=float(t_back), steps=steps, **fields
     )
 
 
