@@ -370,62 +370,34 @@ def main():
     args = parser.parse_args()
     repeats = 1 if args.quick else args.repeats
     print(f"jax {jax.__version__}, backend {jax.default_backend()}")
+    # (name, builder, d, k, transient, window, backward) per mode
+    quick = [
+        ("Lorenz-96 d=10 (quick)", case_l96, 10, 10, 100, 200, 100),
+        ("Kuramoto d=50 (quick)", case_kuramoto, 50, 5, 0, 40, 20),
+    ]
+    full = [
+        ("Lorenz-96 d=40", case_l96, 40, 40, 1000, 2000, 1000),
+        ("Kuramoto d=1000 (dense, all-to-all)", case_kuramoto, 1000, 10, 0, 200, 100),
+    ]
+    for name, build, d, k, n_tr, n_window, n_back in quick if args.quick else full:
+        problem, x0, field = build(d)
+        run_case(
+            name,
+            problem,
+            x0,
+            field,
+            k=k,
+            n_tr=n_tr,
+            n_window=n_window,
+            n_back=n_back,
+            repeats=repeats,
+        )
     if args.quick:
-        problem, x0, field = case_l96(10)
-        run_case(
-            "Lorenz-96 d=10 (quick)",
-            problem,
-            x0,
-            field,
-            k=10,
-            n_tr=100,
-            n_window=200,
-            n_back=100,
-            repeats=repeats,
-        )
-        problem, x0, field = case_kuramoto(50)
-        run_case(
-            "Kuramoto d=50 (quick)",
-            problem,
-            x0,
-            field,
-            k=5,
-            n_tr=0,
-            n_window=40,
-            n_back=20,
-            repeats=repeats,
-        )
-        if args.memory:
-            memory_table(500, 5, 400)
         exact_case(n_tr=300, n_window=200, n_back=100)
-        return
-    problem, x0, field = case_l96(40)
-    run_case(
-        "Lorenz-96 d=40",
-        problem,
-        x0,
-        field,
-        k=40,
-        n_tr=1000,
-        n_window=2000,
-        n_back=1000,
-        repeats=repeats,
-    )
-    problem, x0, field = case_kuramoto(1000)
-    run_case(
-        "Kuramoto d=1000 (dense, all-to-all)",
-        problem,
-        x0,
-        field,
-        k=10,
-        n_tr=0,
-        n_window=200,
-        n_back=100,
-        repeats=repeats,
-    )
-    exact_case()
+    else:
+        exact_case()
     if args.memory:
-        memory_table(10_000, 20, 2000)
+        memory_table(*((500, 5, 400) if args.quick else (10_000, 20, 2000)))
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ __all__ = [
     "capacity",
     "fresh_frame",
     "initial_frame",
+    "qr_factor",
     "resolve_qr",
     "run_benettin",
     "tangent_step",
@@ -135,15 +136,20 @@ def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
     return new_state, new_Y
 
 
-def _qr_renormalise(Y: jax.Array, qr: str):
-    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``
-    (``"lapack"``, ``"householder"`` or ``"small"``: see :func:`resolve_qr`)."""
+def qr_factor(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
+    """Thin QR ``Y = Q R`` by the kernel method ``qr`` (``"lapack"``,
+    ``"householder"`` or ``"small"``: see :func:`resolve_qr`); diagonal signs
+    as the method leaves them."""
     if qr == "householder":
-        Q, R = householder_qr(Y)
-    elif qr == "small":
-        Q, R = thin_qr(Y)
-    else:
-        Q, R = jnp.linalg.qr(Y)
+        return householder_qr(Y)
+    if qr == "small":
+        return thin_qr(Y)
+    return jnp.linalg.qr(Y)
+
+
+def _qr_renormalise(Y: jax.Array, qr: str):
+    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``."""
+    Q, R = qr_factor(Y, qr)
     diag = jnp.diagonal(R)
     # Positive diagonal keeps each column's identity continuous between blocks.
     sign = jnp.where(diag < 0, -1.0, 1.0).astype(Y.dtype)

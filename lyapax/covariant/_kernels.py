@@ -22,8 +22,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import solve_triangular
 
-from lyapax._engine.benettin import tangent_step
-from lyapax._engine.qr import householder_qr, thin_qr
+from lyapax._engine.benettin import qr_factor, tangent_step
 from lyapax._engine.tree import merge_static
 
 __all__ = ["backward_pass", "combine", "forward_segment", "positive_qr"]
@@ -37,12 +36,7 @@ def positive_qr(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
     between blocks. The engine's spectrum kernel flips ``Q`` the same way, so
     both runs carry the same frames.
     """
-    if qr == "householder":
-        Q, R = householder_qr(Y)
-    elif qr == "small":
-        Q, R = thin_qr(Y)
-    else:
-        Q, R = jnp.linalg.qr(Y)
+    Q, R = qr_factor(Y, qr)
     sign = jnp.where(jnp.diagonal(R) < 0, -1.0, 1.0).astype(Y.dtype)
     return Q * sign, R * sign[:, None]
 

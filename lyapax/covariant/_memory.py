@@ -41,6 +41,9 @@ __all__ = [
 STORAGE_MODES = ("auto", "device", "host", "recompute")
 #: Frames per forward segment are chosen to hold about this many bytes.
 SEGMENT_BYTES = 64 * 2**20
+#: Smallest number of frames a segment holds (runs saving up to this many
+#: vectors share one program).
+MIN_SAVES = 16
 #: Smallest number of blocks a segment's ``R`` buffer holds.
 MIN_BLOCKS = 256
 #: ``"auto"`` keeps the frames on the device while its need is below this
@@ -60,13 +63,15 @@ def segments(d: int, k: int, n_saved: int, itemsize: int) -> Segments:
 
     ``saves_cap`` is the largest power of two whose frames (``d (k + 1)``
     numbers each) fit in :data:`SEGMENT_BYTES`, at most the power of two at or
-    above ``n_saved``; ``blocks_cap`` is ``saves_cap`` rounded up to
-    :data:`MIN_BLOCKS`. Neither depends on the steps between saves, and both
-    are powers of two: runs of similar lengths share one compiled program.
+    above ``n_saved`` (at least :data:`MIN_SAVES`); ``blocks_cap`` is
+    ``saves_cap`` rounded up to :data:`MIN_BLOCKS`. Neither depends on the
+    steps between saves, and both are powers of two: runs of similar lengths
+    share one compiled program.
     """
     per_frame = d * (k + 1) * itemsize
     fit = max(1, SEGMENT_BYTES // per_frame)
-    saves_cap = min(1 << (fit.bit_length() - 1), capacity(n_saved))
+    wanted = max(MIN_SAVES, 1 << (max(n_saved, 1) - 1).bit_length())
+    saves_cap = min(1 << (fit.bit_length() - 1), wanted)
     return Segments(saves_cap, max(MIN_BLOCKS, saves_cap))
 
 
