@@ -41,9 +41,10 @@ __all__ = [
 STORAGE_MODES = ("auto", "device", "host", "recompute")
 #: Frames per forward segment are chosen to hold about this many bytes.
 SEGMENT_BYTES = 64 * 2**20
-#: Smallest number of frames a segment holds (runs saving up to this many
-#: vectors share one program).
-MIN_SAVES = 16
+#: Segments are padded to at least 256 frames (runs of up to 256 saved
+#: vectors share one program) while that costs at most this many bytes; past
+#: it, to the power of two at or above the number of vectors.
+PAD_BYTES = 4 * 2**20
 #: Smallest number of blocks a segment's ``R`` buffer holds.
 MIN_BLOCKS = 256
 #: ``"auto"`` keeps the frames on the device while its need is below this
@@ -62,15 +63,17 @@ def segments(d: int, k: int, n_saved: int, itemsize: int) -> Segments:
     """Frames per segment (``saves_cap``) and ``R`` rows per call (``blocks_cap``).
 
     ``saves_cap`` is the largest power of two whose frames (``d (k + 1)``
-    numbers each) fit in :data:`SEGMENT_BYTES`, at most the power of two at or
-    above ``n_saved`` (at least :data:`MIN_SAVES`); ``blocks_cap`` is
+    numbers each) fit in :data:`SEGMENT_BYTES`, at most the engine's buffer
+    capacity for ``n_saved`` rows (see :data:`PAD_BYTES`); ``blocks_cap`` is
     ``saves_cap`` rounded up to :data:`MIN_BLOCKS`. Neither depends on the
     steps between saves, and both are powers of two: runs of similar lengths
     share one compiled program.
     """
     per_frame = d * (k + 1) * itemsize
     fit = max(1, SEGMENT_BYTES // per_frame)
-    wanted = max(MIN_SAVES, 1 << (max(n_saved, 1) - 1).bit_length())
+    wanted = capacity(n_saved)
+    if wanted * per_frame > PAD_BYTES:  # padding would cost memory: fit closer
+        wanted = 1 << (max(n_saved, 1) - 1).bit_length()
     saves_cap = min(1 << (fit.bit_length() - 1), wanted)
     return Segments(saves_cap, max(MIN_BLOCKS, saves_cap))
 
