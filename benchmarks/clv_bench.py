@@ -392,10 +392,7 @@ def main():
             n_back=n_back,
             repeats=repeats,
         )
-    if args.quick:
-        exact_case(n_tr=300, n_window=200, n_back=100)
-    else:
-        exact_case()
+    exact_case()
     if args.memory:
         memory_table(*((500, 5, 400) if args.quick else (10_000, 20, 2000)))
 
