@@ -181,6 +181,18 @@ def test_subspace_angles_of_known_planes():
         subspace_angles(np.ones((3, 2)), np.ones((4, 1)))
 
 
+@pytest.mark.parametrize("k", [1, 2, 3, 13])
+def test_upper_inverse_of_a_batch_of_triangular_factors(k):
+    from lyapax.covariant._kernels import upper_inverse
+
+    R = np.triu(np.random.default_rng(k).normal(size=(5, k, k))) + 3 * np.eye(k)
+    inverse = np.asarray(upper_inverse(jnp.asarray(R)))
+    np.testing.assert_allclose(
+        inverse @ R, np.broadcast_to(np.eye(k), R.shape), atol=1e-13
+    )
+    assert not np.tril(inverse, -1).any()
+
+
 # ------------------------------------------------------------ every problem kind
 
 
