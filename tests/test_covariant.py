@@ -436,6 +436,32 @@ def test_an_impossible_request_is_refused_before_running():
             covariant_vectors(problem, 1_000_000, k=100, storage=storage)
 
 
+def test_auto_falls_back_to_host_when_the_device_is_small(monkeypatch):
+    need = _memory.footprints(
+        d=1000,
+        k=10,
+        n_blocks=1000,
+        n_saved=1000,
+        seg=_memory.Segments(16, 256),
+        itemsize=8,
+    )
+    device_gib = (need["device"].device + need["host"].device) // 2
+    free = (device_gib, 10 * need["device"].host, False)  # a GPU and its host
+    assert _memory.choose_storage("auto", need, free) == "host"
+    assert _memory.choose_storage("recompute", need, free) == "recompute"
+    with pytest.raises(MemoryError, match='"device" needs'):
+        _memory.choose_storage("device", need, free)
+    roomy = (10 * need["device"].device, 10 * need["device"].host, False)
+    assert _memory.choose_storage("auto", need, roomy) == "device"
+    # End to end: the chosen mode is the one that ran, with the same vectors.
+    problem = ode_problem(linear_flow(NON_NORMAL), jnp.array([1.0, 1.0]), dt=0.01)
+    ref = covariant_vectors(problem, 500, t_transient=1.0, storage="device")
+    monkeypatch.setattr(_memory, "AUTO_FRACTION", 0.0)  # "device" never fits
+    res = covariant_vectors(problem, 500, t_transient=1.0)
+    assert res.storage == "host"
+    np.testing.assert_allclose(res.vectors, ref.vectors, atol=1e-12)
+
+
 def test_plain_form_needs_its_arguments():
     with pytest.raises(TypeError, match="requires"):
         covariant_vectors(systems.henon_map(), jnp.ones(2))
