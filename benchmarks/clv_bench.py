@@ -342,7 +342,7 @@ if mode == "spectrum":
     n_saved, chose = 0, "-"
 else:
     res = covariant_vectors(
-        problem, n_steps, save_every=20, t_backward=n_steps * 0.0025, storage=mode, **kw
+        problem, n_steps, save_every=10, t_backward=n_steps * 0.0025, storage=mode, **kw
     )
     n_saved, chose = res.vectors.shape[0], res.storage
 secs = time.perf_counter() - t0
@@ -361,7 +361,7 @@ print(json.dumps(dict(rss=rss, secs=secs, n_saved=n_saved, chose=chose)))
 def memory_table(d, k, n_steps):
     print(
         f"\nstorage modes: Lorenz-96 d={d}, k={k}, {n_steps} RK4 steps, QR every "
-        "10, a vector every 20 steps (peak RSS, VmHWM, of a fresh process per mode)"
+        "10, a vector every 10 steps (peak RSS, VmHWM, of a fresh process per mode)"
     )
     rows = []
     for mode in ("spectrum", "device", "host", "recompute", "auto"):
@@ -421,7 +421,7 @@ def main():
         )
     exact_case()
     if args.memory:
-        memory_table(*((500, 5, 400) if args.quick else (10_000, 20, 2000)))
+        memory_table(*((500, 5, 400) if args.quick else (10_000, 20, 600)))
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ __all__ = [
 #: Accepted values of ``storage=``.
 STORAGE_MODES = ("auto", "device", "host", "recompute")
 #: Frames per forward segment are chosen to hold about this many bytes.
-SEGMENT_BYTES = 64 * 2**20
+SEGMENT_BYTES = 16 * 2**20
 #: Segments are padded to at least 256 frames (runs of up to 256 saved
 #: vectors share one program) while that costs at most this many bytes; past
 #: it, to the power of two at or above the number of vectors.
