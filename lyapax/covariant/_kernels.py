@@ -21,7 +21,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from lyapax._engine.benettin import qr_factor, tangent_step
+from lyapax._engine.abstract import as_step, check_step_output
+from lyapax._engine.benettin import qr_factor
 from lyapax._engine.tree import merge_static
 
 __all__ = [
@@ -75,12 +76,13 @@ def forward_segment(
         ``"X" (saves_cap + 1, d)``, row ``i < m`` after interval ``i`` (the
         extra row takes the tail's unsaved write).
     """
-    step_fn = merge_static(dynamic, static)
-    indexed = getattr(step_fn, "uses_step_index", False)
+    step_fn = as_step(merge_static(dynamic, static))
+    check_step_output(step_fn, state)
+    indexed = step_fn.uses_step_index
     m, s, tail, every = (lengths[i] for i in range(4))
 
     def advance(_, c):
-        x, V = tangent_step(step_fn, c[0], c[1], c[2])
+        x, V = step_fn.tangent(c[0], c[1], c[2])
         return x, V, c[2] + 1 if indexed else c[2]
 
     def block(j, loop):

@@ -12,8 +12,10 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from lyapax._engine import run, validate
-from lyapax._engine.benettin import capacity, fresh_frame, resolve_qr
-from lyapax._engine.problem import ODEProblem, Problem, resolve_call
+from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.benettin import capacity, fresh_frame
+from lyapax._engine.options import RunOptions
+from lyapax._engine.problem import ODEProblem, resolve_call
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import batch_means_stderr
 from lyapax._engine.tree import split_static
@@ -78,7 +80,7 @@ class _Plan(NamedTuple):
 
 
 def covariant_vectors(
-    step_fn_or_problem: Problem | StepFn,
+    step_fn_or_problem: AbstractProblem | StepFn,
     state0: StateLike | int | None = None,
     dt: Scalar | None = None,
     n_steps: int | None = None,
@@ -146,17 +148,17 @@ def covariant_vectors(
     view = problem.for_engine()
     z0 = view.z0
     d = int(z0.shape[0])
-    k = run.default_k(view, k, None, stacklevel=2)
-    method = resolve_qr(qr, batched=False)
+    options = RunOptions.of(
+        dict(k=k, renorm_every=renorm_every, t_transient=t_transient, seed=seed, qr=qr)
+    )
+    k = run.default_k(view, options.k, None, stacklevel=2)
+    method = options.renorm.method(batched=False)
     args = run.run_args(
+        options,
         d=d,
         dt=view.dt,
         n_steps=n_steps,
         k=k,
-        renorm_every=renorm_every,
-        t_transient=t_transient,
-        save_states=False,
-        decimate=1,
         dtype=z0.dtype,
         min_transient_steps=view.min_transient_steps,
         stacklevel=2,

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
-from lyapax._engine.problem import Problem
+from lyapax._engine.abstract import AbstractProblem
 from lyapax.covariant import _memory as memory
 from lyapax.covariant._run import CovariantResult, covariant_vectors
 
@@ -19,7 +19,7 @@ __all__ = ["sweep_covariant_vectors"]
 
 
 def sweep_covariant_vectors(
-    make_problem: Callable[[Any], Problem],
+    make_problem: Callable[[Any], AbstractProblem],
     params_batch: Any,
     n_steps: int,
     *,
