@@ -42,6 +42,7 @@ MODULES = [
     "lyapax.dde",
     "lyapax.sweep",
     "lyapax.converge",
+    "lyapax.covariant",
 ]
 for name in MODULES:
     module = importlib.import_module(name)
@@ -119,4 +120,16 @@ print(
     run.result.exponents,
     "+-",
     run.result.stderr,
+)
+
+# 7. Covariant Lyapunov vectors (Ginelli's method), any problem kind.
+from lyapax import covariant_vectors
+
+clv = covariant_vectors(henon_map(), jnp.array([0.1, 0.1]), dt=1.0, n_steps=400)
+print(
+    "Hénon covariant vectors:",
+    clv.vectors.shape,
+    "exponents",
+    clv.exponents,
+    f"storage={clv.storage!r}",
 )

@@ -13,6 +13,12 @@ from lyapax.core import (
     lyapunov_spectrum,
     ode_problem,
 )
+from lyapax.covariant import (
+    CovariantResult,
+    covariant_vectors,
+    subspace_angles,
+    sweep_covariant_vectors,
+)
 from lyapax.dde import (
     DDECheckpoint,
     DDEProblem,
@@ -65,6 +71,11 @@ __all__ = [
     "network_step",
     "network_step_parametrized",
     "coupling",
+    # covariant vectors
+    "CovariantResult",
+    "covariant_vectors",
+    "subspace_angles",
+    "sweep_covariant_vectors",
     # sweeps and convergence
     "ConvergedRun",
     "ConvergenceProgress",

@@ -21,6 +21,7 @@ from jaxtyping import TypeCheckError, jaxtyped
 import lyapax
 import lyapax.converge
 import lyapax.core
+import lyapax.covariant
 import lyapax.dde
 import lyapax.diagnostics
 import lyapax.network
@@ -42,6 +43,9 @@ ENTRY_POINTS = (
     lyapax.utils.simulate_trajectory,
     lyapax.diagnostics.kaplan_yorke_dimension,
     lyapax.diagnostics.convergence_drift,
+    lyapax.covariant.covariant_vectors,
+    lyapax.covariant.sweep_covariant_vectors,
+    lyapax.covariant.subspace_angles,
 )
 
 

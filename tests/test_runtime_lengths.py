@@ -241,6 +241,18 @@ def test_fresh_frames_are_memoised_only_where_that_is_exact():
     )
 
 
+def test_a_frame_drawn_under_a_trace_is_not_memoised():
+    """A run inside a caller's jit, then the same run eagerly: the memo must
+    not hand the eager run the traced frame (UnexpectedTracerError)."""
+
+    def exponents(rho):
+        problem = ode_problem(lorenz(rho=rho), jnp.ones(3), 0.01)
+        return lyapunov_spectrum(problem, 100, seed=11).exponents
+
+    traced = jax.jit(exponents)(28.0)
+    np.testing.assert_allclose(exponents(28.0), traced, rtol=0, atol=1e-12)
+
+
 # ------------------------------------------------------------ same numbers
 
 

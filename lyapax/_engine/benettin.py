@@ -30,6 +30,7 @@ import numpy as np
 from lyapax._engine.abstract import as_step, check_step_output
 from lyapax._engine.qr import householder_qr, thin_qr
 from lyapax._engine.tree import merge_static
+from lyapax._engine.validate import under_transformation
 
 if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
     from jaxtyping import Array, ArrayLike, Float, Int
@@ -40,6 +41,7 @@ __all__ = [
     "capacity",
     "fresh_frame",
     "initial_frame",
+    "qr_factor",
     "run_benettin",
     "tangent_step",
 ]
@@ -100,16 +102,21 @@ def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
     return as_step(step_fn).tangent(state, Y, step)
 
 
-def _qr_renormalise(Y: jax.Array, qr: str):
-    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``
-    (``"lapack"``, ``"householder"`` or ``"small"``: see
-    :meth:`~lyapax._engine.options.Renormalisation.method`)."""
+def qr_factor(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
+    """Thin QR ``Y = Q R`` by the kernel method ``qr`` (``"lapack"``,
+    ``"householder"`` or ``"small"``: see
+    :meth:`~lyapax._engine.options.Renormalisation.method`); diagonal signs
+    as the method leaves them."""
     if qr == "householder":
-        Q, R = householder_qr(Y)
-    elif qr == "small":
-        Q, R = thin_qr(Y)
-    else:
-        Q, R = jnp.linalg.qr(Y)
+        return householder_qr(Y)
+    if qr == "small":
+        return thin_qr(Y)
+    return jnp.linalg.qr(Y)
+
+
+def _qr_renormalise(Y: jax.Array, qr: str):
+    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``."""
+    Q, R = qr_factor(Y, qr)
     diag = jnp.diagonal(R)
     # Positive diagonal keeps each column's identity continuous between blocks.
     sign = jnp.where(diag < 0, -1.0, 1.0).astype(Y.dtype)
@@ -266,6 +273,8 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
         isinstance(seed, int | np.integer)
         and not isinstance(seed, bool)
         and d * k <= MEMO_FRAME_ENTRIES
+        # Under a caller's trace the frame is a tracer: keeping it would leak.
+        and not under_transformation()
     ):
         where = (jax.config.jax_default_device, jax.default_backend())  # type: ignore[attr-defined]
         return _memo_frame(int(seed), d, k, np.dtype(dtype), where)

@@ -1,0 +1,133 @@
+"""``sweep_covariant_vectors``: covariant vectors of a batch of problems."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lyapax._engine import validate
+from lyapax._engine.abstract import AbstractProblem
+from lyapax.covariant import _memory as memory
+from lyapax.covariant._run import CovariantResult, covariant_vectors
+
+__all__ = ["sweep_covariant_vectors"]
+
+
+def sweep_covariant_vectors(
+    make_problem: Callable[[Any], AbstractProblem],
+    params_batch: Any,
+    n_steps: int,
+    *,
+    k: int | None = None,
+    renorm_every: int = 1,
+    t_transient: float = 0.0,
+    seed: int = 0,
+    t_backward: float | None = None,
+    save_every: int | None = None,
+    batch_size: int | None = None,
+) -> CovariantResult:
+    """Covariant vectors of ``make_problem(row)`` for every row of ``params_batch``.
+
+    One ``jax.vmap``-ed, jitted program runs ``batch_size`` rows at a time
+    (default: the whole batch); every array field of the result gains a
+    leading batch axis (``vectors (n_batch, n_saved, d, k)``), as NumPy
+    arrays. Rows must share one structure (functions, shapes, ``dt``). The
+    same is ``jax.vmap(lambda p: covariant_vectors(make_problem(p), ...))``
+    written by hand: inside a trace ``covariant_vectors`` runs on the device
+    in one piece (``storage="device"``).
+
+    Args:
+        make_problem: ``row -> problem`` (any kind); ``row`` is one slice of
+            ``params_batch`` along its leading axis.
+        params_batch: a pytree whose leaves share a leading batch axis.
+        n_steps, k, renorm_every, t_transient, seed, t_backward, save_every:
+            as :func:`~lyapax.covariant.covariant_vectors`, shared by all rows.
+        batch_size: rows per program call (the last chunk is padded).
+
+    Raises:
+        ValueError: leaves of different batch sizes, a bad ``batch_size``.
+        MemoryError: a chunk whose vectors cannot fit in free memory.
+    """
+    if not callable(make_problem):
+        raise TypeError(
+            f"make_problem must be callable; got {type(make_problem).__name__}"
+        )
+    leaves = jax.tree.leaves(params_batch)
+    sizes = {int(np.shape(leaf)[0]) if np.ndim(leaf) else None for leaf in leaves}
+    if not leaves or len(sizes) != 1 or None in sizes:
+        raise ValueError(
+            "params_batch must be a pytree whose leaves share one leading batch "
+            f"axis; got leading sizes {sorted(map(str, sizes))}"
+        )
+    n = sizes.pop()
+    size = (
+        n
+        if batch_size is None
+        else validate.as_int("batch_size", batch_size, minimum=1)
+    )
+    size = min(size, n)
+    kw = dict(
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        seed=seed,
+        t_backward=t_backward,
+        save_every=save_every,
+    )
+
+    def one(p):
+        res = covariant_vectors(make_problem(p), n_steps, **kw)
+        return {name: getattr(res, name) for name in _ARRAYS}, (
+            res.t_backward,
+            res.steps,
+        )
+
+    row0 = jax.tree.map(lambda x: x[0], params_batch)
+    shapes = jax.eval_shape(one, row0)
+    per_row = sum(
+        math.prod(x.shape) * x.dtype.itemsize for x in jax.tree.leaves(shapes)
+    )
+    free = memory.available_bytes()
+    if 2 * size * per_row > free[0]:
+        raise MemoryError(
+            f"sweep_covariant_vectors: {size} rows per call need about "
+            f"{2 * size * per_row} bytes on the device ({per_row} per row, "
+            f"twice for the buffers); {free[0]} are free. Pass a smaller "
+            "batch_size, a larger save_every or a smaller k"
+        )
+
+    @jax.jit
+    def chunk(rows):
+        out, t_back = jax.vmap(one)(rows)
+        return out, t_back
+
+    parts, extra = [], None
+    for start in range(0, n, size):
+        count = min(size, n - start)
+        out, extra = chunk(_padded(params_batch, start, count, size))
+        parts.append({key: np.asarray(v)[:count] for key, v in out.items()})
+    fields = {key: np.concatenate([p[key] for p in parts]) for key in _ARRAYS}
+    t_back, steps = (np.asarray(x)[0] for x in extra)
+    return CovariantResult(
+        storage="device", t_backward=float(t_back), steps=steps, **fields
+    )
+
+
+_ARRAYS = ("exponents", "times", "states", "vectors", "local_growth", "stderr")
+
+
+def _padded(tree: Any, start: int, count: int, size: int) -> Any:
+    """Rows ``start .. start + count`` of every leaf, padded to ``size`` rows
+    with copies of the last (one program for every chunk)."""
+
+    def take(x):
+        rows = jnp.asarray(x[start : start + count])
+        pad = jnp.repeat(rows[-1:], size - count, axis=0)
+        return jnp.concatenate([rows, pad])
+
+    return jax.tree.map(take, tree)
