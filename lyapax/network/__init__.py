@@ -31,17 +31,32 @@ from lyapax.network._checks import (
     check_shapes,
     state_rows,
 )
+from lyapax.network._msf import MSFResult, master_stability_function
 from lyapax.network._step import NetworkStep, ParametrizedNetworkStep
+from lyapax.network._sync import (
+    ModeExponents,
+    SyncReport,
+    laplacian_spectrum,
+    synchronisation,
+    transversal_exponents,
+)
 
 __all__ = [
+    "MSFResult",
+    "ModeExponents",
     "Network",
     "NetworkStep",
     "ParametrizedNetworkStep",
+    "SyncReport",
+    "laplacian_spectrum",
+    "master_stability_function",
     "make_network_step_fn",
     "make_parametrized_network_step_fn",
     "network_problem",
     "network_step",
     "network_step_parametrized",
+    "synchronisation",
+    "transversal_exponents",
 ]
 
 
