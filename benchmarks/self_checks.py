@@ -93,12 +93,13 @@ def nonfinite_cost(quick: bool, repeats: int) -> None:
         a, b = statistics.median(with_t), statistics.median(without_t)
         print(
             f"  {name:40s} with {a * 1e3:8.3f} ms  without {b * 1e3:8.3f} ms  "
-            f"ratio {a / b:.3f}  reader alone {statistics.median(t_reader) * 1e6:.1f} us"
+            f"ratio {a / b:.3f}  reader alone "
+            f"{statistics.median(t_reader) * 1e6:.1f} us"
         )
 
 
 def check_cost(quick: bool, repeats: int) -> None:
-    print("2. check_invariants (default window: a sixteenth of the run, 10 to 1000 steps)")
+    print("2. check_invariants (default window: 1/16 of the run, 10 to 1000 steps)")
     n_l = 5_000 if quick else 50_000
     problems = [
         ("Lorenz d=3 k=3", ode_problem(lorenz(), jnp.ones(3), 0.01), n_l, None),
@@ -144,7 +145,8 @@ def msf_cost(quick: bool, repeats: int) -> None:
     x0 = jnp.array([1.0, 1.0, 0.0])
 
     def batched():
-        return master_stability_function(rossler(), H, alphas, x0, 0.02, n_steps).exponent
+        msf = master_stability_function(rossler(), H, alphas, x0, 0.02, n_steps)
+        return msf.exponent
 
     def loop():
         return [
