@@ -25,6 +25,7 @@ PUBLIC_MODULES = (
     "lyapax.dde",
     "lyapax.sweep",
     "lyapax.converge",
+    "lyapax.checks",
     "lyapax.utils",
 )
 

@@ -187,7 +187,7 @@ def synchronisation(
     g_low, g_high = (gammas[1], gammas[-1]) if n > 1 else (np.inf, np.inf)
     if g_low > 1e-12 * max(1.0, abs(g_high)):
         for lo, hi, open_end in negative_intervals(a, lam):
-            s_lo, s_hi = max(lo, 0.0) / g_low, hi / g_high
+            s_lo, s_hi = float(max(lo, 0.0) / g_low), float(hi / g_high)
             if s_hi > s_lo:
                 intervals.append((s_lo, s_hi))
                 open_ended.append(open_end)
