@@ -1,5 +1,11 @@
 """Master stability function and transversal exponents: exact and structural oracles."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,6 +23,7 @@ from lyapax.network import (
     synchronisation,
     transversal_exponents,
 )
+from lyapax.network._msf import msf_kernel_run
 from lyapax.systems import linear_system, lorenz, rossler, tent_map
 
 jax.config.update("jax_enable_x64", True)
@@ -298,3 +305,51 @@ def test_transversal_exponents_refuses_what_it_cannot_do():
             kuramoto_coupling(), {"omega": jnp.arange(4.0)}, jnp.zeros(4), 0.01,
         )  # fmt: skip
         transversal_exponents(p, 10)
+
+
+def test_new_numbers_and_lengths_do_not_recompile():
+    x0 = jnp.array([1.0, 1.0, 0.0])
+    master_stability_function(rossler(), X_ONLY, [0.0, 1.0, 2.0], x0, 0.02, 400)
+    size = msf_kernel_run._cache_size()
+    again = master_stability_function(
+        rossler(a=0.25), 2.0 * X_ONLY, [0.5, 1.5, 2.5], x0 + 0.1, 0.01, 800,
+        renorm_every=20, t_transient=1.0,
+    )  # fmt: skip
+    assert msf_kernel_run._cache_size() == size
+    assert np.isfinite(again.exponent).all()
+
+
+SHARDED = textwrap.dedent(
+    """
+    import json
+    import jax
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    import numpy as np
+    from lyapax.network import master_stability_function
+    from lyapax.systems import rossler
+
+    H = np.diag([1.0, 0.0, 0.0])
+    alphas = np.array([0.0, 0.5, 1.0, 2.0, 4.0])  # 5 rows: one padded
+    args = (rossler(), H, alphas, jnp.array([1.0, 1.0, 0.0]), 0.02, 1000)
+    two = master_stability_function(*args, k=2)
+    one = master_stability_function(*args, k=2, devices=1)
+    print(json.dumps({
+        "devices": len(jax.devices()),
+        "diff": float(np.max(np.abs(two.spectrum - one.spectrum))),
+    }))
+    """
+)
+
+
+def test_alphas_split_over_two_devices_give_single_device_numbers():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    env["JAX_PLATFORMS"] = "cpu"
+    out = subprocess.run(
+        [sys.executable, "-c", SHARDED], capture_output=True, text=True, env=env,
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    facts = json.loads(out.stdout.strip().splitlines()[-1])
+    assert facts["devices"] == 2
+    assert facts["diff"] <= 1e-12

@@ -42,7 +42,7 @@ from lyapax._engine.benettin import tangent_step
 from lyapax._engine.problem import as_problem
 from lyapax._engine.tree import merge_static, split_static
 from lyapax.integrators import ODEStep
-from lyapax.network._step import NetworkStep
+from lyapax.network import NetworkStep
 
 __all__ = ["Check", "InvariantReport", "check_invariants"]
 

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine.problem import ODEProblem
 from lyapax.network._checks import as_weights
 from lyapax.network._msf import MSFResult, run_msf
 from lyapax.network._step import NetworkStep, take_rows
@@ -346,7 +347,7 @@ def transversal_exponents(
         ValueError: unequal row sums, a state that is not synchronous, or
             node parameters that differ between nodes.
     """
-    step = getattr(problem, "step_fn", None)
+    step = problem.step_fn if isinstance(problem, ODEProblem) else None
     if not isinstance(step, NetworkStep):
         raise TypeError(
             "transversal_exponents needs a problem from lyapax.network."
