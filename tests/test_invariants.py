@@ -264,3 +264,16 @@ def test_non_finite_inside_jit_is_silent():
         warnings.simplefilter("error")
         out = top(jnp.array([1.0, 0.5]))
     assert not np.isfinite(np.asarray(out)).all()
+
+
+def test_sweep_names_its_non_finite_rows():
+    from lyapax.sweep import sweep_lyapunov_spectrum
+
+    def step(x, p):
+        return x + 0.01 * p["c"] * x**2
+
+    with pytest.warns(UserWarning, match="1 of 3 sweep rows.*rows 2"):
+        res = sweep_lyapunov_spectrum(
+            step, jnp.array([1.0]), {"c": jnp.array([-1.0, 0.0, 1.0])}, 0.01, 1_000
+        )
+    assert np.isfinite(np.asarray(res.exponents[:2])).all()

@@ -19,7 +19,7 @@ import numpy as np
 
 from lyapax._engine import validate
 
-__all__ = ["NonFinite", "nonfinite_report", "warn_or_raise"]
+__all__ = ["NonFinite", "nonfinite_report", "warn_nonfinite_rows", "warn_or_raise"]
 
 
 class NonFinite(NamedTuple):
@@ -116,3 +116,26 @@ def warn_or_raise(
         raise FloatingPointError("non-finite Lyapunov estimates: " + message)
     hint = " result.nonfinite says when; check_finite=True raises instead."
     warnings.warn(message + hint, UserWarning, stacklevel=stacklevel + 1)
+
+
+def warn_nonfinite_rows(history: Any, *, stacklevel: int) -> None:
+    """A ``UserWarning`` naming the sweep rows whose final estimates are
+    non-finite (``history (n, n_blocks, k)`` on the host; no-op under a trace)."""
+    if validate.is_traced(history):
+        return
+    last = np.asarray(history)[:, -1, :]
+    bad = np.flatnonzero(~np.isfinite(last).all(axis=1))
+    if bad.size == 0:
+        return
+    blocks = ~np.isfinite(np.asarray(history)[bad]).all(axis=2)
+    first = [int(np.argmax(b)) for b in blocks]
+    shown = ", ".join(f"{r} (block {f})" for r, f in zip(bad[:10], first, strict=False))
+    more = "" if bad.size <= 10 else f" and {bad.size - 10} more"
+    warnings.warn(
+        f"{bad.size} of {last.shape[0]} sweep rows became non-finite (nan or inf): "
+        f"rows {shown}{more}, with the first non-finite renormalisation block "
+        "of each. The step may be too large for those parameters (reduce dt), "
+        "or their solutions blow up.",
+        UserWarning,
+        stacklevel=stacklevel + 1,
+    )

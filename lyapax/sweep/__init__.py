@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, PyTree
 
-from lyapax._engine import run, validate
+from lyapax._engine import finite, run, validate
 from lyapax._engine.benettin import resolve_qr
 from lyapax._engine.problem import Problem
 from lyapax._engine.run import LyapunovResult
@@ -304,6 +304,7 @@ def _finish(
         "history": keep_rows(raw.history, n, axis=-2),
         "times": keep_rows(raw.times, n, axis=-1),
     }
+    finite.warn_nonfinite_rows(rows["history"], stacklevel=3)  # issue 24
     trajectory = save_times = None
     if args.save_states:
         trajectory = keep_rows(raw.trajectory, args.n_saved, axis=-2)
