@@ -237,6 +237,9 @@ def test_synchronisation_interval_and_modes():
     g1 = 2 - 2 * np.cos(2 * np.pi / n)
     rep = synchronisation(msf, ring(n))
     assert rep.sigma_interval == pytest.approx((1.0 / g1, 5.0 / 4.0), abs=1e-9)
+    # the Laplacian spectrum computed once and passed instead of the weights
+    again = synchronisation(msf, laplacian_spectrum(ring(n)))
+    assert again.sigma_intervals == rep.sigma_intervals
     assert rep.open_ended == [False]
     inside = synchronisation(msf, ring(n), sigma=1.1)
     assert inside.synchronised is True

@@ -136,15 +136,16 @@ def negative_intervals(alphas: np.ndarray, values: np.ndarray):
 
 
 def synchronisation(
-    msf: MSFResult, network_or_weights: Any, sigma: float | None = None
+    msf: MSFResult, network: Any, sigma: float | None = None
 ) -> SyncReport:
     """Read a sampled master stability function on a network's Laplacian.
 
     Args:
         msf: :class:`MSFResult` on real ``alphas`` (sorted here), e.g. from
             ``master_stability_function(..., alphas=np.linspace(0, 10, 200))``.
-        network_or_weights: :class:`lyapax.network.Network` or weights; its
-            Laplacian spectrum is computed once.
+        network: :class:`lyapax.network.Network`, ``(n, n)`` weights, or the
+            ``(n,)`` Laplacian eigenvalues from :func:`laplacian_spectrum`
+            (to compute them once for many calls).
         sigma: coupling strength for the per-mode verdict (optional).
 
     Returns:
@@ -161,7 +162,11 @@ def synchronisation(
             "synchronisation reads an MSF sampled on real alphas; for complex "
             "alphas evaluate master_stability_function at sigma * gammas directly"
         )
-    gammas = laplacian_spectrum(network_or_weights)
+    given = network if isinstance(network, np.ndarray | jax.Array) else None
+    if given is not None and np.ndim(given) == 1:
+        gammas = np.sort(np.asarray(given))
+    else:
+        gammas = laplacian_spectrum(network)
     if np.iscomplexobj(gammas):
         raise ValueError(
             "the network's Laplacian has complex eigenvalues (directed weights); "
