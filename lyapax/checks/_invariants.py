@@ -22,9 +22,14 @@ Checks (each a :class:`Check`):
   time average of ``tr Df`` (exact from ``d`` difference pairs for small
   ``d``, Hutchinson's estimate with its standard error for larger ``d``), or
   of ``ln|det DPhi| / dt`` of the step for maps and steps without ``f``;
-* ``zero_exponent`` (autonomous flows): the run's exponent nearest zero
-  against zero within a few standard errors, next to the growth rate of
-  ``|f(x(t))|`` (the flow direction) over the window.
+* ``zero_exponent`` (autonomous flows on a bounded attractor): the run's
+  exponent nearest zero against zero within a few standard errors, next to
+  the growth rate of ``|f(x(t))|`` (the flow direction) over the window; a
+  window over which ``|f|`` changes steadily (a fixed point, a linear flow)
+  is reported as not applicable.
+
+Finite differences assume a smooth step: a map with a kink (the tent map)
+can fail ``tangents`` on a step that lands within ``h ~ 1e-5`` of it.
 """
 
 from __future__ import annotations
