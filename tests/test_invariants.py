@@ -207,6 +207,13 @@ def test_bad_input():
     other = ode_problem(lorenz96(), jnp.ones(5), 0.01)
     with pytest.raises(ValueError):
         check_invariants(other, result)
+    with pytest.warns(UserWarning, match="non-finite"):
+        blown = lyapunov_spectrum(blow_up(), 200)
+    with pytest.raises(ValueError, match="non-finite run"):
+        check_invariants(blow_up(), blown)
+    batch = jax.tree.map(lambda x: jnp.stack([x, x]), result.checkpoint)
+    with pytest.raises(ValueError, match="batch of runs"):
+        check_invariants(problem, result._replace(checkpoint=batch))
 
 
 # -- non-finite runs -------------------------------------------------------

@@ -322,7 +322,8 @@ def check_invariants(
 
     Raises:
         TypeError: ``problem`` is not a problem, ``rhs`` not callable.
-        ValueError: a result of another problem (its checkpoint does not fit).
+        ValueError: a result of another problem (its checkpoint does not fit),
+            of a sweep (check one row), or of a non-finite run.
     """
     problem = as_problem(problem)
     view = problem.for_engine()
@@ -333,6 +334,16 @@ def check_invariants(
         raise TypeError(
             "result must be the LyapunovResult of lyapunov_spectrum(problem, ...); "
             f"got {type(result).__name__}"
+        )
+    if np.ndim(checkpoint.Y) != 2:
+        raise ValueError(
+            f"result holds a batch of runs (frame of shape {np.shape(checkpoint.Y)}):"
+            " check one row, e.g. jax.tree.map(lambda x: x[i], result)"
+        )
+    if getattr(result, "nonfinite", None) is not None:
+        raise ValueError(
+            f"result is a non-finite run ({result.nonfinite}); there is nothing "
+            "to check: reduce dt or fix the model first"
         )
     z0, step0 = view.resume_point(checkpoint)
     Q0 = jnp.asarray(checkpoint.Y, dtype=z0.dtype)
