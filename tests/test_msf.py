@@ -213,6 +213,28 @@ def test_kuramoto_modes_are_exact():
     np.testing.assert_allclose(full.exponents, np.sort(heun)[::-1], atol=2e-3)
 
 
+def test_sigmoidal_modes_at_the_synchronous_fixed_point():
+    # x_i' = -x_i + c_i, c = G a sigmoid((W x - mid) / s) on a ring, started at
+    # the synchronous fixed point x*: mode k decays at -1 + q mu_k (q the
+    # sigmoid's slope at r x*, mu_k = 2 cos(2 pi k / n)), through Heun.
+    n, dt, G = 6, 0.01, 1.5
+    coupling = sigmoidal_coupling(a=1.0, midpoint=0.5, sigma=0.8)
+    x = 0.0
+    for _ in range(200):  # x* = G sigmoid((2 x* - 0.5) / 0.8)
+        x = G / (1 + np.exp(-(2 * x - 0.5) / 0.8))
+    problem = network_problem(
+        lambda x, c, p: -x + c, Network(ring(n), (0,)), coupling, {"G": G},
+        jnp.full(n, x), dt,
+    )  # fmt: skip
+    modes = transversal_exponents(problem, 1_000, renorm_every=10)
+    sig = 1 / (1 + np.exp(-(2 * x - 0.5) / 0.8))
+    q = G * sig * (1 - sig) / 0.8
+    mu = 2.0 - modes.gammas  # the ring's weight eigenvalues, r = 2
+    z = dt * (-1.0 + q * mu)
+    heun = np.log(np.abs(1 + z + z**2 / 2)) / dt
+    np.testing.assert_allclose(np.asarray(modes.exponents)[:, 0], heun, atol=1e-10)
+
+
 def test_laplacian_spectrum_dense_and_sparse():
     n = 8
     A = ring(n)
@@ -294,12 +316,16 @@ def test_transversal_exponents_refuses_what_it_cannot_do():
     )  # fmt: skip
     with pytest.raises(ValueError, match="row sums"):
         transversal_exponents(prob, 10)
-    sig = network_problem(
-        lambda x, c, p: -x + c, Network(ring(4), (0,)), sigmoidal_coupling(), {},
+
+    def own_coupling(x, weights, params):
+        return (weights @ x.T).T
+
+    custom = network_problem(
+        lambda x, c, p: -x + c, Network(ring(4), (0,)), own_coupling, {},
         jnp.zeros(4), 0.01,
     )  # fmt: skip
     with pytest.raises(TypeError, match="linear_coupling"):
-        transversal_exponents(sig, 10)
+        transversal_exponents(custom, 10)
     with pytest.raises(TypeError, match="network_problem"):
         transversal_exponents(ode_problem(lorenz(), jnp.ones(3), 0.01), 10)
     with pytest.raises(ValueError, match="identical nodes"):

@@ -24,7 +24,12 @@ from lyapax._engine.problem import ODEProblem
 from lyapax.network._checks import as_weights
 from lyapax.network._msf import MSFResult, run_msf
 from lyapax.network._step import NetworkStep, take_rows
-from lyapax.network.coupling import KuramotoCoupling, LinearCoupling, read_G
+from lyapax.network.coupling import (
+    KuramotoCoupling,
+    LinearCoupling,
+    SigmoidalCoupling,
+    read_G,
+)
 
 __all__ = [
     "ModeExponents",
@@ -246,37 +251,37 @@ class _NodeOfNetwork:
     synchronous state, and ``DH(s) v`` with ``alpha = gamma_k`` (see
     :func:`transversal_exponents`)."""
 
-    def __init__(self, dfun, cvar_indices, params, offset, gain, row_sum):
+    def __init__(self, dfun, cvar_indices, params, coupling, n, row_sum):
         self.dfun, self.cvar, self.params = dfun, cvar_indices, params
-        self.offset, self.gain, self.row_sum = offset, gain, row_sum
+        self.coupling_fn, self.n, self.row_sum = coupling, n, row_sum
+
+    def _rows(self, x):
+        return take_rows(x[:, None], self.cvar)[:, 0]
 
     def coupling(self, s):
-        # c0 = (p + q r) s_cvar + b at the synchronous state (see below).
-        return self.gain_state * take_rows(s[:, None], self.cvar)[:, 0] + self.offset
-
-    @property
-    def gain_state(self):
-        return self.gain[0] + self.gain[1] * self.row_sum
+        return synchronous_coupling(
+            self.coupling_fn, self.params, self.n, self.row_sum, self._rows(s)
+        )
 
     def node(self, s, c):
         return self.dfun(s[:, None], c[:, None], self.params)[:, 0]
 
     def __call__(self, s):
-        return self.node(s, self.coupling(s))
+        return self.node(s, self.coupling(s)[0])
 
     def tangent(self, s, v):
-        dc = self.gain[1] * take_rows(v[:, None], self.cvar)[:, 0]
-        return jax.jvp(lambda c: self.node(s, c), (self.coupling(s),), (dc,))[1]
+        c0, q = self.coupling(s)
+        return jax.jvp(lambda c: self.node(s, c), (c0,), (q * self._rows(v),))[1]
 
 
 def _node_flatten(t):
-    return (t.params, t.offset, t.gain, t.row_sum), (t.dfun, t.cvar)
+    return (t.params, t.coupling_fn, t.row_sum), (t.dfun, t.cvar, t.n)
 
 
 jax.tree_util.register_pytree_node(
     _NodeOfNetwork,
     _node_flatten,
-    lambda aux, ch: _NodeOfNetwork(aux[0], aux[1], *ch),
+    lambda aux, ch: _NodeOfNetwork(aux[0], aux[1], ch[0], ch[1], aux[2], ch[2]),
 )
 
 
@@ -295,24 +300,32 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def _coupling_gains(coupling: Any, params: Any, n: int, r: float):
-    """``(b, (p, q))``: the coupling linearised at a synchronous state is
-    ``dc = (p + q mu) v_cvar`` along a weight eigenvector of eigenvalue
-    ``mu``, and its value there is ``(p + q r) s_cvar + b`` (``r`` the row
-    sum). Linear: ``p = 0``, ``q = G a``. Kuramoto: ``q = (G / N) cos(lag)``,
-    ``p = -q r`` and the value ``r (G / N) sin(lag)``."""
+def synchronous_coupling(coupling: Any, params: Any, n: int, r: Any, s_cvar: Any):
+    """``(c0, q)``: the coupling at the synchronous state ``s`` (coupled rows
+    ``s_cvar``) of a network with row sums ``r``, and ``q`` such that a
+    perturbation ``v`` along a weight eigenvector of eigenvalue ``mu`` changes
+    it by ``(q (mu - r) + dc0/ds) v``, i.e. ``-gamma q v`` beyond what
+    ``c0(s)`` already carries.
+
+    Linear: ``c0 = G a r s + b``, ``q = G a``. Sigmoidal: ``c0 = G a
+    sigmoid((r s - midpoint) / sigma) + b`` and ``q`` its slope in the summed
+    input. Kuramoto: ``c0 = r (G / N) sin(lag)`` (constant), ``q = (G / N)
+    cos(lag)``.
+    """
     if isinstance(coupling, LinearCoupling):
         q = read_G(params, coupling.G_default) * coupling.a
-        return coupling.b, (0.0 * q, q)
+        return q * r * s_cvar + coupling.b, q * jnp.ones_like(s_cvar)
+    if isinstance(coupling, SigmoidalCoupling):
+        return coupling._out(r * s_cvar, params)
     if isinstance(coupling, KuramotoCoupling):
         g = read_G(params, coupling.G_default) / n
-        q = g * jnp.cos(coupling.alpha)
-        return r * g * jnp.sin(coupling.alpha), (-q * r, q)
+        value = r * g * jnp.sin(coupling.alpha) * jnp.ones_like(s_cvar)
+        return value, g * jnp.cos(coupling.alpha) * jnp.ones_like(s_cvar)
     raise TypeError(
-        "transversal_exponents supports the built-in linear_coupling and "
-        "kuramoto_coupling (whose linearisation at a synchronous state is known); "
-        f"got {type(coupling).__name__}. For another coupling use "
-        "master_stability_function with its coupling function"
+        "transversal_exponents supports the built-in linear_coupling, "
+        "sigmoidal_coupling and kuramoto_coupling (whose linearisation at a "
+        f"synchronous state is known); got {type(coupling).__name__}. For another "
+        "coupling use master_stability_function with its coupling function"
     )
 
 
@@ -328,15 +341,16 @@ def transversal_exponents(
 ) -> ModeExponents:
     """Exponents of every Laplacian mode of a synchronised network problem.
 
-    For a ``network_problem`` of identical nodes with ``linear_coupling`` or
-    ``kuramoto_coupling`` on weights of equal row sums ``r`` (so that the
-    synchronous state is invariant), started on a synchronous state (every
-    node equal), a perturbation along the weight eigenvector of eigenvalue
-    ``mu_k = r - gamma_k`` evolves by the node's variational equation with
-    coupling ``gamma_k``. Each mode is one ``m``-dimensional problem along
-    one node trajectory, run with the network's own integrator and ``dt`` as
-    a master stability function at ``alpha = gamma_k``: the union of the
-    modes' spectra is the spectrum of the whole network from that state.
+    For a ``network_problem`` of identical nodes with ``linear_coupling``,
+    ``sigmoidal_coupling`` or ``kuramoto_coupling`` on weights of equal row
+    sums ``r`` (so that the synchronous state is invariant), started on a
+    synchronous state (every node equal), a perturbation along the weight
+    eigenvector of eigenvalue ``mu_k = r - gamma_k`` evolves by the node's
+    variational equation with coupling ``gamma_k``. Each mode is one
+    ``m``-dimensional problem along one node trajectory, run with the
+    network's own integrator and ``dt`` as a master stability function at
+    ``alpha = gamma_k``: the union of the modes' spectra is the spectrum of
+    the whole network from that state.
 
     Args:
         problem: from :func:`lyapax.network.network_problem`.
@@ -374,13 +388,14 @@ def transversal_exponents(
             "problem.state0 is not synchronous: every node must start in the "
             "same state (columns of the (n_sv, n_nodes) state equal)"
         )
-    offset, gains = _coupling_gains(step.coupling, step.params, n, float(rows[0]))
+    # raises TypeError for a coupling whose synchronous form is not known
+    synchronous_coupling(step.coupling, step.params, n, 1.0, jnp.zeros(1))
     node = _NodeOfNetwork(
         step.dfun,
         step.cvar_indices,
         _node_params(step.params, n),
-        offset,
-        gains,
+        step.coupling,
+        n,
         float(rows[0]),
     )
     gammas = laplacian_spectrum(W)
