@@ -25,12 +25,12 @@ import argparse
 import tempfile
 import warnings
 from pathlib import Path
+from typing import ClassVar
 
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
 
-import equinox as eqx
 import jax.numpy as jnp
 import matplotlib
 import numpy as np
@@ -40,6 +40,7 @@ import matplotlib.pyplot as plt
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, rk4_step
 from lyapax.checks import check_invariants
+from lyapax.core import AbstractStep
 from lyapax.systems import henon_map, lorenz
 
 parser = argparse.ArgumentParser(description="self-checks of Lyapunov runs")
@@ -103,9 +104,9 @@ print(
 # ``x'' + 0.2 x' + x = cos t`` with the time read from the step counter: a
 # periodic orbit, exponents ``-0.1, -0.1`` and no zero exponent. Declared
 # autonomous, the zero-exponent check says so.
-class ForcedOscillator(eqx.Module):
+class ForcedOscillator(AbstractStep):
+    uses_step_index: ClassVar[bool] = True
     dt: float
-    uses_step_index = True
 
     def __call__(self, state, i):
         t = i * self.dt

@@ -1,8 +1,8 @@
 """Self-checks: sum rule, per-exponent estimators, zero exponent, non-finite runs."""
 
 import warnings
+from typing import ClassVar
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -10,6 +10,7 @@ import pytest
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, rk4_step
 from lyapax.checks import InvariantReport, check_invariants
+from lyapax.core import AbstractStep
 from lyapax.coupling import linear_coupling
 from lyapax.dde import dde_problem
 from lyapax.network import Network, network_problem
@@ -122,19 +123,20 @@ def test_stop_gradient_is_flagged():
     assert not report.passed
 
 
-class _MismatchedStep(eqx.Module):
-    """A step whose fused tangent_step uses another dt than its state update."""
+class _MismatchedStep(AbstractStep):
+    """A step whose fused tangent uses another dt than its state update."""
 
+    uses_step_index: ClassVar[bool] = False
     dt: float
 
     def __call__(self, x):
         return rk4_step(lorenz(), self.dt)(x)
 
-    def tangent_step(self, x, Y):
-        step = rk4_step(lorenz(), 1.1 * self.dt)
+    def tangent(self, x, Y, step):
+        wrong = rk4_step(lorenz(), 1.1 * self.dt)
 
         def one(v):
-            return jax.jvp(step, (x,), (v,))[1]
+            return jax.jvp(wrong, (x,), (v,))[1]
 
         return self(x), jax.vmap(one, in_axes=1, out_axes=1)(Y)
 
@@ -158,12 +160,12 @@ def test_zero_exponent_passes_rossler():
     assert report.passed
 
 
-class _ForcedOscillator(eqx.Module):
+class _ForcedOscillator(AbstractStep):
     """x'' + 0.2 x' + x = cos(t), the time read from the step counter: a
     forced system presented as a flow of (x, x') alone."""
 
+    uses_step_index: ClassVar[bool] = True
     dt: float
-    uses_step_index = True
 
     def __call__(self, state, i):
         t = i * self.dt

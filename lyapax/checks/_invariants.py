@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
+from lyapax._engine.abstract import declares_step_index
 from lyapax._engine.benettin import tangent_step
 from lyapax._engine.problem import as_problem
 from lyapax._engine.tree import merge_static, split_static
@@ -356,7 +357,7 @@ def check_invariants(
     dt = float(np.asarray(view.dt))
     steps = _window_steps(result, dt, n_steps)
     rhs = rhs if rhs is not None else _vector_field(view.step)
-    indexed = bool(getattr(view.step, "uses_step_index", False))
+    indexed = declares_step_index(view.step)
     full = k == d
     trace = "none"
     if rhs is not None and full:

@@ -34,8 +34,8 @@ from lyapax._engine import run, validate
 from lyapax._engine.benettin import Lengths, capacity, initial_frame
 from lyapax._engine.summary import finish
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.integrators import TABLEAUS, rk_stage_update, tableau_of
-from lyapax.sweep import _batching as batching
+from lyapax._internal import batching
+from lyapax.integrators import TABLEAUS, fixed_stage_method, rk_stage_update
 
 __all__ = ["MSFResult", "master_stability_function", "msf_kernel_run"]
 
@@ -276,28 +276,20 @@ def run_msf(
     x0 = validate.as_state("state0", state0)
     m = int(x0.shape[0])
     alpha_rows = as_alphas(alphas)
-    if not isinstance(integrator, str):
-        raise TypeError(
-            "integrator must be a name (euler, heun, rk4, rk6, or 'map' for a "
-            f"map); got {integrator!r}"
-        )
-    method = MAP if integrator == MAP else tableau_of(integrator).name
+    if integrator == MAP:
+        method = MAP
+    else:
+        method = fixed_stage_method(integrator, "master_stability_function")
+    options = run.RunOptions.of(
+        {"k": k, "renorm_every": renorm_every, "t_transient": t_transient}
+    )
     args = run.run_args(
-        d=m,
-        dt=dt,
-        n_steps=n_steps,
-        k=k,
-        renorm_every=renorm_every,
-        t_transient=t_transient,
-        save_states=False,
-        decimate=1,
-        dtype=x0.dtype,
-        stacklevel=3,
+        options, d=m, dt=dt, n_steps=n_steps, k=k, dtype=x0.dtype, stacklevel=3
     )
     dt = validate.as_dt(dt)
     dynamic, static = split_static((F, dh))
     Y0, _ = initial_frame(seed, d=m, k=args.k, dtype=x0.dtype)
-    lengths = Lengths.pack(args.n_blocks, args.n_transient_blocks, renorm_every, 1)
+    lengths = Lengths.pack(args.n_blocks, args.n_transient_blocks, args.renorm_every, 1)
     plan = batching.Plan(alpha_rows.shape[0], batch_size, devices, True)
     kernel = partial(
         msf_kernel_run, static=static, method=method, capacity=capacity(args.n_blocks)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine.problem import ODEProblem
-from lyapax.network._checks import as_weights
+from lyapax._internal.checks import as_weights
 from lyapax.network._msf import MSFResult, run_msf
 from lyapax.network._step import NetworkStep, take_rows
 from lyapax.network.coupling import (
