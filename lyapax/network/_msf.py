@@ -74,7 +74,7 @@ def _columns(V: jax.Array) -> tuple[jax.Array, bool]:
     return cols, False
 
 
-def _frames(cols: jax.Array, shape: tuple[int, int, int], is_complex: bool):
+def _frames(cols: jax.Array, shape: tuple[int, ...], is_complex: bool):
     """Inverse of :func:`_columns`."""
     a, m, k = shape
     if is_complex:
@@ -202,11 +202,10 @@ def as_alphas(alphas: Any) -> np.ndarray:
         raise TypeError(f"alphas must be real or complex numbers; got {arr.dtype}")
     if not np.isfinite(arr).all():
         raise ValueError("alphas must be finite; they hold nan or inf")
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
     if np.iscomplexobj(arr):
-        return arr.astype(np.complex128 if jax.config.jax_enable_x64 else np.complex64)
-    return arr.astype(
-        np.result_type(float) if jax.config.jax_enable_x64 else np.float32
-    )
+        return arr.astype(np.complex128 if x64 else np.complex64)
+    return arr.astype(np.float64 if x64 else np.float32)
 
 
 def _coupling_tangent(coupling_jacobian: Any, m: int, x0: jax.Array) -> Any:
