@@ -43,6 +43,7 @@ MODULES = [
     "lyapax.sweep",
     "lyapax.converge",
     "lyapax.covariant",
+    "lyapax.checks",
 ]
 for name in MODULES:
     module = importlib.import_module(name)

@@ -2,6 +2,7 @@
 
 from lyapax import coupling
 from lyapax.__version__ import __version__
+from lyapax.checks import Check, InvariantReport, check_invariants
 from lyapax.converge import ConvergedRun, ConvergenceProgress, run_until_converged
 from lyapax.core import (
     ConvergenceDrift,
@@ -35,7 +36,9 @@ from lyapax.integrators import (
     rk6_step,
 )
 from lyapax.network import (
+    MSFResult,
     Network,
+    master_stability_function,
     network_problem,
     network_step,
     network_step_parametrized,
@@ -83,4 +86,10 @@ __all__ = [
     "run_until_converged",
     "sweep_lyapunov_spectrum",
     "sweep_trajectory",
+    # synchronisation and self-checks
+    "MSFResult",
+    "master_stability_function",
+    "Check",
+    "InvariantReport",
+    "check_invariants",
 ]

@@ -104,7 +104,9 @@ def lyapunov_spectrum(
         t_transient: model time run first (tangents and QR included, growth
             discarded): ``renorm_every * max(1, round(t/dt/renorm_every))`` steps.
         seed: ``PRNGKey`` seed of the random initial frame.
-        check_finite: raise ``FloatingPointError`` on non-finite estimates.
+        check_finite: raise ``FloatingPointError`` on non-finite estimates
+            (by default a run that becomes non-finite warns instead, and
+            ``result.nonfinite`` says when).
         resume: a :class:`LyapunovCheckpoint` to continue exactly.
         save_states: also return the trajectory every ``decimate`` steps.
         decimate: must divide ``renorm_every``.
@@ -129,6 +131,10 @@ def lyapunov_spectrum(
     Raises:
         TypeError / ValueError: missing or out-of-range arguments, naming each.
         FloatingPointError: with ``check_finite=True`` and a non-finite estimate.
+
+    Warns:
+        UserWarning: the run became non-finite (the measured steps and time,
+        to one renormalisation block), unless ``check_finite=True``.
 
     Method: Benettin et al. (1980): the frame is propagated with ``jax.jvp``
     batched by ``jax.vmap`` and the exponents are the time averages of

@@ -20,6 +20,7 @@ PUBLIC_MODULES = [
     "lyapax.sweep",
     "lyapax.converge",
     "lyapax.covariant",
+    "lyapax.checks",
 ]
 
 

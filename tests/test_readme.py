@@ -52,3 +52,15 @@ def test_readme_delay_and_sweep_snippets_run(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("ok")
+
+
+def test_readme_synchronisation_snippet_prints_the_documented_interval(tmp_path):
+    block = next(b for b in _blocks("python") if "master_stability_function" in b)
+    script = tmp_path / "readme_msf.py"
+    script.write_text("import jax\njax.config.update('jax_enable_x64', True)\n" + block)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    low, high = _numbers(out.stdout)
+    shown = re.search(r"prints about `\((.*?)\)`", README.read_text()).group(1)
+    np.testing.assert_allclose([low, high], _numbers(shown), atol=5e-3)
+    assert 0 < low < high

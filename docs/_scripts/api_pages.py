@@ -26,6 +26,7 @@ PUBLIC_MODULES = (
     "lyapax.sweep",
     "lyapax.converge",
     "lyapax.covariant",
+    "lyapax.checks",
     "lyapax.utils",
 )
 

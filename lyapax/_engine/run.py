@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax._engine import validate
+from lyapax._engine import finite, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
 from lyapax._engine.options import RunOptions
@@ -54,7 +54,9 @@ class LyapunovResult(NamedTuple):
     checkpoint on resume); ``checkpoint`` to resume; ``trajectory
     (n_steps // decimate, d)`` and ``save_times`` when ``save_states=True``;
     ``stderr (k,)`` standard error of each exponent (same order), NaN when the
-    run has fewer than 2 renormalisation blocks.
+    run has fewer than 2 renormalisation blocks; ``nonfinite``: None, or a
+    :class:`~lyapax._engine.finite.NonFinite` saying when the run became
+    non-finite (a ``UserWarning`` says so too).
 
     ``exponents``, ``stderr`` and the checkpoint are JAX arrays. The rows of
     a single run (``history``, ``times``, ``trajectory``, ``save_times``) are
@@ -80,6 +82,7 @@ class LyapunovResult(NamedTuple):
     trajectory: Saved | None = None
     save_times: SaveTimes | None = None
     stderr: Exponents | None = None
+    nonfinite: Any = None
 
 
 class RunArgs(NamedTuple):
@@ -319,16 +322,29 @@ def spectrum(
     if args.save_states:
         trajectory = keep_rows(out["saved"], n_saved, axis=-2, cols=view.n_state)
         save_at = save_times(view.dt, args.decimate, t0, n_saved)
-    if options.check_finite:
-        check_finite_estimates(history[n_blocks - 1])
+    # -- non-finite runs (issue 24): read from the rows the run returns --
+    times = keep_rows(est["times"], n_blocks, axis=-1)
+    nonfinite = finite.nonfinite_report(
+        history,
+        times,
+        carry.state,
+        renorm_every=args.renorm_every,
+        n_transient_blocks=args.n_transient_blocks,
+        dt=view.dt,
+    )
+    finite.warn_or_raise(
+        nonfinite, check_finite=options.check_finite, stacklevel=stacklevel + 1
+    )
+    # -- end non-finite runs --
     return LyapunovResult(
         est["exponents"],
         history,
-        keep_rows(est["times"], n_blocks, axis=-1),
+        times,
         checkpoint,
         trajectory,
         save_at,
         est["stderr"],
+        nonfinite,
     )
 
 
@@ -413,17 +429,3 @@ def save_times(dt: Scalar, decimate: int, t0: Time, n_saved: int) -> Any:
         return t0 + dt * decimate * jnp.arange(1, n_saved + 1, dtype=float)
     steps = np.arange(1, n_saved + 1, dtype=np.result_type(float))
     return np.asarray(t0) + np.asarray(dt) * decimate * steps
-
-
-def check_finite_estimates(exponents: Any) -> None:
-    """Raise ``FloatingPointError`` naming the non-finite positions (no-op
-    under a trace)."""
-    if validate.is_traced(exponents):
-        return
-    bad = ~np.isfinite(np.asarray(exponents))
-    if bad.any():
-        raise FloatingPointError(
-            f"non-finite Lyapunov estimates at positions "
-            f"{np.flatnonzero(bad).tolist()}: the trajectory or tangent frame "
-            "overflowed; reduce dt or renorm_every, or check the model"
-        )

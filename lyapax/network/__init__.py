@@ -9,14 +9,24 @@ re-evaluated at every Runge-Kutta stage. Heun is the default integrator.
 - :mod:`~lyapax.network.build`: :class:`Network` and the builders;
 - :mod:`~lyapax.network.coupling`: the couplings and their declared bases;
 - :mod:`~lyapax.network._step`: the step and its fused tangent form;
-- :mod:`~lyapax.network._legacy`: the builders of lyapax 0.3.0.
+- :mod:`~lyapax.network._legacy`: the builders of lyapax 0.3.0;
+- :mod:`~lyapax.network._msf`, :mod:`~lyapax.network._sync`: the master
+  stability function and the Laplacian modes of synchronised networks.
 """
 
 from lyapax.network._legacy import (
     make_network_step_fn,
     make_parametrized_network_step_fn,
 )
+from lyapax.network._msf import MSFResult, master_stability_function
 from lyapax.network._step import NetworkStep, ParametrizedNetworkStep
+from lyapax.network._sync import (
+    ModeExponents,
+    SyncReport,
+    laplacian_spectrum,
+    synchronisation,
+    transversal_exponents,
+)
 from lyapax.network.build import (
     Network,
     network_problem,
@@ -25,12 +35,19 @@ from lyapax.network.build import (
 )
 
 __all__ = [
+    "MSFResult",
+    "ModeExponents",
     "Network",
     "NetworkStep",
     "ParametrizedNetworkStep",
+    "SyncReport",
+    "laplacian_spectrum",
+    "master_stability_function",
     "make_network_step_fn",
     "make_parametrized_network_step_fn",
     "network_problem",
     "network_step",
     "network_step_parametrized",
+    "synchronisation",
+    "transversal_exponents",
 ]

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from lyapax._engine import validate
-from lyapax.sweep import _batching as batching
+from lyapax._internal import batching
 from lyapax.sweep._rows import Probe, StepRows, builder_for, probe
 
 #: Saved trajectories larger than this many bytes (on the device per call, or

@@ -13,13 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import ArrayLike, Float, PyTree, Shaped
 
-from lyapax._engine import run
+from lyapax._engine import finite, run
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.summary import keep_rows
 from lyapax._engine.tree import split_static
-from lyapax.sweep import _batching as batching
+from lyapax._internal import batching
 from lyapax.sweep._kernels import spectrum_kernel
 from lyapax.sweep._rows import ProblemFamily
 from lyapax.sweep._setup import min_transient, setup, warn_trajectory
@@ -183,6 +183,7 @@ def _finish(
         "history": keep_rows(raw.history, n, axis=-2),
         "times": keep_rows(raw.times, n, axis=-1),
     }
+    finite.warn_nonfinite_rows(rows["history"], stacklevel=3)  # issue 24
     trajectory = save_times = None
     if args.save_states:
         trajectory = keep_rows(raw.trajectory, args.n_saved, axis=-2)

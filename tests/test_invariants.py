@@ -1,0 +1,288 @@
+"""Self-checks: sum rule, per-exponent estimators, zero exponent, non-finite runs."""
+
+import warnings
+from typing import ClassVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, rk4_step
+from lyapax.checks import InvariantReport, check_invariants
+from lyapax.core import AbstractStep
+from lyapax.coupling import linear_coupling
+from lyapax.dde import dde_problem
+from lyapax.network import Network, network_problem
+from lyapax.systems import henon_map, lorenz, lorenz96, mackey_glass, rossler
+
+jax.config.update("jax_enable_x64", True)
+
+
+def quiet_check(*args, **kwargs) -> InvariantReport:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a passing run must not warn
+        return check_invariants(*args, **kwargs)
+
+
+def lorenz_run(n_steps=20_000):
+    problem = ode_problem(lorenz(), jnp.ones(3), 0.01)
+    return problem, lyapunov_spectrum(
+        problem, n_steps, renorm_every=10, t_transient=20.0
+    )
+
+
+def test_lorenz_passes_every_check():
+    problem, result = lorenz_run()
+    report = quiet_check(problem, result)
+    assert report.passed and report.failed == []
+    assert report.names == ["tangents", "continuous_qr", "sum_rule", "zero_exponent"]
+    assert all(c.passed for c in report.checks)
+    # tr Df = -(sigma + 1 + beta) everywhere: the reference is exact
+    rule = report["sum_rule"]
+    assert rule.expected == pytest.approx(-(10.0 + 1.0 + 8.0 / 3.0), abs=1e-7)
+    assert abs(rule.value - rule.expected) < 2e-4  # RK4 at dt = 0.01
+    # the step's tangents and differences of its state update: an identity
+    tangents = report["tangents"]
+    np.testing.assert_allclose(tangents.value, tangents.expected, atol=1e-6)
+    np.testing.assert_allclose(report.window_exponents, tangents.value)
+    assert "tangents" in str(report) and "pass" in str(report)
+
+
+def test_henon_sum_rule_is_ln_b():
+    problem = ODEProblem(henon_map(), jnp.array([0.1, 0.1]), 1.0)
+    result = lyapunov_spectrum(problem, 5_000, t_transient=100.0)
+    report = quiet_check(problem, result)
+    rule = report["sum_rule"]
+    assert rule.expected == pytest.approx(np.log(0.3), abs=1e-9)
+    assert rule.value == pytest.approx(np.log(0.3), abs=1e-9)
+    assert rule.passed and report["tangents"].passed
+    assert report["continuous_qr"].passed is None  # a map: no vector field
+    assert report["zero_exponent"].passed is None
+
+
+def test_lorenz96_sum_rule_exact_trace():
+    n = 8
+    problem = ode_problem(lorenz96(), 8.0 + jnp.sin(jnp.arange(n, dtype=float)), 0.01)
+    result = lyapunov_spectrum(problem, 5_000, renorm_every=10, t_transient=10.0)
+    report = quiet_check(problem, result, 500)
+    rule = report["sum_rule"]
+    assert rule.expected == pytest.approx(-n, abs=1e-7)
+    assert rule.stderr == 0.0 and "exact" in rule.note
+    assert rule.passed and report.window_steps == 500
+
+
+def test_lorenz96_sum_rule_hutchinson_has_an_error_bar():
+    n = 70  # above EXACT_MAX_D: Hutchinson's estimate of tr Df
+    problem = ode_problem(lorenz96(), 8.0 + jnp.sin(jnp.arange(n, dtype=float)), 0.01)
+    result = lyapunov_spectrum(problem, 200, renorm_every=10)
+    report = check_invariants(problem, result, 100, n_probes=8, warn=False)
+    rule = report["sum_rule"]
+    assert "hutchinson" in rule.note
+    assert rule.stderr > 0
+    assert abs(rule.expected + n) <= 4 * rule.stderr
+    assert report["tangents"].passed
+
+
+def test_linear_network_sum_rule_is_the_trace():
+    n, gamma, G = 5, -0.7, 0.4
+    rng = np.random.default_rng(1)
+    W = rng.uniform(0, 1, (n, n))
+    problem = network_problem(
+        lambda x, c, p: p["gamma"] * x + c,
+        Network(W, (0,)),
+        linear_coupling(),
+        {"gamma": gamma, "G": G},
+        jnp.ones(n),
+        0.01,
+    )
+    result = lyapunov_spectrum(problem, 2_000, renorm_every=10)
+    report = quiet_check(problem, result, 500)
+    assert "bounded attractor" in report["zero_exponent"].note  # |f| grows: n/a
+    rule = report["sum_rule"]
+    assert rule.expected == pytest.approx(n * gamma + G * np.trace(W), abs=1e-7)
+    assert rule.passed and report["continuous_qr"].passed
+
+
+def _lorenz_hiding_a_derivative(x):
+    # z enters rho - z without its derivative: the tangents miss -x dz in y'
+    sigma, rho, beta = 10.0, 28.0, 8.0 / 3.0
+    z = jax.lax.stop_gradient(x[2])
+    return jnp.array(
+        [sigma * (x[1] - x[0]), x[0] * (rho - z) - x[1], x[0] * x[1] - beta * x[2]]
+    )
+
+
+def test_stop_gradient_is_flagged():
+    problem = ode_problem(_lorenz_hiding_a_derivative, jnp.ones(3), 0.01)
+    result = lyapunov_spectrum(problem, 5_000, renorm_every=10, t_transient=20.0)
+    with pytest.warns(UserWarning, match="tangents") as record:
+        report = check_invariants(problem, result)
+    assert "tangents" in report.failed and "continuous_qr" in report.failed
+    assert "stop_gradient" in str(record[0].message)
+    assert not report.passed
+
+
+class _MismatchedStep(AbstractStep):
+    """A step whose fused tangent uses another dt than its state update."""
+
+    uses_step_index: ClassVar[bool] = False
+    dt: float
+
+    def __call__(self, x):
+        return rk4_step(lorenz(), self.dt)(x)
+
+    def tangent(self, x, Y, step):
+        wrong = rk4_step(lorenz(), 1.1 * self.dt)
+
+        def one(v):
+            return jax.jvp(wrong, (x,), (v,))[1]
+
+        return self(x), jax.vmap(one, in_axes=1, out_axes=1)(Y)
+
+
+def test_state_update_and_tangent_that_disagree_are_flagged():
+    problem = ODEProblem(_MismatchedStep(0.01), jnp.ones(3), 0.01)
+    result = lyapunov_spectrum(problem, 5_000, renorm_every=10, t_transient=20.0)
+    # no vector field is known: the sum rule reads ln|det| of the step
+    with pytest.warns(UserWarning, match="sum_rule"):
+        report = check_invariants(problem, result)
+    assert {"tangents", "sum_rule"} <= set(report.failed)
+    assert "ln|det" in report["sum_rule"].note
+
+
+@pytest.mark.slow
+def test_zero_exponent_passes_rossler():
+    problem = ode_problem(rossler(), jnp.array([1.0, 1.0, 0.0]), 0.02)
+    result = lyapunov_spectrum(problem, 100_000, renorm_every=10, t_transient=100.0)
+    report = quiet_check(problem, result)
+    assert report["zero_exponent"].passed
+    assert report.passed
+
+
+class _ForcedOscillator(AbstractStep):
+    """x'' + 0.2 x' + x = cos(t), the time read from the step counter: a
+    forced system presented as a flow of (x, x') alone."""
+
+    uses_step_index: ClassVar[bool] = True
+    dt: float
+
+    def __call__(self, state, i):
+        t = i * self.dt
+
+        def rhs(y):
+            return jnp.array([y[1], -0.2 * y[1] - y[0] + jnp.cos(t)])
+
+        return rk4_step(rhs, self.dt)(state)
+
+
+def test_zero_exponent_flags_a_forced_system():
+    problem = ODEProblem(_ForcedOscillator(0.01), jnp.array([1.0, 0.0]), 0.01)
+    result = lyapunov_spectrum(problem, 20_000, renorm_every=10, t_transient=50.0)
+    np.testing.assert_allclose(result.exponents, [-0.1, -0.1], atol=1e-3)
+    # the step counter says time-dependent: not checked by default ...
+    assert quiet_check(problem, result)["zero_exponent"].passed is None
+    # ... and flagged when the system is declared autonomous
+    with pytest.warns(UserWarning, match="zero_exponent"):
+        report = check_invariants(problem, result, autonomous=True)
+    check = report["zero_exponent"]
+    assert check.passed is False and "forced" in check.note
+    assert check.value == pytest.approx(-0.1, abs=1e-3)
+
+
+def test_delay_problem_checks_its_tangents():
+    problem = dde_problem(mackey_glass(), jnp.array([1.2]), tau=17.0, dt=0.1)
+    result = lyapunov_spectrum(problem, 2_000, k=3, renorm_every=10)
+    report = quiet_check(problem, result, 300)
+    assert report["tangents"].passed
+    assert report["sum_rule"].passed is None  # partial spectrum
+
+
+def test_bad_input():
+    problem, result = lorenz_run(100)
+    with pytest.raises(TypeError, match="result"):
+        check_invariants(problem, result.exponents)
+    with pytest.raises(TypeError, match="rhs"):
+        check_invariants(problem, result, rhs=3)
+    with pytest.raises(ValueError, match="n_steps"):
+        check_invariants(problem, result, 0)
+    other = ode_problem(lorenz96(), jnp.ones(5), 0.01)
+    with pytest.raises(ValueError):
+        check_invariants(other, result)
+    with pytest.warns(UserWarning, match="non-finite"):
+        blown = lyapunov_spectrum(blow_up(), 200)
+    with pytest.raises(ValueError, match="non-finite run"):
+        check_invariants(blow_up(), blown)
+    batch = jax.tree.map(lambda x: jnp.stack([x, x]), result.checkpoint)
+    with pytest.raises(ValueError, match="batch of runs"):
+        check_invariants(problem, result._replace(checkpoint=batch))
+
+
+# -- non-finite runs -------------------------------------------------------
+
+
+def blow_up():
+    # x' = x^2 from x = 1 blows up at t = 1; RK4 at dt = 0.01 overflows at step 103
+    return ode_problem(lambda x: x**2, jnp.array([1.0, 0.5]), 0.01)
+
+
+def test_non_finite_run_warns_with_the_step():
+    with pytest.warns(UserWarning, match="non-finite.*at measured step 103"):
+        result = lyapunov_spectrum(blow_up(), 1_000)
+    assert result.nonfinite.step_range == (103, 103)
+    assert result.nonfinite.time_range == pytest.approx((1.02, 1.03))
+    assert not np.isfinite(np.asarray(result.exponents)).all()
+    with pytest.warns(UserWarning, match="between measured steps 101 and 110"):
+        blocked = lyapunov_spectrum(blow_up(), 1_000, renorm_every=10)
+    assert blocked.nonfinite.block == 10
+
+
+def test_non_finite_in_the_transient_says_so():
+    with pytest.warns(UserWarning, match="during the transient"):
+        result = lyapunov_spectrum(blow_up(), 100, renorm_every=10, t_transient=2.0)
+    assert result.nonfinite.in_transient
+
+
+def test_check_finite_still_raises():
+    with pytest.raises(FloatingPointError, match="non-finite.*step 103"):
+        lyapunov_spectrum(blow_up(), 1_000, check_finite=True)
+
+
+def test_finite_run_has_no_report_and_no_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, result = lorenz_run(1_000)
+    assert result.nonfinite is None
+
+
+def test_overflowing_state_with_finite_exponents_warns():
+    # x' = 800 x: the state overflows, the renormalised tangent does not
+    problem = ode_problem(lambda x: 800.0 * x, jnp.array([1.0]), 0.01)
+    with pytest.warns(UserWarning, match="final state is non-finite"):
+        result = lyapunov_spectrum(problem, 1_000, check_finite=True)
+    assert result.nonfinite.state_only
+    assert np.isfinite(np.asarray(result.exponents)).all()
+
+
+def test_non_finite_inside_jit_is_silent():
+    @jax.jit
+    def top(x0):
+        return lyapunov_spectrum(ode_problem(lambda x: x**2, x0, 0.01), 1_000).exponents
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = top(jnp.array([1.0, 0.5]))
+    assert not np.isfinite(np.asarray(out)).all()
+
+
+def test_sweep_names_its_non_finite_rows():
+    from lyapax.sweep import sweep_lyapunov_spectrum
+
+    def step(x, p):
+        return x + 0.01 * p["c"] * x**2
+
+    with pytest.warns(UserWarning, match="1 of 3 sweep rows.*rows 2"):
+        res = sweep_lyapunov_spectrum(
+            step, jnp.array([1.0]), {"c": jnp.array([-1.0, 0.0, 1.0])}, 0.01, 1_000
+        )
+    assert np.isfinite(np.asarray(res.exponents[:2])).all()
