@@ -81,6 +81,15 @@ def window_blocks(window: Any, dt: Any, renorm_every: int) -> int:
     return blocks
 
 
+def whole_windows(n_steps: Any, steps: int) -> None:
+    """``n_steps`` must be whole windows of ``steps`` steps."""
+    if isinstance(n_steps, int | np.integer) and n_steps % steps:
+        raise ValueError(
+            f"n_steps={n_steps} is not a whole number of windows of {steps} "
+            f"steps (window / dt); pass n_steps={max(1, n_steps // steps) * steps}"
+        )
+
+
 def windows_of(history: Any, times: Any, blocks: int, window: float):
     """``(end times (n_windows,), exponents (..., n_windows, k))`` from running
     estimates ``history (..., n_blocks, k)`` at ``times (..., n_blocks)``
@@ -160,6 +169,7 @@ def finite_time_exponents(
         )
         view_dt = problem.for_engine().dt
         blocks = window_blocks(window, view_dt, renorm_every)
+        whole_windows(n_steps, blocks * renorm_every)
         result = run.spectrum(
             problem,
             n_steps,
