@@ -42,6 +42,7 @@ MODULES = [
     "lyapax.dde",
     "lyapax.sweep",
     "lyapax.converge",
+    "lyapax.finite_time",
 ]
 for name in MODULES:
     module = importlib.import_module(name)

@@ -20,6 +20,12 @@ from lyapax.dde import (
     lyapunov_spectrum_dde,
     network_dde_problem,
 )
+from lyapax.finite_time import (
+    FiniteTimeResult,
+    FTLEField,
+    finite_time_exponents,
+    ftle_field,
+)
 from lyapax.integrators import (
     euler_step,
     get_integrator,
@@ -65,6 +71,11 @@ __all__ = [
     "network_step",
     "network_step_parametrized",
     "coupling",
+    # finite-time exponents and FTLE fields
+    "FTLEField",
+    "FiniteTimeResult",
+    "finite_time_exponents",
+    "ftle_field",
     # sweeps and convergence
     "ConvergedRun",
     "ConvergenceProgress",

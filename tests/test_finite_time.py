@@ -73,7 +73,9 @@ def test_linear_map_family_gives_one_distribution_per_parameter():
     # x -> a x: every window's exponent is ln|a|, one row per a.
     a = np.array([0.5, 2.0, 3.0])
     fam = problem_family(
-        lambda p: ode_problem(lambda x: p * x, jnp.array([1e-3]), 1.0, integrator="euler")
+        lambda p: ode_problem(
+            lambda x: p * x, jnp.array([1e-3]), 1.0, integrator="euler"
+        )
     )
     res = finite_time_exponents(fam, 60, window=2.0, params_batch=a - 1.0)
     np.testing.assert_allclose(res.exponents[..., 0], np.log(a)[:, None] * np.ones(30))

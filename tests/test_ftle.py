@@ -97,7 +97,11 @@ def test_run_ends_exactly_at_t0_plus_T():
     assert n_steps_for(1.0, 0.1) == 10 and n_steps_for(-0.35, 0.1) == 4
     # dx/dt = t on [2, 2 + T]: exact for RK4 (polynomial of degree 1 in t).
     field = ftle_field(
-        lambda t, x: jnp.full_like(x, t), np.zeros((1, 1)), 2.0, -0.77, 0.1,
+        lambda t, x: jnp.full_like(x, t),
+        np.zeros((1, 1)),
+        2.0,
+        -0.77,
+        0.1,
         time_dependent=True,
     )
     np.testing.assert_allclose(field.flow_map[0, 0], ((2 - 0.77) ** 2 - 4) / 2)
@@ -130,8 +134,6 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ValueError, match="integrator="):
         ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, integrator="rk5")
     with pytest.raises(MemoryError, match="batch_size="):
-        ftle_field(
-            rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=1_000
-        )
+        ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=1_000)
     with pytest.raises(MemoryError, match="points has"):
         ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=10)

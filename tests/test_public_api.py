@@ -19,6 +19,7 @@ PUBLIC_MODULES = [
     "lyapax.dde",
     "lyapax.sweep",
     "lyapax.converge",
+    "lyapax.finite_time",
 ]
 
 

@@ -7,4 +7,9 @@ from lyapax.finite_time.field import FTLEField, ftle_field, ftle_grid, grid_poin
 
 __all__ = [
     "FiniteTimeResult",
-    "finite_time_exponents","FTLEField", "ftle_field", "ftle_grid", "grid_points"]
+    "finite_time_exponents",
+    "FTLEField",
+    "ftle_field",
+    "ftle_grid",
+    "grid_points",
+]
