@@ -101,3 +101,73 @@ def test_bad_windows_are_rejected_with_the_argument_named():
         finite_time_exponents(problem, 1000, window=0.3, renorm_every=10)
     with pytest.raises(TypeError, match="window="):
         finite_time_exponents(problem, 1000)
+
+
+# --- time-dependent right-hand sides and backward time ------------------------
+A0, A1, W = -0.2, 1.0, 1.3
+
+
+def modulated(t, x):  # dx/dt = a(t) x, a(t) = A0 + A1 cos(W t)
+    return (A0 + A1 * jnp.cos(W * t)) * x
+
+
+def mean_rate(t_start, t_end):
+    return A0 + A1 * (np.sin(W * t_end) - np.sin(W * t_start)) / (W * (t_end - t_start))
+
+
+def test_time_dependent_exponent_is_the_time_average_of_a():
+    problem = ode_problem(
+        modulated, jnp.array([1.0]), 0.01, t0=0.5, time_dependent=True
+    )
+    res = lyapunov_spectrum(problem, 1000)
+    np.testing.assert_allclose(res.exponents[0], mean_rate(0.5, 10.5), atol=1e-9)
+    assert int(res.checkpoint.step) == 1000  # the time is in the checkpoint
+    windows = finite_time_exponents(problem, 1000, window=1.0)
+    ends = 0.5 + windows.times
+    np.testing.assert_allclose(
+        windows.exponents[:, 0], mean_rate(ends - 1.0, ends), rtol=0, atol=1e-9
+    )
+
+
+def test_time_dependent_resume_continues_at_the_right_time():
+    problem = ode_problem(modulated, jnp.array([1.0]), 0.01, time_dependent=True)
+    first = lyapunov_spectrum(problem, 300, t_transient=2.0)
+    second = lyapunov_spectrum(problem, 400, resume=first.checkpoint)
+    # Transient [0, 2], measured [2, 9]: the resumed run ends at t = 9.
+    np.testing.assert_allclose(second.exponents[0], mean_rate(2.0, 9.0), atol=1e-9)
+
+
+def test_time_dependent_sweep_over_initial_states():
+    from lyapax.sweep import sweep_lyapunov_spectrum
+
+    problem = ode_problem(modulated, jnp.array([1.0]), 0.01, time_dependent=True)
+    res = sweep_lyapunov_spectrum(
+        problem, None, None, None, 500, state0_batch=np.array([[1.0], [-2.0], [3.0]])
+    )
+    np.testing.assert_allclose(res.exponents[:, 0], mean_rate(0.0, 5.0), atol=1e-9)
+
+
+@pytest.mark.parametrize("form", ["backward", "negative dt"])
+def test_backward_time_gives_the_reversed_flows_exponents(form):
+    M = jnp.array([[0.1, 0.0], [0.0, -0.4]])
+    kw = {"backward": True} if form == "backward" else {}
+    dt = 0.05 if form == "backward" else -0.05
+    problem = ode_problem(linear_system(M), jnp.array([1.0, 1.0]), dt, **kw)
+    assert problem.dt == 0.05
+    res = lyapunov_spectrum(problem, 400, renorm_every=4, t_transient=60.0)
+    np.testing.assert_allclose(res.exponents, [0.4, -0.1], atol=1e-8)
+
+
+def test_time_dependent_bad_input():
+    with pytest.raises(ValueError, match="fixed-step tableau name"):
+        ode_problem(
+            modulated,
+            jnp.array([1.0]),
+            0.01,
+            time_dependent=True,
+            integrator=lambda rhs, dt: rhs,
+        )
+    with pytest.raises(TypeError, match="backward must be True or False"):
+        ode_problem(modulated, jnp.array([1.0]), 0.01, backward="yes")
+    with pytest.raises(ValueError, match="maps and delay equations run forward"):
+        lyapunov_spectrum(tent_map(), jnp.array([0.3]), -1.0, 10)
