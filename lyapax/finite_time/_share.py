@@ -5,8 +5,11 @@ XLA fuses the ``d`` tangents of a stage into loops over ``(point, tangent)``
 entries and recomputes the field's ``sin``/``cos``/``exp`` for each entry: for
 the double gyre that is ~4x the transcendental work of the primal. Wrapping
 each transcendental result in ``lax.optimization_barrier`` makes it a value of
-its own, computed once per point (measured on the double gyre: 150 -> 86 ns per
-point and stage on the 2-core CPU; the primal alone costs 47). The field is
+its own, computed once per point (measured on one double-gyre stage in
+isolation: 150 -> 86 ns per point on the 2-core CPU, the primal alone 47; in
+the whole integration loop the difference was within the noise of a loaded
+machine, so :func:`~lyapax.finite_time.ftle_field` leaves it off by default
+and ``benchmarks/ftle_bench.py`` measures both). The field is
 re-evaluated from its jaxpr with those barriers; the numbers are unchanged.
 Primitives inside nested calls (``jit``-ed helpers, ``custom_jvp`` functions)
 are left as they are; a field that cannot be traced this way is used as given.

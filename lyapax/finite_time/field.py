@@ -157,7 +157,7 @@ def ftle_field(
     *,
     devices: Any = None,
     memory_limit: int | None = None,
-    share_transcendentals: bool = True,
+    share_transcendentals: bool = False,
 ) -> FTLEField:
     """Finite-time Lyapunov exponents of the flow map over ``[t0, t0 + T]``.
 
@@ -181,8 +181,10 @@ def ftle_field(
             free); checked before anything runs.
         share_transcendentals: compute each ``sin``/``cos``/``exp``/... of
             ``rhs`` once per point and stage for the primal and all tangents
-            (see :mod:`lyapax.finite_time._share`); False evaluates ``rhs``
-            as written.
+            (see :mod:`lyapax.finite_time._share`; same numbers). Off by
+            default: it halves one stage's cost in isolation, but in the whole
+            loop on the shared 2-core CPU the gain was within the noise
+            (``benchmarks/ftle_bench.py`` measures both).
 
     Returns:
         :class:`FTLEField` with ``ftle_max``, ``ftle_min`` ``(N,)``,
