@@ -137,3 +137,15 @@ def test_bad_input_names_the_argument():
         ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=1_000)
     with pytest.raises(MemoryError, match="points has"):
         ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=10)
+
+
+def test_backward_gyre_field_is_the_forward_field_mirrored():
+    # omega T = 3 pi: sin(omega (15 - s)) = sin(omega s), and y -> 1 - y maps
+    # (u, v) to (-u, v), so the backward field from t0 = 15 is the forward
+    # field reflected in y = 1/2.
+    x = np.linspace(0.0, 2.0, 9)
+    y = np.linspace(0.0, 1.0, 7)
+    rhs = double_gyre(eps=0.25)
+    fwd = ftle_grid(rhs, x, y, 0.0, 15.0, 0.05, time_dependent=True, integrator="rk6")
+    bwd = ftle_grid(rhs, x, y, 15.0, -15.0, 0.05, time_dependent=True, integrator="rk6")
+    np.testing.assert_allclose(bwd.ftle_max, fwd.ftle_max[::-1], rtol=0, atol=1e-8)
