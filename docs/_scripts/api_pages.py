@@ -25,6 +25,7 @@ PUBLIC_MODULES = (
     "lyapax.dde",
     "lyapax.sweep",
     "lyapax.converge",
+    "lyapax.finite_time",
     "lyapax.utils",
 )
 

@@ -132,17 +132,18 @@ def finite_time_exponents(
     ``dt=1``). The tangent frame runs on from window to window (it is not
     restarted), so after the transient each window's exponents are the growth
     rates of the aligned frame, and their mean over the run is the run's
-    exponents.
+    exponents. Arguments not listed here mean what they mean in
+    :func:`lyapax.lyapunov_spectrum`.
 
     Args:
         window: window duration (model time), a positive multiple of
             ``dt * renorm_every``; ``n_steps`` must be whole windows.
-        state0_batch: ``(n, d)`` initial states of an ensemble, or
+        state0_batch: ``(n, d)`` initial states of an ensemble.
         params_batch: a parameter batch for ``step_fn(x, params)`` or a
-            :func:`lyapax.sweep.problem_family`: the ensemble runs as one
+            :func:`lyapax.sweep.problem_family`. Either makes an ensemble,
+            which runs as one
             :func:`lyapax.sweep.sweep_lyapunov_spectrum` program
             (``batch_size`` chunks it).
-        Other arguments: as in :func:`lyapax.lyapunov_spectrum`.
 
     Returns:
         :class:`FiniteTimeResult` with ``times (n_windows,)`` and ``exponents

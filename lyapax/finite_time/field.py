@@ -164,8 +164,9 @@ def ftle_field(
     Args:
         rhs: velocity field ``rhs(x (d,)) -> (d,)``, or ``rhs(t, x)`` with
             ``time_dependent=True`` (evaluated at every Runge-Kutta stage's
-            own time). Numbers inside a :class:`lyapax.utils` ``Bound`` or an
-            ``equinox.Module`` are runtime inputs (no recompile).
+            own time). Numbers inside an ``equinox.Module`` (such as the
+            fields of :mod:`lyapax.systems`) are runtime inputs (no
+            recompile); a new closure is a new program.
         points: initial points ``(N, d)``.
         t0: start time. T: integration time, ``!= 0``; ``T < 0`` runs backward.
         dt: largest step (> 0). The run takes ``n = ceil(|T| / dt)`` equal steps
@@ -181,7 +182,7 @@ def ftle_field(
             free); checked before anything runs.
         share_transcendentals: compute each ``sin``/``cos``/``exp``/... of
             ``rhs`` once per point and stage for the primal and all tangents
-            (see :mod:`lyapax.finite_time._share`; same numbers). Off by
+            (see ``lyapax.finite_time._share``; same numbers). Off by
             default: it halves one stage's cost in isolation, but in the whole
             loop on the shared 2-core CPU the gain was within the noise
             (``benchmarks/ftle_bench.py`` measures both).
