@@ -28,7 +28,6 @@ from lyapax.finite_time._flow import (
     n_steps_for,
     singular_summary,
 )
-from lyapax.finite_time._share import SharedTranscendentals
 from lyapax.integrators import ButcherTableau, tableau_of
 from lyapax.sweep._batching import BATCH_AXIS, Plan
 
@@ -157,7 +156,6 @@ def ftle_field(
     *,
     devices: Any = None,
     memory_limit: int | None = None,
-    share_transcendentals: bool = False,
 ) -> FTLEField:
     """Finite-time Lyapunov exponents of the flow map over ``[t0, t0 + T]``.
 
@@ -180,12 +178,6 @@ def ftle_field(
             all visible).
         memory_limit: bytes the run may use (None: what the device reports
             free); checked before anything runs.
-        share_transcendentals: compute each ``sin``/``cos``/``exp``/... of
-            ``rhs`` once per point and stage for the primal and all tangents
-            (see ``lyapax.finite_time._share``; same numbers). Off by
-            default: it halves one stage's cost in isolation, but in the whole
-            loop on the shared 2-core CPU the gain was within the noise
-            (``benchmarks/ftle_bench.py`` measures both).
 
     Returns:
         :class:`FTLEField` with ``ftle_max``, ``ftle_min`` ``(N,)``,
@@ -214,8 +206,6 @@ def ftle_field(
     tableau = _tableau(integrator)
     field = rhs if time_dependent else Autonomous(rhs)
     _check_rhs(field, d, pts.dtype, time_dependent)
-    if share_transcendentals:
-        field = SharedTranscendentals(field)
     n_steps = n_steps_for(T, dt)
     chunk = _memory.DEFAULT_CHUNK if batch_size is None else batch_size
     plan = Plan(n, chunk, devices, True)
