@@ -149,3 +149,12 @@ def test_backward_gyre_field_is_the_forward_field_mirrored():
     fwd = ftle_grid(rhs, x, y, 0.0, 15.0, 0.05, time_dependent=True, integrator="rk6")
     bwd = ftle_grid(rhs, x, y, 15.0, -15.0, 0.05, time_dependent=True, integrator="rk6")
     np.testing.assert_allclose(bwd.ftle_max, fwd.ftle_max[::-1], rtol=0, atol=1e-8)
+
+
+def test_chunks_are_equal_so_padding_is_small():
+    from lyapax.finite_time._memory import even_chunk
+
+    assert even_chunk(45_451, None) == 22_726  # two chunks, one padded point
+    assert even_chunk(10, 4) == 4 and even_chunk(12, 4) == 4 and even_chunk(3, 8) == 3
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        even_chunk(10, 0)

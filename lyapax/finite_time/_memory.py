@@ -7,9 +7,25 @@ from typing import Any
 
 import numpy as np
 
+from lyapax._engine import validate
+
 #: Default points per chunk when ``batch_size`` is None: large enough that a
 #: chunk's loop amortises its launches, small enough to stay near the caches.
 DEFAULT_CHUNK = 1 << 15
+
+
+def even_chunk(n: int, batch_size: Any) -> int:
+    """Points per chunk: ``n`` cut into ``ceil(n / batch_size)`` chunks of
+    equal size (so the padded last chunk wastes at most a few points, where
+    chunks of exactly ``batch_size`` could waste almost a whole one).
+
+    Raises:
+        ValueError / TypeError: ``batch_size`` not an integer >= 1.
+    """
+    limit = DEFAULT_CHUNK if batch_size is None else batch_size
+    limit = validate.as_int("batch_size", limit, minimum=1)
+    pieces = -(-n // limit)
+    return -(-n // pieces)
 
 
 def chunk_bytes(chunk: int, d: int, n_stages: int, itemsize: int) -> int:

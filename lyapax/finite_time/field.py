@@ -172,8 +172,10 @@ def ftle_field(
         time_dependent: ``rhs`` takes ``(t, x)``.
         integrator: ``"euler"``, ``"heun"``, ``"rk4"``, ``"rk6"`` or a
             :class:`~lyapax.integrators.ButcherTableau`.
-        batch_size: points per compiled call (None: at most 32 768); the last
-            chunk is padded, so every chunk reuses one program.
+        batch_size: at most this many points per compiled call (None:
+            32 768); the points are cut into equal chunks (the last one
+            padded by at most one point per chunk), so every chunk reuses
+            one program and almost no padding is computed.
         devices: devices to split each chunk over, as in the sweeps (None:
             all visible).
         memory_limit: bytes the run may use (None: what the device reports
@@ -207,8 +209,7 @@ def ftle_field(
     field = rhs if time_dependent else Autonomous(rhs)
     _check_rhs(field, d, pts.dtype, time_dependent)
     n_steps = n_steps_for(T, dt)
-    chunk = _memory.DEFAULT_CHUNK if batch_size is None else batch_size
-    plan = Plan(n, chunk, devices, True)
+    plan = Plan(n, _memory.even_chunk(n, batch_size), devices, True)
     _memory.check_fits(
         n, plan.padded, d, len(tableau.a), pts.dtype, plan.devices, memory_limit
     )
