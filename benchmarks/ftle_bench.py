@@ -51,6 +51,7 @@ jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from lyapax import systems  # noqa: E402
 from lyapax.finite_time import ftle_field, grid_points  # noqa: E402
 
 AMP, EPS, OMEGA, T = 0.1, 0.25, 2 * np.pi / 10, 15.0
@@ -59,15 +60,7 @@ CHECK = np.array([[1.0, 0.0], [1.0, 1.0]])
 
 
 def gyre(eps):
-    def rhs(t, x):
-        s = eps * jnp.sin(OMEGA * t)
-        f = s * x[0] ** 2 + (1 - 2 * s) * x[0]
-        dfdx = 2 * s * x[0] + 1 - 2 * s
-        u = -jnp.pi * AMP * jnp.sin(jnp.pi * f) * jnp.cos(jnp.pi * x[1])
-        v = jnp.pi * AMP * jnp.cos(jnp.pi * f) * jnp.sin(jnp.pi * x[1]) * dfdx
-        return jnp.stack([u, v])
-
-    return rhs
+    return systems.double_gyre(A=AMP, eps=eps, omega=OMEGA)
 
 
 def best_of(fn, repeat):

@@ -25,13 +25,13 @@ import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
 
-import jax.numpy as jnp
 import matplotlib
 import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
 
+from lyapax import systems
 from lyapax.finite_time import ftle_field, ftle_grid
 
 parser = argparse.ArgumentParser(description="double-gyre FTLE fields")
@@ -50,16 +50,11 @@ A, OMEGA, T = 0.1, 2 * np.pi / 10, 15.0
 # %%
 # The velocity field ``rhs(t, x)``
 # --------------------------------
+# :func:`lyapax.systems.double_gyre` is ``u = -pi A sin(pi f) cos(pi y)``,
+# ``v = pi A cos(pi f) sin(pi y) df/dx`` with ``f = a x^2 + b x``,
+# ``a = eps sin(omega t)``, ``b = 1 - 2 a``; any ``rhs(t, x)`` works the same.
 def double_gyre(eps):
-    def rhs(t, x):
-        s = eps * jnp.sin(OMEGA * t)
-        f = s * x[0] ** 2 + (1 - 2 * s) * x[0]
-        dfdx = 2 * s * x[0] + 1 - 2 * s
-        u = -jnp.pi * A * jnp.sin(jnp.pi * f) * jnp.cos(jnp.pi * x[1])
-        v = jnp.pi * A * jnp.cos(jnp.pi * f) * jnp.sin(jnp.pi * x[1]) * dfdx
-        return jnp.stack([u, v])
-
-    return rhs
+    return systems.double_gyre(A=A, eps=eps, omega=OMEGA)
 
 
 # %%

@@ -8,22 +8,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lyapax import systems
 from lyapax.finite_time import ftle_field, ftle_grid, grid_points
 from lyapax.finite_time._flow import n_steps_for
 
 A = 0.1
 
 
-def double_gyre(eps=0.0, omega=2 * np.pi / 10, amp=A):
-    def rhs(t, x):
-        s = eps * jnp.sin(omega * t)
-        f = s * x[0] ** 2 + (1 - 2 * s) * x[0]
-        dfdx = 2 * s * x[0] + 1 - 2 * s
-        u = -jnp.pi * amp * jnp.sin(jnp.pi * f) * jnp.cos(jnp.pi * x[1])
-        v = jnp.pi * amp * jnp.cos(jnp.pi * f) * jnp.sin(jnp.pi * x[1]) * dfdx
-        return jnp.stack([u, v])
-
-    return rhs
+def double_gyre(eps=0.0):
+    return systems.double_gyre(A=A, eps=eps, omega=2 * np.pi / 10)
 
 
 SADDLES_AND_CENTRE = np.array([[1.0, 0.0], [1.0, 1.0], [0.5, 0.5]])

@@ -15,9 +15,10 @@ from typing import Any, NamedTuple
 import numpy as np
 from jaxtyping import Array, Float
 
-from lyapax._engine import run, validate
-from lyapax._engine.problem import ODEProblem, Problem, is_problem, resolve_call
+from lyapax._engine import validate
+from lyapax._engine.problem import Problem, as_problem, is_problem
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
+from lyapax.core import lyapunov_spectrum
 from lyapax.sweep import ProblemFamily, sweep_lyapunov_spectrum
 
 __all__ = ["FiniteTimeResult", "finite_time_exponents"]
@@ -158,31 +159,23 @@ def finite_time_exponents(
         raise TypeError("finite_time_exponents requires window= (in time units)")
     ensemble = state0_batch is not None or params_batch is not None
     if not ensemble:
-        problem, n_steps = resolve_call(
-            "finite_time_exponents",
-            step_fn_or_problem,
-            n_steps,
+        obj = step_fn_or_problem
+        if is_problem(obj):
+            step_dt = as_problem(obj).for_engine().dt
+            steps = state0 if n_steps is None else n_steps
+        else:
+            step_dt, steps = validate.positive_dt(dt), n_steps
+        blocks = window_blocks(window, step_dt, renorm_every)
+        whole_windows(steps, blocks * renorm_every)
+        result = lyapunov_spectrum(
+            obj,
             state0,
             dt,
-            lambda: ODEProblem(step_fn_or_problem, state0, dt),
-            (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
-            " (use dt=1.0 for maps)",
-        )
-        view_dt = problem.for_engine().dt
-        blocks = window_blocks(window, view_dt, renorm_every)
-        whole_windows(n_steps, blocks * renorm_every)
-        result = run.spectrum(
-            problem,
             n_steps,
             k=k,
             renorm_every=renorm_every,
             t_transient=t_transient,
             seed=seed,
-            check_finite=False,
-            resume=None,
-            save_states=False,
-            decimate=1,
-            stacklevel=2,
             qr=qr,
         )
     else:
