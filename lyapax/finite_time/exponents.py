@@ -158,6 +158,8 @@ def finite_time_exponents(
     if window is None:
         raise TypeError("finite_time_exponents requires window= (in time units)")
     ensemble = state0_batch is not None or params_batch is not None
+    run = dict(k=k, renorm_every=renorm_every, t_transient=t_transient, seed=seed)
+    run["qr"] = qr
     if not ensemble:
         obj = step_fn_or_problem
         if is_problem(obj):
@@ -167,17 +169,7 @@ def finite_time_exponents(
             step_dt, steps = validate.positive_dt(dt), n_steps
         blocks = window_blocks(window, step_dt, renorm_every)
         whole_windows(steps, blocks * renorm_every)
-        result = lyapunov_spectrum(
-            obj,
-            state0,
-            dt,
-            n_steps,
-            k=k,
-            renorm_every=renorm_every,
-            t_transient=t_transient,
-            seed=seed,
-            qr=qr,
-        )
+        result = lyapunov_spectrum(obj, state0, dt, n_steps, **run)
     else:
         if isinstance(step_fn_or_problem, ProblemFamily) or is_problem(
             step_fn_or_problem
@@ -192,13 +184,9 @@ def finite_time_exponents(
             params_batch,
             dt,
             n_steps,
-            k=k,
-            renorm_every=renorm_every,
-            t_transient=t_transient,
-            seed=seed,
             state0_batch=state0_batch,
             batch_size=batch_size,
-            qr=qr,
+            **run,
         )
         view_dt = np.asarray(result.checkpoint.dt).reshape(-1)[0]
         blocks = window_blocks(window, view_dt, renorm_every)
