@@ -171,3 +171,15 @@ def test_time_dependent_bad_input():
         ode_problem(modulated, jnp.array([1.0]), 0.01, backward="yes")
     with pytest.raises(ValueError, match="maps and delay equations run forward"):
         lyapunov_spectrum(tent_map(), jnp.array([0.3]), -1.0, 10)
+
+
+def test_time_dependent_run_until_converged_keeps_the_clock():
+    from lyapax.converge import run_until_converged
+
+    # a(t) of period 2 pi / W: chunks of 100 steps (t = 1) resume at their
+    # own times, so the chunked run equals one run of the same length.
+    problem = ode_problem(modulated, jnp.array([1.0]), 0.01, time_dependent=True)
+    run = run_until_converged(
+        problem, tol=1e-12, max_steps=500, chunk_steps=100, min_blocks=2
+    )
+    np.testing.assert_allclose(run.result.exponents[0], mean_rate(0.0, 5.0), atol=1e-9)
