@@ -35,7 +35,7 @@ from jax.experimental import sparse  # noqa: E402
 from network_floor import floor, timed  # noqa: E402
 
 from lyapax import lyapunov_spectrum  # noqa: E402
-from lyapax.network._sparse import as_ell  # noqa: E402
+from lyapax._internal.sparse import as_ell  # noqa: E402
 from lyapax.systems import kuramoto_network  # noqa: E402
 
 K, N_STEPS, RENORM, DT = 5, 200, 10, 1e-2

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+
+from lyapax._engine.abstract import AbstractStep
 
 
 def _push_tangents(rhs: Callable[[Any], Any], y: Any, Y: Any) -> tuple[Any, Any]:
@@ -38,7 +40,7 @@ class _VariationalField(eqx.Module):
         return _push_tangents(self.rhs, *yY)
 
 
-class AdaptiveODEStep(eqx.Module):
+class AdaptiveODEStep(AbstractStep):
     """``state -> state`` map advancing ``rhs`` by exactly ``dt`` adaptively.
 
     Built by :func:`lyapax.adaptive.diffrax_adaptive_step`; a pytree whose
@@ -48,6 +50,7 @@ class AdaptiveODEStep(eqx.Module):
     variational equation whose sub-steps are sized by the error of both.
     """
 
+    uses_step_index: ClassVar[bool] = False
     rhs: Callable[[Any], Any]
     dt: Any
     solver: Any
@@ -65,7 +68,7 @@ class AdaptiveODEStep(eqx.Module):
             None if self.dt0 is None else jnp.minimum(jnp.asarray(self.dt0, dtype), t1)
         )
         sol = diffrax.diffeqsolve(
-            diffrax.ODETerm(field),
+            diffrax.ODETerm(field),  # type: ignore[arg-type]  # a callable Module
             self.solver,
             t0=jnp.zeros((), dtype),
             t1=t1,
@@ -99,6 +102,10 @@ class AdaptiveODEStep(eqx.Module):
         if not self.tangent_control:
             return _push_tangents(self, state, Y)
         return self._solve(_VariationalField(self.rhs), (state, Y))[0]
+
+    def tangent(self, z: Any, Y: Any, step: Any) -> tuple[Any, Any]:
+        """The engine's tangent step: :meth:`tangent_step`."""
+        return self.tangent_step(z, Y)
 
     def sub_steps(self, state: Any, Y: Any = None) -> tuple[Any, Any]:
         """Accepted and rejected sub-step counts of one ``dt`` from ``state``.

@@ -36,20 +36,19 @@ schemes, and reject it with a ``ValueError``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
+
+from lyapax.integrators import AbstractStepBuilder
 
 try:
     import diffrax
 except ImportError:  # diffrax is the optional 'adaptive' extra
-    diffrax = None
+    diffrax = None  # type: ignore[assignment]
 
-__all__ = ["SOLVERS", "diffrax_adaptive_step"]
+__all__ = ["SOLVERS", "AdaptiveStepBuilder", "diffrax_adaptive_step"]
 
 #: Names accepted for ``solver`` and the diffrax class each one builds.
 SOLVERS: tuple[str, ...] = ("tsit5", "dopri5", "dopri8")
-
-# Marker read by the network/DDE builders to reject this integrator clearly.
-_ADAPTIVE_MARKER = "_lyapax_adaptive_ode_only"
 
 
 def _require_diffrax() -> None:
@@ -90,6 +89,38 @@ def _positive(name: str, value: Any) -> None:
         raise ValueError(f"{name} must be a positive number; got {value!r}")
 
 
+class AdaptiveStepBuilder(AbstractStepBuilder):
+    """``(rhs, dt) -> AdaptiveODEStep`` (see :func:`diffrax_adaptive_step`).
+
+    Its steps choose their own sub-steps, so it declares no fixed stages and
+    network and delay builders refuse it.
+    """
+
+    fixed_stages: ClassVar[bool] = False
+    solver: Any
+    rtol: Any
+    atol: Any
+    dt0: Any
+    max_steps: int
+    reverse_mode: bool
+    tangent_control: bool
+
+    def __call__(self, rhs: Callable[[Any], Any], dt: Any) -> Any:
+        from lyapax._adaptive_step import AdaptiveODEStep
+
+        return AdaptiveODEStep(
+            rhs,
+            dt,
+            self.solver,
+            self.rtol,
+            self.atol,
+            self.dt0,
+            self.max_steps,
+            self.reverse_mode,
+            self.tangent_control,
+        )
+
+
 def diffrax_adaptive_step(
     solver: Any = None,
     rtol: float = 1e-6,
@@ -99,7 +130,7 @@ def diffrax_adaptive_step(
     *,
     reverse_mode: bool = False,
     tangent_control: bool = True,
-) -> Callable[[Callable[[Any], Any], float], Any]:
+) -> AdaptiveStepBuilder:
     """Step builder ``(rhs, dt) -> step`` with adaptive sub-steps inside each ``dt``.
 
     Args:
@@ -141,20 +172,12 @@ def diffrax_adaptive_step(
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
         raise ValueError(f"max_steps must be a non-negative integer; got {max_steps!r}")
 
-    from lyapax._adaptive_step import AdaptiveODEStep
-
-    def builder(rhs: Callable[[Any], Any], dt: float) -> AdaptiveODEStep:
-        return AdaptiveODEStep(
-            rhs,
-            dt,
-            solver,
-            rtol,
-            atol,
-            dt0,
-            max_steps,
-            bool(reverse_mode),
-            bool(tangent_control),
-        )
-
-    setattr(builder, _ADAPTIVE_MARKER, True)
-    return builder
+    return AdaptiveStepBuilder(
+        solver,
+        rtol,
+        atol,
+        dt0,
+        max_steps,
+        bool(reverse_mode),
+        bool(tangent_control),
+    )

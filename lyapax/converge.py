@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any, NamedTuple, TextIO
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 import jax
 import numpy as np
@@ -23,6 +23,16 @@ from lyapax._engine.run import LyapunovResult, check_multiple
 from lyapax.core import lyapunov_spectrum
 
 __all__ = ["ConvergedRun", "ConvergenceProgress", "run_until_converged"]
+
+
+@runtime_checkable
+class TextSink(Protocol):
+    """Where a progress bar goes: anything with ``write(str)`` and
+    ``flush()`` (a text file, ``sys.stderr``, ``io.StringIO``)."""
+
+    def write(self, text: str, /) -> Any: ...
+
+    def flush(self) -> Any: ...
 
 
 class ConvergenceProgress(NamedTuple):
@@ -73,7 +83,7 @@ def run_until_converged(
     seed: int = 0,
     min_blocks: int = 100,
     callback: Callable[[ConvergenceProgress], Any] | None = None,
-    progress: bool | TextIO = False,
+    progress: bool | TextSink = False,
     spectrum_fn: Callable[..., LyapunovResult] = lyapunov_spectrum,
 ) -> ConvergedRun:
     """Advance in chunks until every exponent's standard error is below ``tol``.
@@ -221,9 +231,9 @@ class _ProgressBar:
 
     WIDTH = 24
 
-    def __init__(self, progress: bool | TextIO) -> None:
+    def __init__(self, progress: bool | TextSink) -> None:
         if progress is True:
-            self.out: TextIO | None = sys.stderr
+            self.out: TextSink | None = sys.stderr
         elif progress is False or progress is None:
             self.out = None
         else:

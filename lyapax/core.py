@@ -13,17 +13,19 @@ runtime inputs, so rebuilding a problem with new numbers does not recompile.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, cast
 
 from jaxtyping import Array, Float
 
 from lyapax._engine import run, validate
-from lyapax._engine.problem import (
-    LyapunovCheckpoint,
-    ODEProblem,
-    Problem,
-    resolve_call,
+from lyapax._engine.abstract import (
+    AbstractProblem,
+    AbstractStep,
+    EngineView,
+    IncompatibleStepError,
 )
-from lyapax._engine.run import LyapunovResult
+from lyapax._engine.problem import LyapunovCheckpoint, ODEProblem, resolve_call
+from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax.diagnostics import (
     ConvergenceDrift,
@@ -33,6 +35,10 @@ from lyapax.diagnostics import (
 from lyapax.integrators import ode_step, timed_ode_step
 
 __all__ = [
+    "AbstractProblem",
+    "AbstractStep",
+    "EngineView",
+    "IncompatibleStepError",
     "LyapunovCheckpoint",
     "LyapunovResult",
     "ODEProblem",
@@ -53,7 +59,8 @@ def ode_problem(
     time_dependent: bool = False,
     backward: bool = False,
 ) -> ODEProblem:
-    """Problem for the ODE ``dx/dt = rhs(x)`` (or ``rhs(t, x)``) on a fixed step.
+    """AbstractProblem for the ODE ``dx/dt = rhs(x)`` (or ``rhs(t, x)``) on a
+    fixed step.
 
     Args:
         rhs: vector field ``(d,) -> (d,)``; ``rhs(t, x)`` with
@@ -91,8 +98,14 @@ def ode_problem(
     return ODEProblem(step, state0, step_size)
 
 
+def _plain_problem(step_fn: Any, state0: Any, dt: Any) -> AbstractProblem:
+    """The plain call form's problem (``resolve_call`` checked its arguments);
+    registered, not inherited (a NamedTuple): cast for the type checker."""
+    return cast(AbstractProblem, ODEProblem(step_fn, state0, dt))
+
+
 def lyapunov_spectrum(
-    step_fn_or_problem: Problem | StepFn,
+    step_fn_or_problem: AbstractProblem | StepFn,
     state0: StateLike | int | None = None,
     dt: Scalar | None = None,
     n_steps: int | None = None,
@@ -156,22 +169,8 @@ def lyapunov_spectrum(
         n_steps,
         state0,
         dt,
-        lambda: ODEProblem(step_fn_or_problem, state0, dt),
+        lambda: _plain_problem(step_fn_or_problem, state0, dt),
         (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
         " (use dt=1.0 for maps)",
     )
-    return run.spectrum(
-        problem,
-        n_steps,
-        k=k,
-        renorm_every=renorm_every,
-        t_transient=t_transient,
-        seed=seed,
-        check_finite=check_finite,
-        resume=resume,
-        save_states=save_states,
-        decimate=decimate,
-        stacklevel=2,
-        qr=qr,
-        static_renorm_every=static_renorm_every,
-    )
+    return run.spectrum(problem, n_steps, RunOptions.of(locals()), stacklevel=2)

@@ -1,6 +1,14 @@
-"""Network couplings (public path; they live in :mod:`lyapax.network.coupling`)."""
+"""Network couplings at their lyapax 0.3.0 public path (compatibility module).
+
+They live in :mod:`lyapax.network.coupling`, with their declared bases
+(:class:`AbstractCoupling`, :class:`AbstractDelayedCoupling`,
+:class:`AbstractSummedCoupling`) for couplings of your own.
+"""
 
 from lyapax.network.coupling import (
+    AbstractCoupling,
+    AbstractDelayedCoupling,
+    AbstractSummedCoupling,
     KuramotoCoupling,
     LinearCoupling,
     SigmoidalCoupling,
@@ -11,6 +19,9 @@ from lyapax.network.coupling import (
 )
 
 __all__ = [
+    "AbstractCoupling",
+    "AbstractDelayedCoupling",
+    "AbstractSummedCoupling",
     "KuramotoCoupling",
     "LinearCoupling",
     "SigmoidalCoupling",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
@@ -60,7 +61,7 @@ def convergence_drift(
 
 
 def kaplan_yorke_dimension(
-    exponents: Float[ArrayLike, " k"], d_total: int | None = None
+    exponents: Float[ArrayLike, " k"] | Sequence[float], d_total: int | None = None
 ) -> float:
     """Kaplan-Yorke (Lyapunov) dimension ``j + S_j / |lambda_{j+1}|``.
 

@@ -12,14 +12,19 @@ efficient" 6(5) pair, the same tableau as Julia's ``Vern6``; only its
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 
+from lyapax._engine.abstract import AbstractStep
+
 __all__ = [
+    "AbstractStepBuilder",
     "ButcherTableau",
+    "IncompatibleIntegratorError",
     "TABLEAUS",
     "euler_step",
     "heun_step",
@@ -27,6 +32,7 @@ __all__ = [
     "rk6_step",
     "ode_step",
     "get_integrator",
+    "fixed_stage_method",
     "rk_stage_update",
     "TimedODEStep",
 ]
@@ -135,11 +141,13 @@ def rk_stage_update(
     return _combine(y, dt, tableau.b, ks)
 
 
-class ODEStep(eqx.Module):
+class ODEStep(AbstractStep):
     """``state -> state`` map: one step of ``tableau`` on ``rhs`` with step ``dt``.
 
     ``rhs`` and ``dt`` are pytree children (numbers traced), ``method`` static.
     """
+
+    uses_step_index: ClassVar[bool] = False
 
     rhs: Callable[[Any], Any]
     dt: Any
@@ -154,7 +162,7 @@ class ODEStep(eqx.Module):
 
 
 # --- time-dependent right-hand sides (issue 23) -------------------------------
-class TimedODEStep(eqx.Module):
+class TimedODEStep(AbstractStep):
     """``(state, step_index) -> state``: one step of ``tableau`` on ``rhs(t, x)``
     from ``t = t0 + step_index * dt``, each stage at its own time ``t + c_i dt``.
 
@@ -163,12 +171,12 @@ class TimedODEStep(eqx.Module):
     steps backward in time.
     """
 
+    uses_step_index: ClassVar[bool] = True
+
     rhs: Callable[[Any, Any], Any]
     dt: Any
     t0: Any
     method: str = eqx.field(static=True)
-
-    uses_step_index = True
 
     def __call__(self, state: Any, step: Any) -> Any:
         tableau = TABLEAUS[self.method]
@@ -194,7 +202,8 @@ def timed_ode_step(
             f"fixed-step tableau name ({', '.join(sorted(_BUILDERS))}), whose "
             "stages are evaluated at their own times"
         )
-    return TimedODEStep(rhs, dt, t0, tableau_of(integrator).name)
+    method = fixed_stage_method(integrator, "ode_problem(time_dependent=True)")
+    return TimedODEStep(rhs, dt, t0, method)
 
 
 # --- end of time-dependent right-hand sides ----------------------------------
@@ -228,6 +237,34 @@ _BUILDERS: dict[str, Callable[[Callable[[Any], Any], float], Any]] = {
 }
 
 
+class AbstractStepBuilder(eqx.Module):
+    """An integrator given as an object: ``builder(rhs, dt) -> step``.
+
+    ``fixed_stages`` declares whether its steps evaluate ``rhs`` at the fixed
+    stages of a Runge-Kutta tableau. Networks and delay equations read their
+    coupling and history at those stages, so they take tableau names only and
+    refuse a builder without fixed stages (:func:`fixed_stage_method`).
+    """
+
+    fixed_stages: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def __call__(self, rhs: Callable[[Any], Any], dt: Any) -> Any:
+        """The step ``state -> state`` of ``rhs`` over ``dt``."""
+
+
+class IncompatibleIntegratorError(ValueError):
+    """An integrator that the kind of problem cannot use (an adaptive ODE
+    integrator given to a network or delay-equation builder)."""
+
+
+def _unknown(name: Any, hint: str) -> str:
+    return (
+        f"integrator={name!r} is not known; valid names are "
+        f"{', '.join(sorted(_BUILDERS))}{hint}"
+    )
+
+
 def get_integrator(name: str) -> Callable[[Callable[[Any], Any], float], Any]:
     """Return the step builder ``(rhs, dt) -> step`` called ``name``.
 
@@ -235,10 +272,7 @@ def get_integrator(name: str) -> Callable[[Callable[[Any], Any], float], Any]:
         ValueError: if ``name`` is not one of ``euler, heun, rk4, rk6``.
     """
     if not isinstance(name, str) or name.lower() not in _BUILDERS:
-        raise ValueError(
-            f"integrator={name!r} is not known; valid names are "
-            f"{', '.join(sorted(_BUILDERS))} (or pass a (rhs, dt) -> step builder)"
-        )
+        raise ValueError(_unknown(name, " (or pass a (rhs, dt) -> step builder)"))
     return _BUILDERS[name.lower()]
 
 
@@ -262,7 +296,32 @@ def ode_step(
     )
 
 
-def tableau_of(integrator: str) -> ButcherTableau:
-    """The Butcher tableau behind an integrator name (raises like get_integrator)."""
-    get_integrator(integrator)
-    return TABLEAUS[integrator.lower()]
+def fixed_stage_method(integrator: Any, where: str) -> str:
+    """The tableau name behind ``integrator`` for a network or delay equation.
+
+    These read their coupling and history at each fixed Runge-Kutta stage, so
+    they take the names ``euler``, ``heun``, ``rk4``, ``rk6`` (any case) only.
+    ``where`` names the builder that was called (for the message).
+
+    Raises:
+        IncompatibleIntegratorError: an adaptive builder (no fixed stages).
+        TypeError: ``integrator`` is not a name.
+        ValueError: an unknown name.
+    """
+    if isinstance(integrator, AbstractStepBuilder) and not integrator.fixed_stages:
+        raise IncompatibleIntegratorError(
+            f"integrator={integrator!r} is an adaptive ODE integrator "
+            "(lyapax.adaptive.diffrax_adaptive_step): it is for ode_problem only, "
+            f"not for network_problem or delay equations ({where} was called). "
+            "These read coupling and history at each fixed Runge-Kutta stage; "
+            "pass integrator='euler', 'heun', 'rk4' or 'rk6'."
+        )
+    if not isinstance(integrator, str):
+        raise TypeError(
+            f"integrator must be a name ({', '.join(sorted(_BUILDERS))}) for "
+            "networks and delay equations, whose stages read the coupling and "
+            f"the history at their own times; got {integrator!r}"
+        )
+    if integrator.lower() not in TABLEAUS:
+        raise ValueError(_unknown(integrator, ""))
+    return integrator.lower()

@@ -16,8 +16,8 @@ import jax.numpy as jnp
 from lyapax._engine.problem import ODEProblem
 from lyapax._engine.tree import Bound
 from lyapax._engine.validate import float_params
+from lyapax._internal.sparse import check_dense_fits
 from lyapax.network import Network, network_problem
-from lyapax.network._sparse import check_dense_fits
 from lyapax.network.coupling import kuramoto_coupling
 from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
 

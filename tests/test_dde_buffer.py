@@ -13,9 +13,9 @@ import pytest
 
 from lyapax import systems
 from lyapax._engine.benettin import tangent_step
+from lyapax._internal import history as _history
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
 from lyapax.dde import (
-    _history,
     as_edge_coupling,
     constant_history_buf0,
     dde_problem,

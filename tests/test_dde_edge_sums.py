@@ -13,9 +13,11 @@ import pytest
 
 import lyapax.dde as dde
 from lyapax import lyapunov_spectrum
+from lyapax._internal import history as _history
+from lyapax._internal import sparse as _sparse
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
-from lyapax.dde import _edge_sums, _history, as_edge_coupling, network_dde_problem
-from lyapax.network import Network, _sparse
+from lyapax.dde import _edge_sums, as_edge_coupling, network_dde_problem
+from lyapax.network import Network
 
 
 class _ProductSources(linear_coupling().__class__):
@@ -135,7 +137,7 @@ def _kuramoto_problem(n, max_delay_steps, dt=0.01, seed=5):
 def test_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     fast = _kuramoto_problem(40, 12)
     assert fast.step_fn.ring.presummed
-    monkeypatch.setattr(dde, "presum_edges", lambda *a, **k: False)
+    monkeypatch.setattr(dde.problem, "presum_edges", lambda *a, **k: False)
     slow = _kuramoto_problem(40, 12)
     assert not slow.step_fn.ring.presummed
     run = dict(n_steps=60, k=4, renorm_every=10)
@@ -182,7 +184,7 @@ def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
 
     fast = build()
     assert fast.step_fn.ring.presummed
-    monkeypatch.setattr(dde, "presum_edges", lambda *a, **k: False)
+    monkeypatch.setattr(dde.problem, "presum_edges", lambda *a, **k: False)
     slow = build()
     assert not slow.step_fn.ring.presummed
     run = dict(n_steps=60, k=4, renorm_every=10)

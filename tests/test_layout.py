@@ -1,5 +1,8 @@
-"""The package layout: every module imports, lyapax has no import cycle, and the
-README's Architecture tree lists the subpackages as they are on disk.
+"""The package layout: every module imports, lyapax has no import cycle, no
+module reaches into another package's private modules (except the shared
+layers ``_engine`` and ``_internal``), ``__init__`` files only re-export,
+capabilities are declared rather than probed, and the README's Architecture
+tree lists the subpackages as they are on disk.
 
 The graph is read from the source with :mod:`ast` (every ``import`` statement,
 at module level or inside a function, so lazy imports cannot hide a cycle); an
@@ -96,7 +99,161 @@ def test_engine_imports_nothing_above_it():
     for module, targets in graph.items():
         if module.startswith("lyapax._engine"):
             above = {t for t in targets if not t.startswith("lyapax._engine")}
-            assert not above - {"lyapax.integrators"}, (module, above)
+            assert not above, (module, above)
+
+
+def test_internal_layer_imports_only_the_engine_and_itself():
+    graph = import_graph()
+    for module, targets in graph.items():
+        if module.startswith("lyapax._internal"):
+            shared = ("lyapax._engine", "lyapax._internal")
+            above = {t for t in targets if not t.startswith(shared)}
+            assert not above, (module, above)
+
+
+#: Layers every package may import by private name.
+SHARED_LAYERS = ("lyapax._engine", "lyapax._internal")
+
+
+def _package_of(module: str) -> str:
+    """The package a module belongs to (a package is its own)."""
+    if MODULES[module].name == "__init__.py":
+        return module
+    return module.rsplit(".", 1)[0]
+
+
+def _private_owner(module: str) -> str | None:
+    """The package that owns ``module`` privately: the parent of its first
+    ``_name`` component (None for a public module)."""
+    parts = module.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def cross_package_private_imports(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    """``(importer, private module)`` pairs that cross a package boundary."""
+    found = set()
+    for module, targets in graph.items():
+        for target in targets:
+            owner = _private_owner(target)
+            if owner is None or target.startswith(SHARED_LAYERS):
+                continue
+            if _package_of(module) != owner:
+                found.add((module, target))
+    return found
+
+
+def test_the_private_import_rule_catches_a_crossing():
+    graph = {"lyapax.dde.problem": {"lyapax.dde._step"}}
+    assert not cross_package_private_imports(graph)
+    graph = {"lyapax.systems": {"lyapax.dde._step", "lyapax._internal.sparse"}}
+    assert cross_package_private_imports(graph) == {
+        ("lyapax.systems", "lyapax.dde._step")
+    }
+
+
+def test_no_package_imports_another_packages_private_module():
+    assert cross_package_private_imports(import_graph()) == set()
+
+
+def _init_files() -> list[Path]:
+    return sorted(ROOT.rglob("__init__.py"))
+
+
+@pytest.mark.parametrize("path", _init_files(), ids=lambda p: str(p.parent.name))
+def test_init_files_only_re_export(path):
+    """Imports, ``__all__`` and the docstring: nothing defined in an ``__init__``."""
+    for node in ast.parse(path.read_text()).body:
+        docstring = isinstance(node, ast.Expr) and isinstance(
+            getattr(node, "value", None), ast.Constant
+        )
+        all_list = isinstance(node, ast.Assign) and [
+            t.id for t in node.targets if isinstance(t, ast.Name)
+        ] == ["__all__"]
+        imports = isinstance(node, ast.Import | ast.ImportFrom)
+        assert docstring or all_list or imports, (
+            f"{path.relative_to(ROOT.parent)}:{node.lineno} defines "
+            f"{type(node).__name__}; move it to a module and re-export it"
+        )
+
+
+#: Attribute names that say what a problem, step, coupling or integrator can do.
+CAPABILITIES = {
+    "_lyapax_adaptive_ode_only",
+    "batched_jvp",
+    "combine",
+    "dt",
+    "edge_aware",
+    "edges",
+    "fixed_stages",
+    "for_engine",
+    "presum",
+    "source_slopes",
+    "sources",
+    "state0",
+    "step_fn",
+    "summable",
+    "tangent_step",
+    "uniform",
+    "uses_step_index",
+}
+
+
+def capability_probes(source: str) -> list[tuple[int, str]]:
+    """``(line, name)`` of every ``getattr``/``hasattr`` of a capability name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("getattr", "hasattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in CAPABILITIES
+        ):
+            found.append((node.lineno, node.args[1].value))
+    return found
+
+
+def test_the_probe_finder_finds_a_probe():
+    assert capability_probes("getattr(f, 'uses_step_index', False)") == [
+        (1, "uses_step_index")
+    ]
+    assert capability_probes("getattr(x, 'shape', None)") == []
+
+
+def test_capabilities_are_declared_not_probed():
+    """Only the ``_legacy`` modules (compatibility with undeclared forms) may
+    look at attributes to learn what an object can do."""
+    probes = {
+        module: capability_probes(path.read_text())
+        for module, path in MODULES.items()
+        if path.name != "_legacy.py"
+    }
+    assert {m: p for m, p in probes.items() if p} == {}
+
+
+def test_compatibility_code_lives_in_legacy_modules():
+    """The 0.3.0 builders are defined in one visible module per subpackage."""
+    import lyapax.dde
+    import lyapax.network
+    import lyapax.simulator.step
+
+    legacy = {
+        lyapax.dde.make_step_fn: "lyapax.dde._legacy",
+        lyapax.dde.make_scalar_delayed_step_fn: "lyapax.dde._legacy",
+        lyapax.dde.scalar_delayed_history0: "lyapax.dde._legacy",
+        lyapax.dde.constant_history_buf0: "lyapax.dde._legacy",
+        lyapax.dde.tau_eff: "lyapax.dde._legacy",
+        lyapax.network.make_network_step_fn: "lyapax.network._legacy",
+        lyapax.network.make_parametrized_network_step_fn: "lyapax.network._legacy",
+        lyapax.simulator.step._write_ring: "lyapax.simulator.step",
+    }
+    for fn, module in legacy.items():
+        assert fn.__module__ == module, (fn.__name__, fn.__module__)
+        assert "compatib" in importlib.import_module(module).__doc__.lower()
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

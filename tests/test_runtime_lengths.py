@@ -413,7 +413,7 @@ def test_qr_choices_agree(qr):
 
 
 def test_sweeps_across_processes_finish_on_the_devices(monkeypatch):
-    import lyapax.sweep as sweep_module
+    import lyapax.sweep.spectrum as sweep_module
 
     x0 = jnp.array([1.0, 1.0, 1.0])
     kwargs = {"renorm_every": 5, "save_states": True, "decimate": 5}

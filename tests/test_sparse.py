@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from jax.experimental import sparse
 
-from lyapax.network import _sparse
-from lyapax.network._sparse import EllWeights, as_ell, ell_from_coo
+from lyapax._internal import sparse as _sparse
+from lyapax._internal.sparse import EllWeights, as_ell, ell_from_coo
 
 
 def _random_sparse(n, density, seed=0):
@@ -102,7 +102,7 @@ def test_ell_is_a_pytree_with_array_leaves():
 
 
 def test_sparse_edge_read_matches_the_dense_read():
-    from lyapax.dde._history import read_edges
+    from lyapax._internal.history import read_edges
 
     rng = np.random.default_rng(5)
     n, horizon = 12, 6

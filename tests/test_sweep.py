@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import lyapax.sweep as sweep_mod
+import lyapax.sweep._setup as sweep_mod
 from lyapax.core import ODEProblem, lyapunov_spectrum, ode_problem
 from lyapax.integrators import rk4_step
 from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory

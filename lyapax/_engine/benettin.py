@@ -2,9 +2,9 @@
 
 Benettin, Galgani, Giorgilli & Strelcyn (1980); Shimada & Nagashima (1979).
 The tangent frame ``Y (d, k)`` is pushed forward matrix-free with ``jax.jvp``
-batched by ``jax.vmap`` (or by a step's own ``tangent_step`` when it has a
-cheaper fused form), re-orthonormalised by QR every ``renorm_every`` steps, and
-``log|diag R|`` is accumulated.
+batched by ``jax.vmap`` (or by a step's own fused form: see
+:class:`~lyapax._engine.abstract.AbstractStep`), re-orthonormalised by QR
+every ``renorm_every`` steps, and ``log|diag R|`` is accumulated.
 
 The run lengths (:class:`Lengths`: blocks, transient blocks, steps per block,
 steps per saved state) are traced arguments, the trip counts of an outer loop
@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine.abstract import as_step, check_step_output
 from lyapax._engine.qr import householder_qr, thin_qr
 from lyapax._engine.tree import merge_static
 
@@ -34,19 +35,15 @@ if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
     from jaxtyping import Array, ArrayLike, Float, Int
 
 __all__ = [
-    "QR_METHODS",
     "BenettinState",
     "Lengths",
     "capacity",
     "fresh_frame",
     "initial_frame",
-    "resolve_qr",
     "run_benettin",
     "tangent_step",
 ]
 
-#: Accepted values of the public ``qr=`` argument.
-QR_METHODS = ("auto", "householder", "lapack")
 #: Smallest output buffer (rows): runs of up to this many blocks share a program.
 MIN_CAPACITY = 256
 
@@ -96,47 +93,17 @@ def capacity(n: int) -> int:
     return max(MIN_CAPACITY, 1 << (int(n) - 1).bit_length())
 
 
-def resolve_qr(qr: Any, *, batched: bool) -> str:
-    """The kernel's QR method for the public ``qr=`` choice.
-
-    ``"auto"`` keeps the measured CPU rule: LAPACK for a single run (its
-    program compiles faster), and for the vmapped rows of a sweep the fused
-    Householder QR of small frames (``k <= 8``, ``d <= 256``) with LAPACK for
-    larger ones (see :mod:`lyapax._engine.qr`).
-
-    Raises:
-        ValueError: ``qr`` not one of :data:`QR_METHODS`.
-    """
-    if not isinstance(qr, str) or qr not in QR_METHODS:
-        raise ValueError(f"qr must be one of {QR_METHODS}; got {qr!r}")
-    if qr == "auto":
-        return "small" if batched else "lapack"
-    return qr
-
-
 def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
-    """Advance ``state`` one step and push the columns of ``Y`` through its JVP.
-
-    A step function may provide ``tangent_step(state, Y)`` (a fused, cheaper
-    form) and may declare ``uses_step_index = True`` to be called as
-    ``step_fn(state, step)``.
-    """
-    indexed = getattr(step_fn, "uses_step_index", False)
-    fused = getattr(step_fn, "tangent_step", None)
-    if fused is not None:
-        return fused(state, Y, step) if indexed else fused(state, Y)
-    f = (lambda x: step_fn(x, step)) if indexed else step_fn
-
-    def one(v):
-        return jax.jvp(f, (state,), (v,))
-
-    new_state, new_Y = jax.vmap(one, in_axes=1, out_axes=(None, 1))(Y)
-    return new_state, new_Y
+    """Advance ``state`` one step and push the columns of ``Y`` through its JVP
+    (:meth:`~lyapax._engine.abstract.AbstractStep.tangent` of ``step_fn`` as a
+    step)."""
+    return as_step(step_fn).tangent(state, Y, step)
 
 
 def _qr_renormalise(Y: jax.Array, qr: str):
     """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``
-    (``"lapack"``, ``"householder"`` or ``"small"``: see :func:`resolve_qr`)."""
+    (``"lapack"``, ``"householder"`` or ``"small"``: see
+    :meth:`~lyapax._engine.options.Renormalisation.method`)."""
     if qr == "householder":
         Q, R = householder_qr(Y)
     elif qr == "small":
@@ -147,21 +114,6 @@ def _qr_renormalise(Y: jax.Array, qr: str):
     # Positive diagonal keeps each column's identity continuous between blocks.
     sign = jnp.where(diag < 0, -1.0, 1.0).astype(Y.dtype)
     return Q * sign, jnp.log(jnp.abs(diag))
-
-
-def _check_step_output(step_fn: Any, state: jax.Array) -> None:
-    # Runs at trace time only, so cached calls pay nothing for it.
-    if getattr(step_fn, "uses_step_index", False):
-        out = jax.eval_shape(step_fn, state, jnp.zeros((), jnp.int32))
-    else:
-        out = jax.eval_shape(step_fn, state)
-    shape = getattr(out, "shape", None)
-    dtype = getattr(out, "dtype", None)
-    if shape != state.shape or dtype != state.dtype:
-        raise ValueError(
-            f"step_fn must map a state of shape {state.shape} and dtype {state.dtype} "
-            f"to the same shape and dtype; it returned shape {shape} and dtype {dtype}"
-        )
 
 
 @partial(
@@ -205,7 +157,8 @@ def run_benettin(
         capacity: rows of the growth buffer, ``>= n_blocks``.
         save_capacity: rows of the saved-state buffer,
             ``>= n_blocks * renorm_every // decimate``; 0 saves nothing.
-        qr: kernel QR method (see :func:`resolve_qr`).
+        qr: kernel QR method
+            (see :meth:`~lyapax._engine.options.Renormalisation.method`).
         static_every: ``renorm_every`` compiled in (the static fast path): the
             loop over a block's steps then has a known trip count, which XLA
             runs without evaluating a loop condition at every step (~25 ns
@@ -219,9 +172,9 @@ def run_benettin(
         order), row ``i`` of ``saved`` the state after ``(i + 1) * decimate``
         measured steps. Rows past those are unspecified.
     """
-    step_fn = merge_static(dynamic, static)
-    _check_step_output(step_fn, state0)
-    indexed = getattr(step_fn, "uses_step_index", False)
+    step_fn = as_step(merge_static(dynamic, static))
+    check_step_output(step_fn, state0)
+    indexed = step_fn.uses_step_index
     if static_lengths is not None:
         lengths = static_lengths
     else:
@@ -232,7 +185,7 @@ def run_benettin(
         every = static_every
 
     def advance(_, c):
-        s, Y = tangent_step(step_fn, c[0], c[1], c[2])
+        s, Y = step_fn.tangent(c[0], c[1], c[2])
         # The counter costs a loop-carried op per step: only steps that read it
         # (ring buffers) get it incremented per step; others per block.
         return s, Y, c[2] + 1 if indexed else c[2]
@@ -314,7 +267,7 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
         and not isinstance(seed, bool)
         and d * k <= MEMO_FRAME_ENTRIES
     ):
-        where = (jax.config.jax_default_device, jax.default_backend())
+        where = (jax.config.jax_default_device, jax.default_backend())  # type: ignore[attr-defined]
         return _memo_frame(int(seed), d, k, np.dtype(dtype), where)
     return initial_frame(seed, d=d, k=k, dtype=dtype)
 

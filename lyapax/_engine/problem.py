@@ -1,8 +1,9 @@
-"""The problem protocol: how a kind of problem presents itself to the engine.
+"""The problem interface: how a kind of problem presents itself to the engine.
 
 The Benettin kernel iterates a map of a flat phase point ``z (d,)``. Every kind
-of problem (an ODE or map, a network, a delay equation) says how it becomes
-such a map through one method, :meth:`Problem.for_engine`, which returns an
+of problem (an ODE or map, a network, a delay equation) is an
+:class:`~lyapax._engine.abstract.AbstractProblem` and says how it becomes such
+a map through one method, ``for_engine()``, which returns an
 :class:`EngineView`: the flat step, the start point, how many leading
 coordinates are the present state, the transient a fresh run must pass, and
 how a checkpoint is written and read back. ``lyapunov_spectrum``, the sweeps
@@ -17,56 +18,17 @@ raises ``ValueError`` saying why when its kind cannot do it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import jax.numpy as jnp
+import numpy as np
 
-from lyapax._engine import validate
+from lyapax._engine import _legacy, validate
+from lyapax._engine.abstract import AbstractProblem, EngineView, as_step
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 
 if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
-    from jaxtyping import Array, Float, Int
-
-
-class EngineView(NamedTuple):
-    """A problem as the engine sees it.
-
-    Attributes:
-        step: ``z (d,) -> (d,)``, or ``(z, step_index) -> (d,)`` when it
-            declares ``uses_step_index = True``; a pytree whose numbers are
-            leaves (see :mod:`lyapax._engine.tree`).
-        z0: start point ``(d,)`` of a fresh run.
-        dt: model time per step.
-        n_state: the leading ``n_state`` coordinates of ``z`` are the present
-            state (saved trajectories keep these; the default ``k``).
-        min_transient_steps: steps a fresh run passes before averaging.
-        checkpoint: ``checkpoint(state, Y, cum, step, elapsed_time, dt)``
-            builds the problem's checkpoint from the kernel's final carry
-            (traceable: sweeps call it inside their compiled program).
-        resume_point: ``resume_point(checkpoint) -> (z (d,), step_index)``;
-            raises ``ValueError`` for a checkpoint of another problem.
-        checkpoint_type: the checkpoint class a resumed run must receive, or
-            None to accept anything with the checkpoint's fields.
-    """
-
-    step: StepFn
-    z0: Float[Array, " d"]
-    dt: Scalar
-    n_state: int
-    min_transient_steps: int
-    checkpoint: Callable[..., Any]
-    resume_point: Callable[[Any], tuple[Float[Array, " d"], Any]]
-    checkpoint_type: type | None = None
-
-
-class Problem(Protocol):
-    """What the engine asks of a problem (see the module docstring)."""
-
-    def for_engine(self) -> EngineView: ...
-
-    def with_params(self, params: Any) -> Problem: ...
-
-    def with_state(self, state0: Any) -> Problem: ...
+    from jaxtyping import Array, Float
 
 
 class LyapunovCheckpoint(NamedTuple):
@@ -107,20 +69,27 @@ class ODEProblem(NamedTuple):
         state0 = validate.as_state("state0", self.state0)
         dt = validate.positive_dt(self.dt)
 
-        def resume_point(resume: Any) -> tuple[Float[Array, " d"], Int[Array, ""]]:
+        def resume_point(resume: Any) -> tuple[Float[Array, " d"], int]:
             state = jnp.asarray(resume.state, dtype=state0.dtype)
             if state.shape != state0.shape:
                 raise ValueError(
                     f"resume checkpoint state has shape {state.shape}; "
                     f"expected {state0.shape}"
                 )
-            step = getattr(resume, "step", None) if timed else None
+            step = (
+                resume.step
+                if timed and isinstance(resume, LyapunovCheckpoint)
+                else None
+            )
             return state, 0 if step is None else jnp.asarray(step, jnp.int32)
 
         n = int(state0.shape[0])
-        timed = getattr(self.step_fn, "uses_step_index", False)
+        step = as_step(self.step_fn)
+        # A step that reads the step counter (a time-dependent field) keeps it
+        # in the checkpoint, so a resumed run continues at the right time.
+        timed = step.uses_step_index
         checkpoint = _timed_checkpoint if timed else _ode_checkpoint
-        return EngineView(self.step_fn, state0, dt, n, 0, checkpoint, resume_point)
+        return EngineView(step, state0, dt, n, 0, checkpoint, resume_point)
 
     def with_params(self, params: Any) -> ODEProblem:
         raise ValueError(
@@ -130,38 +99,36 @@ class ODEProblem(NamedTuple):
         )
 
     def with_state(self, state0: Any) -> ODEProblem:
-        if jnp.shape(state0) != jnp.shape(self.state0):
+        if np.shape(state0) != np.shape(self.state0):
             raise ValueError(
-                f"state0_batch rows have shape {jnp.shape(state0)}, but the "
-                f"problem's state0 has shape {jnp.shape(self.state0)}"
+                f"state0_batch rows have shape {np.shape(state0)}, but the "
+                f"problem's state0 has shape {np.shape(self.state0)}"
             )
         return self._replace(state0=state0)
 
 
-def _speaks_protocol(obj: Any) -> bool:
-    # Not isinstance(obj, Problem): a runtime Protocol check costs ~20 us, paid
-    # on every call of lyapunov_spectrum.
-    return hasattr(obj, "for_engine")
+AbstractProblem.register(ODEProblem)
 
 
 def is_problem(obj: Any) -> bool:
-    """A problem object: one of ours, or anything with ``step_fn``, ``state0``
-    and ``dt`` (which is run as an :class:`ODEProblem`)."""
-    return _speaks_protocol(obj) or all(
-        hasattr(obj, name) for name in ("step_fn", "state0", "dt")
-    )
+    """A problem object: an :class:`AbstractProblem`, or one of lyapax 0.3.0's
+    form (``step_fn``, ``state0`` and ``dt``), which is run as an
+    :class:`ODEProblem`."""
+    return isinstance(obj, AbstractProblem) or _legacy.looks_like_problem(obj)
 
 
-def as_problem(obj: Any) -> Problem:
-    """``obj`` as a :class:`Problem` (a duck-typed one becomes an ODEProblem).
+def as_problem(obj: Any) -> AbstractProblem:
+    """``obj`` as an :class:`AbstractProblem` (one of the 0.3.0 form becomes
+    an :class:`ODEProblem`).
 
     Raises:
         TypeError: ``obj`` is not a problem.
     """
-    if _speaks_protocol(obj):
+    if isinstance(obj, AbstractProblem):
         return obj
-    if is_problem(obj):
-        return ODEProblem(obj.step_fn, obj.state0, obj.dt)
+    if _legacy.looks_like_problem(obj):
+        # Registered, not inherited (a NamedTuple): cast for the type checker.
+        return cast(AbstractProblem, ODEProblem(obj.step_fn, obj.state0, obj.dt))
     raise TypeError(
         f"expected a problem (with step_fn, state0 and dt); got {type(obj).__name__}"
     )
@@ -173,10 +140,10 @@ def resolve_call(
     n_steps: Any,
     second: Any,
     dt: Any,
-    plain: Callable[[], Problem],
+    plain: Callable[[], AbstractProblem],
     required: tuple[tuple[str, Any], ...],
     hint: str = "",
-) -> tuple[Problem, Any]:
+) -> tuple[AbstractProblem, Any]:
     """Both call forms of an entry point as ``(problem, n_steps)``.
 
     Problem form ``caller(problem, n_steps, ...)``: the second positional

@@ -1,9 +1,10 @@
 """One Lyapunov run of any problem: run arguments, resume, kernel call, result.
 
-:class:`RunArgs` is the one record of validated run sizes; single runs,
-sweeps and ``run_until_converged`` build it with :func:`run_args`.
-:func:`spectrum` runs a :class:`~lyapax._engine.problem.Problem` through the
-Benettin kernel and assembles the :class:`LyapunovResult`.
+The options of a run arrive as one :class:`~lyapax._engine.options.RunOptions`;
+:func:`run_args` checks them against the problem into :class:`RunArgs`, the one
+record of validated run sizes (single runs and sweeps build it there).
+:func:`spectrum` runs an :class:`~lyapax._engine.abstract.AbstractProblem`
+through the Benettin kernel and assembles the :class:`LyapunovResult`.
 """
 
 from __future__ import annotations
@@ -17,22 +18,27 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
-from lyapax._engine.benettin import (
-    Lengths,
-    capacity,
-    fresh_frame,
-    resolve_qr,
-    run_benettin,
+from lyapax._engine.abstract import AbstractProblem, EngineView
+from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
+from lyapax._engine.options import RunOptions
+from lyapax._engine.problem import LyapunovCheckpoint
+from lyapax._engine.shapes import (
+    Exponents,
+    History,
+    Saved,
+    SaveTimes,
+    Scalar,
+    Seed,
+    Times,
 )
-from lyapax._engine.problem import EngineView, LyapunovCheckpoint, Problem
-from lyapax._engine.shapes import Exponents, History, Saved, SaveTimes, Seed, Times
 from lyapax._engine.summary import finish, finish_program, keep_rows
-from lyapax._engine.tree import split_static
+from lyapax._engine.tree import Static, split_static
 
 __all__ = [
     "LyapunovCheckpoint",
     "LyapunovResult",
     "RunArgs",
+    "RunOptions",
     "default_k",
     "run_args",
     "spectrum",
@@ -106,8 +112,12 @@ class RunArgs(NamedTuple):
         one compiled program), with ``renorm_every`` also compiled in when
         ``static_every``; or, when the caller is being traced (``traced``),
         lengths and buffers exactly as compiled constants."""
-        ints = (self.n_blocks, self.n_transient_blocks, self.renorm_every)
-        ints += (self.decimate,)
+        ints = (
+            self.n_blocks,
+            self.n_transient_blocks,
+            self.renorm_every,
+            self.decimate,
+        )
         if traced:
             return {
                 "static_lengths": Lengths(*ints),
@@ -170,20 +180,18 @@ def default_k(view: EngineView, k: Any, resume: Any, stacklevel: int) -> Any:
 
 
 def run_args(
+    options: RunOptions,
     *,
     d: int,
     dt: Any,
     n_steps: Any,
     k: Any,
-    renorm_every: Any,
-    t_transient: Any,
-    save_states: bool,
-    decimate: Any,
     dtype: Any = None,
     min_transient_steps: int = 0,
     stacklevel: int = 2,
 ) -> RunArgs:
-    """Range checks of the run arguments (``k`` already defaulted).
+    """The run sizes of ``options`` for a phase space of size ``d`` (``k``
+    already defaulted).
 
     ``min_transient_steps`` raises the transient to at least that many steps,
     rounded up to whole renormalisation blocks (delay equations: one history).
@@ -191,22 +199,21 @@ def run_args(
     Raises:
         TypeError / ValueError: naming the argument, its value and what is allowed.
     """
+    renorm_every, saving = options.renorm.every, options.saving
     n_steps = validate.as_int("n_steps", n_steps, minimum=1)
-    renorm_every = validate.as_int("renorm_every", renorm_every, minimum=1)
     check_multiple("n_steps", n_steps, renorm_every)
     k = validate.as_int("k", k)
     if not 1 <= k <= d:
         raise ValueError(f"k must satisfy 1 <= k <= d={d}; got k={k}")
-    decimate = validate.as_int("decimate", decimate, minimum=1)
-    if save_states and renorm_every % decimate:
+    if saving.states and renorm_every % saving.decimate:
         raise ValueError(
-            f"decimate={decimate} must divide renorm_every={renorm_every} "
+            f"decimate={saving.decimate} must divide renorm_every={renorm_every} "
             "when save_states=True"
         )
     t_transient, n_transient_blocks = transient_blocks(
-        t_transient, dt, renorm_every, min_transient_steps
+        options.t_transient, dt, renorm_every, min_transient_steps
     )
-    if dtype == jnp.float32 and not jax.config.jax_enable_x64:
+    if dtype == jnp.float32 and not jax.config.jax_enable_x64:  # type: ignore[attr-defined]
         warnings.warn(
             "state0 is float32 and jax_enable_x64 is off: exponents will carry "
             "single-precision errors; call jax.config.update('jax_enable_x64', True)",
@@ -217,10 +224,10 @@ def run_args(
         n_steps,
         k,
         renorm_every,
-        decimate,
+        saving.decimate,
         t_transient,
         n_transient_blocks,
-        bool(save_states),
+        saving.states,
     )
 
 
@@ -251,44 +258,28 @@ def _check_resume(resume: Any, d: int, k: int, dt: Any, t_tr: float) -> None:
 
 
 def spectrum(
-    problem: Problem,
-    n_steps: int,
+    problem: AbstractProblem,
+    n_steps: Any,
+    options: RunOptions,
     *,
-    k: int | None,
-    renorm_every: int,
-    t_transient: float,
-    seed: Seed,
-    check_finite: bool,
-    resume: Any,
-    save_states: bool,
-    decimate: int,
     stacklevel: int,
-    qr: Any = "auto",
-    static_renorm_every: Any = False,
 ) -> LyapunovResult:
-    """Validate the run, start it (fresh or from ``resume``), run the kernel.
+    """Validate the run, start it (fresh or from ``options.resume``), run the
+    kernel.
 
     ``stacklevel`` is that of a warning raised in the caller of this function.
     """
-    if not isinstance(static_renorm_every, (bool, np.bool_)):
-        raise TypeError(
-            "static_renorm_every must be True or False; got "
-            f"{static_renorm_every!r} of type {type(static_renorm_every).__name__}"
-        )
-    static_every = bool(static_renorm_every)
     view = problem.for_engine()
     d = int(view.z0.shape[0])
-    k = default_k(view, k, resume, stacklevel + 1)
-    method = resolve_qr(qr, batched=False)
+    resume = options.resume
+    k = default_k(view, options.k, resume, stacklevel + 1)
+    method = options.renorm.method(batched=False)
     args = run_args(
+        options,
         d=d,
         dt=view.dt,
         n_steps=n_steps,
         k=k,
-        renorm_every=renorm_every,
-        t_transient=t_transient,
-        save_states=save_states,
-        decimate=decimate,
         dtype=view.z0.dtype,
         min_transient_steps=0 if resume is not None else view.min_transient_steps,
         stacklevel=stacklevel + 1,
@@ -296,7 +287,7 @@ def spectrum(
     dtype = view.z0.dtype
     if resume is None:
         z0, t0, step0 = view.z0, 0.0, 0
-        start: Any = seed
+        start: Start = options.seed
     else:
         kind = view.checkpoint_type
         if kind is not None and not isinstance(resume, kind):
@@ -311,6 +302,7 @@ def spectrum(
             jnp.asarray(resume.cum_log_growth, dtype=dtype),
         )
         t0 = resume.elapsed_time
+    static_every = options.renorm.static
     dynamic, static = split_static(view.step)
     if validate.under_transformation(dynamic, z0, start, step0, view.dt, t0):
         out, est = _traced_run(
@@ -330,7 +322,7 @@ def spectrum(
     if args.save_states:
         trajectory = keep_rows(out["saved"], n_saved, axis=-2, cols=view.n_state)
         save_at = save_times(view.dt, args.decimate, t0, n_saved)
-    if check_finite:
+    if options.check_finite:
         check_finite_estimates(history[n_blocks - 1])
     return LyapunovResult(
         est["exponents"],
@@ -343,7 +335,15 @@ def spectrum(
     )
 
 
-def _start_frame(start: Any, z0: jax.Array, k: int) -> tuple[Any, Any]:
+#: A fresh run's seed, or a resumed run's ``(Y (d, k), cum_log_growth (k,))``.
+Start = Seed | tuple[jax.Array, jax.Array]
+#: The step counter at the start (a checkpoint's, traced, or 0).
+StepCount = int | jax.Array
+#: Elapsed model time at the start (a checkpoint's, or 0.0).
+Time = float | jax.Array
+
+
+def _start_frame(start: Start, z0: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """``(Y0 (d, k), cum0 (k,))``: a resumed run's ``start``, or a fresh
     frame drawn from the seed ``start``."""
     if isinstance(start, tuple):
@@ -351,7 +351,22 @@ def _start_frame(start: Any, z0: jax.Array, k: int) -> tuple[Any, Any]:
     return fresh_frame(start, d=z0.shape[0], k=k, dtype=z0.dtype)
 
 
-def _compiled_run(dynamic, z0, start, step0, t0, args, dt, static, qr, static_every):
+#: ``(kernel output, estimates)`` of one run (see :func:`run_benettin`, :func:`finish`).
+RunOutput = tuple[dict[str, Any], dict[str, jax.Array]]
+
+
+def _compiled_run(
+    dynamic: list[Any],
+    z0: jax.Array,
+    start: Start,
+    step0: StepCount,
+    t0: Time,
+    args: RunArgs,
+    dt: Scalar,
+    static: Static,
+    qr: str,
+    static_every: bool,
+) -> RunOutput:
     """The run as three compiled programs: the initial frame (memoised, see
     :func:`~lyapax._engine.benettin.fresh_frame`) and the finishing program are
     cached by shape and shared by every step function, so a new step function
@@ -367,7 +382,17 @@ def _compiled_run(dynamic, z0, start, step0, t0, args, dt, static, qr, static_ev
     return out, finish_program(out["cum"], cum0, lengths, scalars)
 
 
-def _traced_run(dynamic, z0, start, step0, t0, args, dt, static, qr):
+def _traced_run(
+    dynamic: list[Any],
+    z0: jax.Array,
+    start: Start,
+    step0: StepCount,
+    t0: Time,
+    args: RunArgs,
+    dt: Scalar,
+    static: Static,
+    qr: str,
+) -> RunOutput:
     """The run inside a caller's trace (a user's ``jit``, ``vmap`` or ``grad``):
     lengths compiled in as constants, loops that reverse mode can differentiate."""
     Y0, cum0 = _start_frame(start, z0, args.k)
@@ -387,7 +412,7 @@ def _traced_run(dynamic, z0, start, step0, t0, args, dt, static, qr):
     return out, est
 
 
-def save_times(dt: Any, decimate: int, t0: Any, n_saved: int) -> Any:
+def save_times(dt: Scalar, decimate: int, t0: Time, n_saved: int) -> Any:
     """Times ``(n_saved,)`` of the saved states (NumPy unless traced)."""
     if validate.is_traced((dt, t0)):
         return t0 + dt * decimate * jnp.arange(1, n_saved + 1, dtype=float)

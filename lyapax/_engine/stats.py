@@ -78,7 +78,7 @@ def block_growths(history: Any, times: Any, cum_start: Any) -> jax.Array:
 
 
 def batch_means_stderr(
-    growth: Float[ArrayLike, "n k"],
+    growth: Float[Array, "n k"] | Float[np.ndarray, "n k"],
     block_time: Float[ArrayLike, ""],
     total_time: Float[ArrayLike, ""],
 ) -> Float[Array, " k"]:

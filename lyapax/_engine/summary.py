@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine.benettin import Lengths
 from lyapax._engine.stats import running_stderr
 from lyapax._engine.validate import is_traced
 
@@ -77,7 +78,9 @@ def finish_program(
     shared by every step function. ``lengths`` as packed by
     :meth:`~lyapax._engine.benettin.Lengths.pack`, ``scalars`` = ``[dt, t0]``:
     host arrays, one copy each instead of one per scalar."""
-    return finish(cum, cum0, lengths[0], scalars[0], lengths[2], scalars[1])
+    sizes = Lengths.unpack(lengths)
+    dt, t0 = scalars[0], scalars[1]
+    return finish(cum, cum0, sizes.n_blocks, dt, sizes.renorm_every, t0)
 
 
 def keep_rows(x: Any, n: int, *, axis: int, cols: int | None = None) -> Any:

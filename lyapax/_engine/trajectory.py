@@ -11,6 +11,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from lyapax._engine.abstract import as_step
+
 
 def iterate(
     step: Any,
@@ -22,15 +24,15 @@ def iterate(
 ) -> Float[Array, "n_saved d"]:
     """States after steps ``n_transient + decimate * (1, ..., n_saved)``.
 
-    ``step(z) -> z``, or ``step(z, step_index)`` when it declares
-    ``uses_step_index = True`` (the index counts from 0 at ``z0``). Traceable
-    (two ``lax.scan`` s); the caller jits.
+    ``step``: a step (see :func:`~lyapax._engine.abstract.as_step`); one that
+    uses the step index gets it counted from 0 at ``z0``. Traceable (two
+    ``lax.scan`` s); the caller jits.
     """
-    indexed = getattr(step, "uses_step_index", False)
+    step = as_step(step)
 
     def advance(carry, _):
         z, i = carry
-        return ((step(z, i) if indexed else step(z)), i + 1), None
+        return (step.advance(z, i), i + 1), None
 
     carry, _ = jax.lax.scan(advance, (z0, jnp.int32(0)), None, length=n_transient)
 

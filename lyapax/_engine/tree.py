@@ -25,7 +25,12 @@ def _is_dynamic(leaf: Any) -> bool:
     return isinstance(leaf, _DYNAMIC_TYPES)
 
 
-def split_static(tree: Any) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
+#: The static half of a split pytree: its structure and its non-array leaves
+#: (hashable: a static argument of ``jax.jit``).
+Static = tuple[Any, tuple[Any, ...]]
+
+
+def split_static(tree: Any) -> tuple[list[Any], Static]:
     """Split ``tree`` into (dynamic leaves, hashable static description)."""
     leaves, treedef = jax.tree.flatten(tree)
     dynamic = [leaf if _is_dynamic(leaf) else None for leaf in leaves]
@@ -33,7 +38,7 @@ def split_static(tree: Any) -> tuple[list[Any], tuple[Any, tuple[Any, ...]]]:
     return dynamic, (treedef, static)
 
 
-def merge_static(dynamic: list[Any], static: tuple[Any, tuple[Any, ...]]) -> Any:
+def merge_static(dynamic: list[Any], static: Static) -> Any:
     """Inverse of :func:`split_static`."""
     treedef, static_leaves = static
     leaves = [

@@ -113,22 +113,6 @@ def same_dt(given: Any, expected: Any) -> None:
         )
 
 
-def reject_adaptive(integrator: Any, where: str) -> None:
-    """ValueError when ``integrator`` is an adaptive builder of lyapax.adaptive.
-
-    Networks and delay equations evaluate coupling and history at the stages of
-    their own fixed-step schemes, so they take tableau names only.
-    """
-    if getattr(integrator, "_lyapax_adaptive_ode_only", False):
-        raise ValueError(
-            f"integrator={integrator!r} is an adaptive ODE integrator "
-            "(lyapax.adaptive.diffrax_adaptive_step): it is for ode_problem only, "
-            f"not for network_problem or delay equations ({where} was called). "
-            "These read coupling and history at each fixed Runge-Kutta stage; "
-            "pass integrator='euler', 'heun', 'rk4' or 'rk6'."
-        )
-
-
 def float_leaf(x: Any) -> Any:
     """A Python int becomes a float: ints in a pytree stay static (they often
     set shapes), so a parameter given as ``2`` would compile once per value."""

@@ -14,15 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
-from lyapax.dde import _delays, _history
+from lyapax._internal import history as _history
+from lyapax._internal.checks import as_weights
+from lyapax._internal.sparse import EllWeights, check_dense_fits, values_at_slots
+from lyapax.dde import _delays
 from lyapax.dde._step import SlotDelays, _cvar_rows
-from lyapax.integrators import tableau_of
-from lyapax.network._checks import as_weights
-from lyapax.network._sparse import (
-    EllWeights,
-    check_dense_fits,
-    values_at_slots,
-)
+from lyapax.integrators import fixed_stage_method
 
 
 class Delays(NamedTuple):
@@ -37,14 +34,7 @@ class Delays(NamedTuple):
 
 def method_name(integrator: Any) -> str:
     """The tableau name behind ``integrator`` (names only for delay equations)."""
-    validate.reject_adaptive(integrator, "a delay-equation builder")
-    if not isinstance(integrator, str):
-        raise TypeError(
-            "integrator must be a name (euler, heun, rk4, rk6) for delay equations, "
-            "whose stages read the history at their own times; got "
-            f"{integrator!r}"
-        )
-    return tableau_of(integrator).name
+    return fixed_stage_method(integrator, "a delay-equation builder")
 
 
 def scalar_state0(state0: Any) -> jax.Array:
@@ -154,7 +144,7 @@ def initial_buffer(
     dt: Any,
     interpolate: bool,
 ) -> jax.Array:
-    """The ring buffer at ``t = 0`` (slot order: see :mod:`lyapax.dde._history`).
+    """The ring buffer at ``t = 0`` (slot order: see :mod:`lyapax._internal.history`).
 
     ``history`` is None (constant history equal to ``X0``), a callable
     ``history(t)`` returning the state at time ``t <= 0`` (shape of ``X0`` or

@@ -93,21 +93,6 @@ def grid_tau_steps(
     return steps
 
 
-def tau_eff(tau_steps: float, dt: float) -> float:
-    """The delay ``tau_steps * dt`` (time units) of a delay of ``tau_steps`` steps.
-
-    The lyapax 0.3.0 signature; :func:`effective_tau` answers the same from a
-    requested ``tau``.
-
-    Raises:
-        ValueError: ``tau_steps`` negative or not finite, ``dt`` not > 0.
-    """
-    steps = validate.concrete_float("tau_steps", tau_steps, why="to compute a delay")
-    if not np.isfinite(steps) or steps < 0:
-        raise ValueError(f"tau_steps must be a finite number >= 0; got {tau_steps!r}")
-    return steps * _concrete_dt(dt)
-
-
 def effective_tau(tau: float, dt: float, interpolate: bool = False) -> float:
     """The delay actually simulated for a requested ``tau`` at step ``dt``.
 

@@ -70,13 +70,12 @@ def source_slopes(
 ) -> Float[Array, "v H C n"]:
     """Slopes of the coupling's source terms in each coupled variable ``v``.
 
-    ``coupling.source_slopes(values, n_cvar)`` when the coupling has it and it
-    does not return None (Kuramoto's slopes are its cosines and sines again: no new
+    ``coupling.source_slopes(values, n_cvar)`` unless it returns None
+    (Kuramoto's slopes are its cosines and sines again: no new
     transcendentals), else one ``jax.jvp`` of the node-local ``sources`` per
     coupled variable.
     """
-    own = getattr(coupling, "source_slopes", None)
-    slopes = None if own is None else own(values, buf.shape[1])
+    slopes = coupling.source_slopes(values, buf.shape[1])
     if slopes is not None:
         return slopes
     sources = jax.vmap(coupling.sources)

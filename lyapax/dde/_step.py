@@ -1,7 +1,7 @@
 """One method-of-steps step of a delay equation on the ring buffer.
 
 :class:`RingStep` advances the present state ``X (n_sv, n)`` and the ring buffer
-of its coupled rows (convention in :mod:`lyapax.dde._history`) by one explicit
+of its coupled rows (convention in :mod:`lyapax._internal.history`) by one explicit
 Runge-Kutta step. The right-hand side is a *field* ``field(X, D, params)``,
 where ``D`` holds the delayed coupled variables: ``(n_cvar, n)`` for one delay
 shared by every node (``edges=False``) or ``(n_cvar, n_target, n_source)`` per
@@ -18,16 +18,18 @@ leaves, so rebuilding with new numbers reuses the compiled program.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from lyapax.dde import _edge_sums, _history
+from lyapax._engine.abstract import AbstractStep
+from lyapax._internal import history as _history
+from lyapax._internal.sparse import EllWeights, read_edges_ell
+from lyapax.dde import _edge_sums
 from lyapax.integrators import TABLEAUS, rk_stage_update
-from lyapax.network._sparse import read_edges_ell
 
 #: The present state ``(n_sv, n)`` (``(m, 1)`` for a scalar/vector DDE).
 State = Float[Array, "n_sv n"]
@@ -79,9 +81,9 @@ def presum_edges(
     ``H n`` buffer entries, so they take it while ``H <= n`` (no more terms
     than the ``n^2`` edges).
     """
-    if not edges or interpolate or not getattr(coupling, "summable", False):
+    if not edges or interpolate or not coupling.summable:
         return False
-    if hasattr(weights, "indices"):  # neighbour list
+    if isinstance(weights, EllWeights):  # neighbour list
         return True
     return getattr(weights, "ndim", 0) == 2 and horizon <= weights.shape[0]
 
@@ -133,7 +135,8 @@ class NetworkField(eqx.Module):
             # Sparse weights: D is (n_cvar, n, w) on the neighbour-list slots and
             # the edge forms sum over the slot axis of their (n, w) values.
             W = self.weights
-            c = self.coupling(D, current, getattr(W, "values", W), params)
+            values = W.values if isinstance(W, EllWeights) else W
+            c = self.coupling(D, current, values, params)
         else:
             c = self.coupling.uniform(D, current, self.weights, params)
         return self.dfun(X, c, params)
@@ -206,7 +209,7 @@ class RingStep(eqx.Module):
         """Steps of delay (see the class docstring); None when undelayed."""
         return self.static_delay if self.dynamic_delay is None else self.dynamic_delay
 
-    def _read_grid(self, buf: Buffer, t: Step) -> Delayed:
+    def _read_grid(self, buf: Buffer, t: Step) -> Delayed | EdgeSums:
         if self.presummed:
             return EdgeSums(self.field.edge_sums(buf, t, self.delay)[0])
         if isinstance(self.delay, SlotDelays):
@@ -219,7 +222,7 @@ class RingStep(eqx.Module):
     def presummed(self) -> bool:
         """Grid reads of per-edge delays come as :class:`EdgeSums` (the field
         was built so by :func:`presum_edges`, which checks the delays)."""
-        return bool(getattr(self.field, "presum", False))
+        return isinstance(self.field, NetworkField) and self.field.presum
 
     def _read_at(
         self, buf: Buffer, t: Step, c: float, slope_now: Any = None
@@ -314,7 +317,7 @@ class CarryStep(eqx.Module):
         return (X_next, buf_next, t + 1, params), X_next
 
 
-class FlatStep(eqx.Module):
+class FlatStep(AbstractStep):
     """A carry step seen by the Benettin kernel: flat phase point -> flat point.
 
     The phase point is ``concat(state.ravel(), buf.ravel())`` (Farmer 1982: the
@@ -327,7 +330,7 @@ class FlatStep(eqx.Module):
     goes through the generic split / step / concatenate path.
     """
 
-    uses_step_index = True
+    uses_step_index: ClassVar[bool] = True
 
     step: Any
     params: Any
@@ -418,6 +421,12 @@ class FlatStep(eqx.Module):
         (X1, writes), (dX1, d_writes) = out, d_out
         rows = self._rows(ring, t, writes)
         return _put_rows(z, rows, (X1, *writes)), _put_rows(Y, rows, (dX1, *d_writes))
+
+    def tangent(
+        self, z: Float[Array, " d"], Y: Float[Array, "d k"], step: Step
+    ) -> tuple[Float[Array, " d"], Float[Array, "d k"]]:
+        """The engine's tangent step: :meth:`tangent_step`."""
+        return self.tangent_step(z, Y, step)
 
 
 def _put_rows(target, rows, parts):

@@ -16,7 +16,8 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from lyapax._engine import validate
-from lyapax._engine.problem import Problem, as_problem, is_problem
+from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.problem import as_problem, is_problem
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax.core import lyapunov_spectrum
 from lyapax.sweep import ProblemFamily, sweep_lyapunov_spectrum
@@ -111,7 +112,7 @@ def windows_of(history: Any, times: Any, blocks: int, window: float):
 
 
 def finite_time_exponents(
-    step_fn_or_problem: Problem | StepFn,
+    step_fn_or_problem: AbstractProblem | StepFn,
     state0: StateLike | int | None = None,
     dt: Scalar | None = None,
     n_steps: int | None = None,

@@ -21,6 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine import validate
 from lyapax._engine.tree import merge_static, split_static
+from lyapax._internal.batching import BATCH_AXIS, Plan
 from lyapax.finite_time import _memory
 from lyapax.finite_time._flow import (
     Autonomous,
@@ -28,8 +29,7 @@ from lyapax.finite_time._flow import (
     n_steps_for,
     singular_summary,
 )
-from lyapax.integrators import ButcherTableau, tableau_of
-from lyapax.sweep._batching import BATCH_AXIS, Plan
+from lyapax.integrators import TABLEAUS, ButcherTableau, fixed_stage_method
 
 __all__ = ["FTLEField", "ftle_field", "ftle_grid", "grid_points"]
 
@@ -70,7 +70,7 @@ def _tableau(integrator: Any) -> ButcherTableau:
             "integrator must be a name ('euler', 'heun', 'rk4', 'rk6') or a "
             f"lyapax.integrators.ButcherTableau; got {integrator!r}"
         )
-    return tableau_of(integrator)
+    return TABLEAUS[fixed_stage_method(integrator, "ftle_field")]
 
 
 def _finite_float(name: str, value: Any) -> float:

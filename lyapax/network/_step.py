@@ -15,13 +15,14 @@ which for the built-in couplings is one product of the weights with an
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import numpy as np
 from jaxtyping import Array, Float
 
+from lyapax._engine.abstract import AbstractStep
 from lyapax.integrators import TABLEAUS, rk_stage_update
 from lyapax.network.coupling import coupling_jvp
 
@@ -60,9 +61,11 @@ class _Network(eqx.Module):
         )
 
 
-class NetworkStep(_Network):
-    """``state (n_sv * n,) -> state``: one step of a coupled network."""
+class NetworkStep(_Network, AbstractStep):
+    """``state (n_sv * n,) -> state``: one step of a coupled network, with the
+    fused tangent form :meth:`tangent_step`."""
 
+    uses_step_index: ClassVar[bool] = False
     params: Any
 
     def __init__(
@@ -122,6 +125,12 @@ class NetworkStep(_Network):
         tableau = TABLEAUS[self.integrator]
         x_new, V_new = rk_stage_update(tableau, self._variational_rhs, (x, V), self.dt)
         return x_new.reshape(state.shape), V_new.reshape(Y.shape)
+
+    def tangent(
+        self, z: Float[Array, " d"], Y: Float[Array, "d k"], step: Any
+    ) -> tuple[Float[Array, " d"], Float[Array, "d k"]]:
+        """The engine's tangent step: :meth:`tangent_step`."""
+        return self.tangent_step(z, Y)
 
     def __repr__(self) -> str:
         return f"NetworkStep({self._describe()})"

@@ -10,39 +10,52 @@ Row ``r`` of ``cvar_state`` is the ``r``-th coupled variable at every node;
 coupling strength is ``G = params.get("G", G_default)``. Any callable with
 that signature is a coupling.
 
-The built-in couplings (:class:`LinearCoupling`, :class:`SigmoidalCoupling`,
-:class:`KuramotoCoupling`) are ``equinox.Module`` s (their numbers are pytree
-leaves, so new values reuse compiled programs) and also provide
+What a coupling can do is declared by its base class (``equinox.Module`` s:
+their numbers are pytree leaves, so new values reuse compiled programs):
 
-* ``batched_jvp(cvar_state, tangents (n_cvar, n, k), weights, params)``: the
-  coupling and its derivative along ``k`` tangent directions from a *single*
-  product of ``weights`` with an ``(n, m)`` block;
-* ``edges(delayed (n_cvar, n_target, n_source), current (n_cvar, n), weights,
-  params)``: the delayed form, each edge reading its source one edge delay ago
-  (``delayed[c, i, j] = x_j(t - tau_ij)``) and each target now;
-* ``uniform(delayed_src (n_cvar, n), current, weights, params)``: the same when
-  every edge has one delay, without forming the ``(n, n)`` array.
+* :class:`AbstractCoupling`: the plain form, and ``batched_jvp(cvar_state,
+  tangents (n_cvar, n, k), weights, params)``, the coupling and its derivative
+  along ``k`` tangent directions (by default ``jax.jvp`` batched by
+  ``jax.vmap``; the built-ins get both from a *single* product of ``weights``
+  with an ``(n, m)`` block);
+* :class:`AbstractDelayedCoupling`: also the delayed forms ``edges(delayed
+  (n_cvar, n_target, n_source), current (n_cvar, n), weights, params)``, each
+  edge reading its source one edge delay ago (``delayed[c, i, j] = x_j(t -
+  tau_ij)``) and each target now, and ``uniform(delayed_src (n_cvar, n),
+  current, weights, params)``, the same when every edge has one delay;
+* :class:`AbstractSummedCoupling`: a coupling of the form ``combine(sum_j w_ij
+  sources(x_j), x_i)`` (all built-ins: :class:`LinearCoupling`,
+  :class:`SigmoidalCoupling`, :class:`KuramotoCoupling`), whose delayed forms
+  follow from ``sources`` and ``combine`` and whose per-edge delayed sums are
+  formed once per stored sample (:mod:`lyapax.dde._edge_sums`).
 
 Delay equations call a coupling through :func:`as_edge_coupling`, whose result
-is *edge-aware*: ``coupling(delayed, current, weights, params)`` plus
-``uniform``. A plain coupling without an ``edges`` method is evaluated once per
+is an :class:`EdgeCoupling`: ``coupling(delayed, current, weights, params)``
+plus ``uniform``. A plain coupling without delayed forms is evaluated once per
 target node on the network as that node sees it (:class:`PerTargetCoupling`):
-exact, at ``n`` times the plain coupling's cost.
+exact, at ``n`` times the plain coupling's cost. Plain callables work wherever
+a coupling is taken (:mod:`lyapax._engine._legacy` recognises the older
+undeclared forms).
 """
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from lyapax._engine import _legacy
 from lyapax._engine.validate import float_leaf
 
 __all__ = [
+    "AbstractCoupling",
+    "AbstractDelayedCoupling",
+    "AbstractSummedCoupling",
     "EdgeCoupling",
     "KuramotoCoupling",
     "LinearCoupling",
@@ -108,7 +121,75 @@ def _number(default: float) -> Any:
     return eqx.field(default=default, converter=float_leaf)
 
 
-class LinearCoupling(eqx.Module):
+def _generic_jvp(coupling: Callable[..., Any], x, dx, weights, params):
+    """``(c, dc)`` by ``jax.jvp`` batched over the ``k`` directions."""
+
+    def one(v):
+        return jax.jvp(lambda y: coupling(y, weights, params), (x,), (v,))
+
+    return jax.vmap(one, in_axes=2, out_axes=(None, 2))(dx)
+
+
+class AbstractCoupling(eqx.Module):
+    """A network coupling: ``coupling(cvar_state (n_cvar, n), weights, params)
+    -> (n_cvar, n)`` (see the module docstring)."""
+
+    @abc.abstractmethod
+    def __call__(self, x: Rows, weights: Any, params: Any) -> Rows:
+        """The coupling of every node."""
+
+    def batched_jvp(
+        self, x: Rows, dx: Tangents, weights: Any, params: Any
+    ) -> tuple[Rows, Tangents]:
+        """Coupling and its derivative along ``dx (n_cvar, n, k)``."""
+        return _generic_jvp(self, x, dx, weights, params)
+
+
+class AbstractDelayedCoupling(AbstractCoupling):
+    """A coupling with delayed forms (``edges``, ``uniform``)."""
+
+    @abc.abstractmethod
+    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
+        """Each edge reads its source one edge delay ago, each target now."""
+
+    @abc.abstractmethod
+    def uniform(
+        self, delayed_src: Rows, current: Rows, weights: Any, params: Any
+    ) -> Rows:
+        """:meth:`edges` when every edge has one delay (sources ``(n_cvar, n)``)."""
+
+
+class AbstractSummedCoupling(AbstractDelayedCoupling):
+    """``c_i = combine(sum_j w_ij sources(x_j), x_i)``: the delayed forms follow
+    from :meth:`sources` and :meth:`combine`."""
+
+    @abc.abstractmethod
+    def sources(self, x: Any) -> Any:
+        """Per-source terms summed over the edges, ``(C, ...)``."""
+
+    @abc.abstractmethod
+    def combine(self, sums: Any, current: Rows, weights: Any, params: Any) -> Rows:
+        """The coupling from ``sums[c, i] = sum_j w_ij sources(x_j)[c]``."""
+
+    def source_slopes(self, terms: Any, n_cvar: int) -> Any:
+        """Slopes of :meth:`sources` from its values, or None to differentiate
+        them by ``jax.jvp`` (see :mod:`lyapax.dde._edge_sums`)."""
+        return None
+
+    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
+        # The (n, n) sums depend on the delayed values only, so with grid reads
+        # (held over a step) they are computed once per step, not once per stage.
+        sums = _edge_sum(weights, self.sources(delayed))
+        return self.combine(sums, current, weights, params)
+
+    def uniform(
+        self, delayed_src: Rows, current: Rows, weights: Any, params: Any
+    ) -> Rows:
+        sums = _weighted_sum(weights, self.sources(delayed_src))
+        return self.combine(sums, current, weights, params)
+
+
+class LinearCoupling(AbstractSummedCoupling):
     """``c_i = G a sum_j w_ij x_j + b`` for every coupled variable ``x``.
 
     Delayed: ``x_j`` is read one edge delay ago.
@@ -140,14 +221,8 @@ class LinearCoupling(eqx.Module):
         """The coupling from ``sums[c, i] = sum_j w_ij sources(x_j)[c]``."""
         return self._gain(params) * sums + self.b
 
-    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
-        return self.combine(_edge_sum(weights, delayed), current, weights, params)
 
-    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
-        return self._gain(params) * _weighted_sum(weights, delayed_src) + self.b
-
-
-class SigmoidalCoupling(eqx.Module):
+class SigmoidalCoupling(AbstractSummedCoupling):
     """``c_i = G a / (1 + exp(-(u_i - midpoint) / sigma)) + b``, ``u = W x``.
 
     The sigmoid acts on the summed input (after the weights), as in the
@@ -185,14 +260,8 @@ class SigmoidalCoupling(eqx.Module):
         """The coupling from ``sums[c, i] = sum_j w_ij sources(x_j)[c]``."""
         return self._out(sums, params)[0]
 
-    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
-        return self.combine(_edge_sum(weights, delayed), current, weights, params)
 
-    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
-        return self._out(_weighted_sum(weights, delayed_src), params)[0]
-
-
-class KuramotoCoupling(eqx.Module):
+class KuramotoCoupling(AbstractSummedCoupling):
     """``c_i = (G / N) sum_j w_ij sin(theta_j - theta_i + alpha)``, N = node count.
 
     Evaluated as ``cos(theta_i) (W sin(theta + alpha))_i - sin(theta_i) (W
@@ -274,18 +343,6 @@ class KuramotoCoupling(eqx.Module):
         g = self._gain(weights, params)
         return g * (jnp.cos(current) * sums[:m] - jnp.sin(current) * sums[m:])
 
-    def edges(self, delayed: Edges, current: Rows, weights: Any, params: Any) -> Rows:
-        # The (n, n) sums depend on the delayed values only, so with grid reads
-        # (held over a step) they are computed once per step, not once per stage.
-        sums = _edge_sum(weights, self.sources(delayed))
-        return self.combine(sums, current, weights, params)
-
-    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
-        # The same identity turns the n^2 sines into one product for both sums
-        # (and, under jvp, one for all tangents).
-        sums = _weighted_sum(weights, self.sources(delayed_src))
-        return self.combine(sums, current, weights, params)
-
 
 def linear_coupling(a: Any = 1.0, b: Any = 0.0, G_default: Any = 1.0) -> LinearCoupling:
     """Linear coupling ``G a sum_j w_ij x_j + b`` (see :class:`LinearCoupling`)."""
@@ -317,34 +374,40 @@ def coupling_jvp(
 ) -> tuple[Rows, Tangents]:
     """``(c, dc)``: the coupling at ``x (n_cvar, n)`` and along ``dx (n_cvar, n, k)``.
 
-    Uses the coupling's own fused ``batched_jvp`` when it has one, otherwise
-    ``jax.jvp`` batched over the ``k`` directions by ``jax.vmap``.
+    An :class:`AbstractCoupling` answers with its ``batched_jvp``; a plain
+    callable is differentiated by ``jax.jvp`` batched over the ``k``
+    directions by ``jax.vmap`` (or by its own ``batched_jvp``, see
+    :mod:`lyapax._engine._legacy`).
     """
-    fused = getattr(coupling, "batched_jvp", None)
+    if isinstance(coupling, AbstractCoupling):
+        return coupling.batched_jvp(x, dx, weights, params)
+    fused = _legacy.fused_jvp(coupling)
     if fused is not None:
         return fused(x, dx, weights, params)
-
-    def one(v):
-        return jax.jvp(lambda y: coupling(y, weights, params), (x,), (v,))
-
-    return jax.vmap(one, in_axes=2, out_axes=(None, 2))(dx)
+    return _generic_jvp(coupling, x, dx, weights, params)
 
 
 # --- edge-aware couplings (what delay equations call) -----------------------
 
 
-class EdgeCoupling:
+class EdgeCoupling(abc.ABC):
     """Base class of edge-aware couplings (subclass it for your own).
 
     A subclass defines ``__call__(delayed (n_cvar, n, n), current (n_cvar, n),
     weights, params) -> (n_cvar, n)``; :meth:`uniform`, the form with one
     delay for every edge, defaults to broadcasting the delayed sources.
+    ``summable`` (False here) declares the form ``combine(sum_j w_ij
+    sources(x_j))`` with the methods ``sources``, ``combine`` and
+    ``source_slopes``, whose per-edge sums the delay engine forms once per
+    stored sample.
     """
 
-    edge_aware = True
+    edge_aware: ClassVar[bool] = True
+    summable: ClassVar[bool] = False
 
-    def __call__(self, delayed, current, weights, params):  # pragma: no cover
-        raise NotImplementedError
+    @abc.abstractmethod
+    def __call__(self, delayed, current, weights, params):
+        """The coupling of every target from the delayed sources."""
 
     def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
         n = current.shape[-1]
@@ -366,9 +429,9 @@ class _EdgeForm(EdgeCoupling, eqx.Module):
         return self.coupling.uniform(delayed_src, current, weights, params)
 
     @property
-    def summable(self) -> bool:
+    def summable(self) -> bool:  # type: ignore[override]
         """The coupling is ``combine(sum_j w_ij sources(x_j))`` (all built-ins)."""
-        return hasattr(self.coupling, "sources") and hasattr(self.coupling, "combine")
+        return isinstance(self.coupling, AbstractSummedCoupling)
 
     def sources(self, x: Rows) -> Any:
         return self.coupling.sources(x)
@@ -377,9 +440,20 @@ class _EdgeForm(EdgeCoupling, eqx.Module):
         return self.coupling.combine(sums, current, weights, params)
 
     def source_slopes(self, terms: Any, n_cvar: int) -> Any:
-        """The wrapped coupling's ``source_slopes``, or None where it has none."""
-        slopes = getattr(self.coupling, "source_slopes", None)
-        return None if slopes is None else slopes(terms, n_cvar)
+        """The wrapped coupling's ``source_slopes`` (None: by ``jax.jvp``)."""
+        return self.coupling.source_slopes(terms, n_cvar)
+
+
+class _AdoptedEdgeCoupling(EdgeCoupling, eqx.Module):
+    """An undeclared edge-aware coupling (see :mod:`lyapax._engine._legacy`)."""
+
+    coupling: Any
+
+    def __call__(self, delayed: Edges, current: Rows, weights: Any, params: Any):
+        return self.coupling(delayed, current, weights, params)
+
+    def uniform(self, delayed_src: Rows, current: Rows, weights: Any, params: Any):
+        return self.coupling.uniform(delayed_src, current, weights, params)
 
 
 class PairwiseEdgeCoupling(EdgeCoupling, eqx.Module):
@@ -458,17 +532,21 @@ def pairwise_edge_coupling(
 def as_edge_coupling(coupling: Any) -> EdgeCoupling:
     """An edge-aware coupling equivalent to ``coupling``.
 
-    Edge-aware couplings are returned as they are; a coupling with delayed
-    forms (``edges`` and ``uniform``, as the built-in ones have) is called
-    through them; any other callable ``(cvar, weights, params) -> (n_cvar, n)``
-    is wrapped in :class:`PerTargetCoupling` (exact, ``n`` times the cost).
+    An :class:`EdgeCoupling` is returned as it is; an
+    :class:`AbstractDelayedCoupling` (the built-ins) is called through its
+    delayed forms; any other callable ``(cvar, weights, params) -> (n_cvar,
+    n)`` is wrapped in :class:`PerTargetCoupling` (exact, ``n`` times the cost).
 
     Raises:
         TypeError: ``coupling`` is not callable.
     """
-    if getattr(coupling, "edge_aware", False):
+    if isinstance(coupling, EdgeCoupling):
         return coupling
-    if hasattr(coupling, "edges") and hasattr(coupling, "uniform"):
+    if isinstance(coupling, AbstractDelayedCoupling):
+        return _EdgeForm(coupling)
+    if _legacy.declares_edge_aware(coupling):
+        return _AdoptedEdgeCoupling(coupling)
+    if _legacy.has_delayed_forms(coupling):
         return _EdgeForm(coupling)
     if not callable(coupling):
         raise TypeError(

@@ -1,11 +1,12 @@
-"""The published step builders: ``make_step_fn`` and ``build_jax_dfun``.
+"""Compatibility module of the simulator package: lyapax 0.3.0's
+``lyapax.simulator.step``.
 
 ``make_step_fn`` (the carry step of a delay-coupled network) is built by the
 delay engine, :mod:`lyapax.dde`; ``build_jax_dfun`` compiles a
 :class:`~lyapax.simulator.ModelSpec` to the node ``dfun`` both take.
 
 The four private ring-buffer helpers below keep the names lyapax 0.3.0 had
-here, over :mod:`lyapax.dde._history` (same buffer layout and time
+here, over :mod:`lyapax._internal.history` (same buffer layout and time
 convention: slot ``m % horizon`` holds the sample of time ``m * dt``).
 """
 
@@ -14,8 +15,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from lyapax.dde import _history
-from lyapax.dde._compat import make_step_fn
+from lyapax._internal import history as _history
+from lyapax.dde import make_step_fn
 from lyapax.simulator._model import build_jax_dfun
 
 __all__ = ["build_jax_dfun", "make_step_fn"]

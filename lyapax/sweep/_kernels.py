@@ -22,7 +22,7 @@ from lyapax._engine.run import LyapunovResult
 from lyapax._engine.summary import finish
 from lyapax._engine.trajectory import iterate
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.sweep._batching import BATCH_AXIS
+from lyapax._internal.batching import BATCH_AXIS
 from lyapax.utils import Trajectory
 
 

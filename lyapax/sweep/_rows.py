@@ -19,39 +19,42 @@ Two builders:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from lyapax._engine.problem import (
+from lyapax._engine.abstract import (
+    AbstractProblem,
+    AbstractStep,
     EngineView,
-    ODEProblem,
-    Problem,
-    as_problem,
-    is_problem,
+    declares_step_index,
 )
+from lyapax._engine.problem import ODEProblem, as_problem, is_problem
 
 
-class ParamStep(eqx.Module):
+class ParamStep(AbstractStep):
     """``step(state[, step_index])`` = ``fn(state[, step_index], params)``.
 
     Unlike :class:`lyapax._engine.tree.Bound`, ``fn`` is a pytree child: a
     parametrized step may carry numbers of its own (a network's weights).
     Parameters are pytree leaves, so one compiled program serves every row; a
-    step declaring ``uses_step_index`` keeps that declaration.
+    ``fn`` declaring ``uses_step_index`` keeps that declaration.
     """
 
+    uses_step_index: ClassVar[bool] = False
     fn: Any
     params: Any
 
-    @property
-    def uses_step_index(self) -> bool:
-        return getattr(self.fn, "uses_step_index", False)
-
     def __call__(self, *args: Any) -> Any:
         return self.fn(*args, self.params)
+
+
+class IndexedParamStep(ParamStep):
+    """A :class:`ParamStep` whose ``fn`` takes the step index."""
+
+    uses_step_index: ClassVar[bool] = True
 
 
 class StepRows(eqx.Module):
@@ -61,7 +64,11 @@ class StepRows(eqx.Module):
     has_params: bool = eqx.field(static=True)
 
     def build(self, params: Any, state: Any, dt: Any) -> EngineView:
-        step = ParamStep(self.step_fn, params) if self.has_params else self.step_fn
+        if self.has_params:
+            indexed = declares_step_index(self.step_fn)
+            step = (IndexedParamStep if indexed else ParamStep)(self.step_fn, params)
+        else:
+            step = self.step_fn
         return ODEProblem(step, state, dt).for_engine()
 
 
@@ -80,7 +87,7 @@ class ProblemFamily(eqx.Module):
     make_problem: Callable[[Any], Any]
     use_state_rows: bool = eqx.field(static=True, default=False)
 
-    def problem(self, params: Any, state: Any) -> Problem:
+    def problem(self, params: Any, state: Any) -> AbstractProblem:
         """The row's problem (``state`` replaces its initial state if rows
         carry states)."""
         made = self.make_problem(params)
@@ -96,15 +103,30 @@ class ProblemFamily(eqx.Module):
         return self.problem(params, state).for_engine()
 
 
+def problem_family(make_problem: Any) -> ProblemFamily:
+    """Mark ``make_problem(params) -> problem`` as a sweepable family.
+
+    Use it to sweep parameters that live inside a problem (ODE, network or
+    delay), e.g. ``problem_family(lambda beta: dde_problem(mackey_glass(
+    beta=beta), 1.2, tau=17.0, dt=0.1))`` with ``params_batch=betas``. Rows
+    must share one structure (functions, shapes, delays in steps, ``dt``).
+    """
+    if not callable(make_problem):
+        raise TypeError(
+            f"make_problem must be callable; got {type(make_problem).__name__}"
+        )
+    return ProblemFamily(make_problem)
+
+
 class _FromProblem(eqx.Module):
     """``make_problem`` of one problem: each row replaces its parameters
     (``with_params``), or, without swept parameters, returns it as it is (its
     numbers stay pytree leaves, so they are not baked into the program)."""
 
-    problem: Problem
+    problem: AbstractProblem
     swept_params: bool = eqx.field(static=True)
 
-    def __call__(self, row: Any) -> Problem:
+    def __call__(self, row: Any) -> AbstractProblem:
         return self.problem.with_params(row) if self.swept_params else self.problem
 
 

@@ -1,9 +1,13 @@
-"""The published lower-level DDE builders (same names, arguments and meaning).
+"""Compatibility code of the delay package: the builders of lyapax 0.3.0.
+
+The published lower-level DDE builders (and ``tau_eff``, the delay of a
+number of steps) keep their names, arguments and meaning here, so that the
+real modules read as the design.
 
 They return the carry step ``step(carry, _) -> (new_carry, new_state)`` with
 ``carry = (state (n_sv, n_nodes), buf, t (int32 step counter), params)`` that
 the plain form of :func:`lyapax.dde.lyapunov_spectrum_dde` runs. The ring
-buffer follows the convention of :mod:`lyapax.dde._history`: slot ``m % horizon``
+buffer follows the convention of :mod:`lyapax._internal.history`: slot ``m % horizon``
 holds time ``m * dt``; at step ``t`` delay ``s`` reads slot ``(t - s) % horizon``
 before the new state is written to slot ``(t + 1) % horizon``.
 """
@@ -15,10 +19,13 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lyapax._engine import validate
+from lyapax._internal import history as _history
+from lyapax._internal.checks import as_cvar_indices, as_weights
 from lyapax.dde import _build as build
-from lyapax.dde import _history
+from lyapax.dde._delays import _concrete_dt
 from lyapax.dde._step import (
     CarryStep,
     NetworkField,
@@ -26,7 +33,6 @@ from lyapax.dde._step import (
     ScalarField,
     presum_edges,
 )
-from lyapax.network._checks import as_cvar_indices, as_weights
 from lyapax.network.coupling import as_edge_coupling, edge_linear_coupling
 
 
@@ -180,3 +186,18 @@ def constant_history_buf0(
     return _history.constant_history_buf0(
         jnp.asarray(cvar_state0), horizon, interpolate
     )
+
+
+def tau_eff(tau_steps: float, dt: float) -> float:
+    """The delay ``tau_steps * dt`` (time units) of a delay of ``tau_steps`` steps.
+
+    The lyapax 0.3.0 signature; :func:`effective_tau` answers the same from a
+    requested ``tau``.
+
+    Raises:
+        ValueError: ``tau_steps`` negative or not finite, ``dt`` not > 0.
+    """
+    steps = validate.concrete_float("tau_steps", tau_steps, why="to compute a delay")
+    if not np.isfinite(steps) or steps < 0:
+        raise ValueError(f"tau_steps must be a finite number >= 0; got {tau_steps!r}")
+    return steps * _concrete_dt(dt)

@@ -24,10 +24,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int
+from jaxtyping import Array, Float, Int
 
 #: A step counter or slot index (traced int32, or a Python int).
-Slot = int | Int[ArrayLike, ""]
+Slot = Any  # int | Int[ArrayLike, ""]: a step or slot index, traced or not
 
 
 def _at(values: Float[Array, "H ..."], slot: Slot) -> Float[Array, ...]:

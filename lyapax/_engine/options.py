@@ -1,0 +1,104 @@
+"""Run options: what a caller asks of a Lyapunov run, grouped and checked once.
+
+The published entry points (``lyapunov_spectrum``, ``lyapunov_spectrum_dde``,
+the sweeps) keep their flat keyword signatures; behind them the options
+travel as one :class:`RunOptions` (as diffrax groups its options in
+``SaveAt`` and a step-size controller), validated when it is built, with
+named fields down to the kernel:
+
+- :class:`Renormalisation`: steps between QR re-orthonormalisations, whether
+  that count is compiled in, and the QR method;
+- :class:`Saving`: whether states are saved, and every how many steps.
+
+Checks that need the problem (``k <= d``, the transient in steps of ``dt``,
+``n_steps`` in whole blocks) are made once the problem is known, by
+:func:`lyapax._engine.run.run_args`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from lyapax._engine import validate
+
+__all__ = ["QR_METHODS", "Renormalisation", "RunOptions", "Saving"]
+
+#: Accepted values of the public ``qr=`` argument.
+QR_METHODS = ("auto", "householder", "lapack")
+
+
+class Renormalisation(NamedTuple):
+    """``every`` steps between re-orthonormalisations (>= 1); ``static``:
+    compile ``every`` into the program; ``qr``: one of :data:`QR_METHODS`."""
+
+    every: int
+    static: bool
+    qr: str
+
+    def method(self, *, batched: bool) -> str:
+        """The kernel's QR method: ``"auto"`` is LAPACK for a single run and
+        the fused Householder QR of small frames (``"small"``) for the vmapped
+        rows of a sweep, the rule measured fastest on CPU."""
+        if self.qr == "auto":
+            return "small" if batched else "lapack"
+        return self.qr
+
+
+class Saving(NamedTuple):
+    """``states``: save the trajectory; ``decimate``: every that many steps."""
+
+    states: bool
+    decimate: int
+
+
+class RunOptions(NamedTuple):
+    """The options of a run (see the module docstring).
+
+    ``k`` exponents (None: the problem's default); ``t_transient`` model time
+    run first; ``seed`` of the initial frame (one per row in sweeps);
+    ``check_finite``; ``resume`` checkpoint or None.
+    """
+
+    k: Any
+    t_transient: Any
+    seed: Any
+    check_finite: bool
+    resume: Any
+    renorm: Renormalisation
+    saving: Saving
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> RunOptions:
+        """The options from the published argument names (``k``,
+        ``renorm_every``, ``t_transient``, ``seed``, ``check_finite``,
+        ``resume``, ``save_states``, ``decimate``, ``qr``,
+        ``static_renorm_every``; absent ones take the published defaults).
+
+        Raises:
+            TypeError / ValueError: naming the argument, its value and what
+                is allowed.
+        """
+        get = arguments.get
+        static = get("static_renorm_every", False)
+        if not isinstance(static, bool | np.bool_):
+            raise TypeError(
+                "static_renorm_every must be True or False; got "
+                f"{static!r} of type {type(static).__name__}"
+            )
+        qr = get("qr", "auto")
+        if not isinstance(qr, str) or qr not in QR_METHODS:
+            raise ValueError(f"qr must be one of {QR_METHODS}; got {qr!r}")
+        every = validate.as_int("renorm_every", get("renorm_every", 1), minimum=1)
+        decimate = validate.as_int("decimate", get("decimate", 1), minimum=1)
+        return cls(
+            get("k"),
+            get("t_transient", 0.0),
+            get("seed", 0),
+            bool(get("check_finite", False)),
+            get("resume"),
+            Renormalisation(every, bool(static), qr),
+            Saving(bool(get("save_states", False)), decimate),
+        )

@@ -1,0 +1,10 @@
+"""Private helpers that several subpackages share (equinox's ``internal``).
+
+- :mod:`~lyapax._internal.sparse`: sparse weights as a padded neighbour list;
+- :mod:`~lyapax._internal.checks`: weights, coupled rows and network states;
+- :mod:`~lyapax._internal.history`: the delay ring buffer (layout, reads, writes).
+
+Only :mod:`lyapax._engine` and this layer may be imported across subpackages
+by private name (``tests/test_layout.py`` checks it). Nothing here imports a
+subpackage above it.
+"""

@@ -1,0 +1,89 @@
+"""``sweep_trajectory``: the trajectories of a sweep, without tangents."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from jaxtyping import ArrayLike, Float, PyTree, Shaped
+
+from lyapax._engine import run, validate
+from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.options import RunOptions
+from lyapax._engine.shapes import Scalar, StateLike, StepFn
+from lyapax._engine.tree import split_static
+from lyapax.sweep._kernels import trajectory_kernel
+from lyapax.sweep._rows import ProblemFamily
+from lyapax.sweep._setup import min_transient, setup, warn_trajectory
+from lyapax.utils import Trajectory
+
+__all__ = ["sweep_trajectory"]
+
+
+def sweep_trajectory(
+    step_fn: StepFn | AbstractProblem | ProblemFamily,
+    state0: StateLike | None,
+    params_batch: PyTree[Shaped[ArrayLike, "n ..."]] | None,
+    dt: Scalar | None,
+    n_steps: int,
+    renorm_every: int = 1,
+    t_transient: float = 0.0,
+    state0_batch: Float[ArrayLike, "n d"] | None = None,
+    decimate: int = 1,
+    batch_size: int | None = None,
+    trajectory_to_host: bool = False,
+    *,
+    devices: Any = None,
+    pad: bool = True,
+) -> Trajectory:
+    """The trajectories of a sweep, without tangents.
+
+    Same batch, transient and saving rule as :func:`sweep_lyapunov_spectrum`
+    with ``save_states=True`` (the transient is ``renorm_every * max(1,
+    round(t_transient / dt / renorm_every))`` steps), so its states line up
+    with that run's ``trajectory`` at a fraction of the cost.
+
+    Every argument except ``decimate`` means what it means in
+    :func:`sweep_lyapunov_spectrum`.
+
+    Args:
+        decimate: keep every ``decimate``-th state; must divide ``n_steps``.
+
+    Returns:
+        :class:`lyapax.utils.Trajectory` with ``times (n, n_steps // decimate)``
+        (model time since the transient) and ``states (n, n_steps // decimate,
+        d)``; ``states`` is a NumPy array with ``trajectory_to_host=True``.
+
+    Raises:
+        ValueError / TypeError: as :func:`sweep_lyapunov_spectrum`, and
+        ``decimate`` not dividing ``n_steps``.
+
+    Warns:
+        UserWarning: before allocating more than ``TRAJECTORY_WARN_BYTES``.
+    """
+    renorm = RunOptions.of(locals()).renorm
+    batch = setup(
+        step_fn, state0, params_batch, dt, state0_batch, 0, (batch_size, devices, pad)
+    )
+    found, plan = batch.probe, batch.plan
+    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
+    decimate = validate.as_int("decimate", decimate, minimum=1)
+    if n_steps % decimate:
+        raise ValueError(f"decimate={decimate} must divide n_steps={n_steps}")
+    _, n_tr = run.transient_blocks(
+        t_transient, batch.dt, renorm.every, min_transient(found)
+    )
+    n_saved = n_steps // decimate
+    warn_trajectory(plan, n_saved, found.n_state, found.dtype, trajectory_to_host)
+    dynamic, static = split_static(batch.builder)
+    kernel = partial(
+        trajectory_kernel,
+        dynamic,
+        static=static,
+        mesh=plan.mesh,
+        n_transient=n_tr * renorm.every,
+        n_saved=n_saved,
+        decimate=decimate,
+    )
+    to_host = ("states",) if trajectory_to_host else ()
+    return plan.run(lambda *rows: kernel(*rows, batch.dt), batch.batched, to_host)
