@@ -188,7 +188,7 @@ class TimedODEStep(AbstractStep):
 
 
 def timed_ode_step(
-    rhs: Callable[[Any, Any], Any], dt: Any, t0: Any, integrator: str = "rk4"
+    rhs: Callable[..., Any], dt: Any, t0: Any, integrator: Any = "rk4"
 ) -> TimedODEStep:
     """:class:`TimedODEStep` by integrator name.
 

@@ -69,7 +69,7 @@ class ODEProblem(NamedTuple):
         state0 = validate.as_state("state0", self.state0)
         dt = validate.positive_dt(self.dt)
 
-        def resume_point(resume: Any) -> tuple[Float[Array, " d"], int]:
+        def resume_point(resume: Any) -> tuple[Float[Array, " d"], Any]:
             state = jnp.asarray(resume.state, dtype=state0.dtype)
             if state.shape != state0.shape:
                 raise ValueError(

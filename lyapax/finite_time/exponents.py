@@ -10,7 +10,7 @@ that also gives the long-time exponents. With ``state0_batch`` or
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 from jaxtyping import Array, Float
@@ -159,7 +159,9 @@ def finite_time_exponents(
     if window is None:
         raise TypeError("finite_time_exponents requires window= (in time units)")
     ensemble = state0_batch is not None or params_batch is not None
-    run = dict(k=k, renorm_every=renorm_every, t_transient=t_transient, seed=seed)
+    run: dict[str, Any] = dict(
+        k=k, renorm_every=renorm_every, t_transient=t_transient, seed=seed
+    )
     run["qr"] = qr
     if not ensemble:
         obj = step_fn_or_problem
@@ -176,7 +178,7 @@ def finite_time_exponents(
             step_fn_or_problem
         ):
             if state0 is not None and n_steps is None:
-                n_steps, state0 = state0, None
+                n_steps, state0 = cast(Any, state0), None
         if n_steps is None:
             raise TypeError("finite_time_exponents requires n_steps")
         result = sweep_lyapunov_spectrum(
