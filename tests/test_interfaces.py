@@ -208,3 +208,16 @@ def test_a_jitted_call_traces_through_the_declared_step():
 
     eager = lyapunov_spectrum(problem, 200, k=1).exponents[0]
     np.testing.assert_allclose(leading(X0), eager, rtol=1e-10)
+
+
+def test_a_vmapped_call_over_numbers_inside_the_step():
+    """The declared step wraps a step whose numbers are traced (a caller's
+    vmap): nothing may hash it (examples/13_vmap_sweep.py does this)."""
+
+    def leading(r):
+        step = jax.tree_util.Partial(lambda r, x: r * x * (1.0 - x), r)
+        return lyapunov_spectrum(step, jnp.array([0.3]), 1.0, 200).exponents[0]
+
+    rs = jnp.array([3.7, 3.9])
+    batched = jax.vmap(leading)(rs)
+    np.testing.assert_allclose(batched, [leading(r) for r in rs], rtol=1e-9)

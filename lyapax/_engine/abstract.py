@@ -137,7 +137,11 @@ def check_step_output(step: AbstractStep, state: jax.Array) -> None:
     """Raise :class:`IncompatibleStepError` unless ``step`` maps ``state`` to
     its own shape and dtype (traced on shapes only: runs at trace time, so
     cached calls pay nothing for it)."""
-    out = jax.eval_shape(step.advance, state, jnp.zeros((), jnp.int32))
+    # A closure, not the bound method: jax caches functions by hash, and a
+    # module's hash reads its leaves (traced under a caller's vmap).
+    out = jax.eval_shape(
+        lambda z, i: step.advance(z, i), state, jnp.zeros((), jnp.int32)
+    )
     shape = getattr(out, "shape", None)
     dtype = getattr(out, "dtype", None)
     if shape != state.shape or dtype != state.dtype:

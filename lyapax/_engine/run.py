@@ -304,14 +304,11 @@ def spectrum(
         t0 = resume.elapsed_time
     static_every = options.renorm.static
     dynamic, static = split_static(view.step)
+    begin = RunStart(dynamic, static, z0, start, step0, t0, view.dt)
     if validate.under_transformation(dynamic, z0, start, step0, view.dt, t0):
-        out, est = _traced_run(
-            dynamic, z0, start, step0, t0, args, view.dt, static, method
-        )
+        out, est = _traced_run(begin, args, method)
     else:
-        out, est = _compiled_run(
-            dynamic, z0, start, step0, t0, args, view.dt, static, method, static_every
-        )
+        out, est = _compiled_run(begin, args, method, static_every)
     carry = out["carry"]
     checkpoint = view.checkpoint(
         carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
@@ -343,6 +340,21 @@ StepCount = int | jax.Array
 Time = float | jax.Array
 
 
+class RunStart(NamedTuple):
+    """Where a run starts: the step split by
+    :func:`~lyapax._engine.tree.split_static` (``dynamic``, ``static``), the
+    point ``z0 (d,)``, the frame's ``start``, the step counter ``step0``, the
+    elapsed time ``t0`` and the step ``dt``."""
+
+    dynamic: list[Any]
+    static: Static
+    z0: jax.Array
+    start: Start
+    step0: StepCount
+    t0: Time
+    dt: Scalar
+
+
 def _start_frame(start: Start, z0: jax.Array, k: int) -> tuple[jax.Array, jax.Array]:
     """``(Y0 (d, k), cum0 (k,))``: a resumed run's ``start``, or a fresh
     frame drawn from the seed ``start``."""
@@ -356,59 +368,42 @@ RunOutput = tuple[dict[str, Any], dict[str, jax.Array]]
 
 
 def _compiled_run(
-    dynamic: list[Any],
-    z0: jax.Array,
-    start: Start,
-    step0: StepCount,
-    t0: Time,
-    args: RunArgs,
-    dt: Scalar,
-    static: Static,
-    qr: str,
-    static_every: bool,
+    run: RunStart, args: RunArgs, qr: str, static_every: bool
 ) -> RunOutput:
     """The run as three compiled programs: the initial frame (memoised, see
     :func:`~lyapax._engine.benettin.fresh_frame`) and the finishing program are
     cached by shape and shared by every step function, so a new step function
     compiles only its loop (folding them into the kernel would save their
     launches but cost each new closure ~0.4 s of compile)."""
-    Y0, cum0 = _start_frame(start, z0, args.k)
+    z0 = run.z0
+    Y0, cum0 = _start_frame(run.start, z0, args.k)
     sizes = args.kernel_lengths(static_every=static_every)
     lengths = sizes.pop("lengths")
+    step0 = np.int32(run.step0)
     out = run_benettin(
-        dynamic, z0, Y0, cum0, np.int32(step0), lengths, static=static, qr=qr, **sizes
+        run.dynamic, z0, Y0, cum0, step0, lengths, static=run.static, qr=qr, **sizes
     )
-    scalars = np.array([dt, t0], dtype=z0.dtype)
+    scalars = np.array([run.dt, run.t0], dtype=z0.dtype)
     return out, finish_program(out["cum"], cum0, lengths, scalars)
 
 
-def _traced_run(
-    dynamic: list[Any],
-    z0: jax.Array,
-    start: Start,
-    step0: StepCount,
-    t0: Time,
-    args: RunArgs,
-    dt: Scalar,
-    static: Static,
-    qr: str,
-) -> RunOutput:
+def _traced_run(run: RunStart, args: RunArgs, qr: str) -> RunOutput:
     """The run inside a caller's trace (a user's ``jit``, ``vmap`` or ``grad``):
     lengths compiled in as constants, loops that reverse mode can differentiate."""
-    Y0, cum0 = _start_frame(start, z0, args.k)
+    Y0, cum0 = _start_frame(run.start, run.z0, args.k)
     out = run_benettin(
-        dynamic,
-        z0,
+        run.dynamic,
+        run.z0,
         Y0,
         cum0,
-        jnp.asarray(step0, jnp.int32),
-        static=static,
+        jnp.asarray(run.step0, jnp.int32),
+        static=run.static,
         qr=qr,
         **args.kernel_lengths(traced=True),
     )
     # Counts as traced values, like the compiled program's.
     counts = jnp.asarray([args.n_blocks, args.renorm_every], jnp.int32)
-    est = finish(out["cum"], cum0, counts[0], dt, counts[1], t0)
+    est = finish(out["cum"], cum0, counts[0], run.dt, counts[1], run.t0)
     return out, est
 
 
