@@ -44,6 +44,7 @@ MODULES = [
     "lyapax.converge",
     "lyapax.covariant",
     "lyapax.checks",
+    "lyapax.finite_time",
 ]
 for name in MODULES:
     module = importlib.import_module(name)

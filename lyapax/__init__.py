@@ -27,6 +27,12 @@ from lyapax.dde import (
     lyapunov_spectrum_dde,
     network_dde_problem,
 )
+from lyapax.finite_time import (
+    FiniteTimeResult,
+    FTLEField,
+    finite_time_exponents,
+    ftle_field,
+)
 from lyapax.integrators import (
     euler_step,
     get_integrator,
@@ -79,6 +85,11 @@ __all__ = [
     "covariant_vectors",
     "subspace_angles",
     "sweep_covariant_vectors",
+    # finite-time exponents and FTLE fields
+    "FTLEField",
+    "FiniteTimeResult",
+    "finite_time_exponents",
+    "ftle_field",
     # sweeps and convergence
     "ConvergedRun",
     "ConvergenceProgress",

@@ -32,7 +32,7 @@ from lyapax.diagnostics import (
     convergence_drift,
     kaplan_yorke_dimension,
 )
-from lyapax.integrators import ode_step
+from lyapax.integrators import ode_step, timed_ode_step
 
 __all__ = [
     "AbstractProblem",
@@ -55,18 +55,47 @@ def ode_problem(
     state0: StateLike,
     dt: float,
     integrator: str | Callable[..., StepFn] = "rk4",
+    t0: float = 0.0,
+    time_dependent: bool = False,
+    backward: bool = False,
 ) -> ODEProblem:
-    """AbstractProblem for the autonomous ODE ``dx/dt = rhs(x)`` on a fixed step ``dt``.
+    """AbstractProblem for the ODE ``dx/dt = rhs(x)`` (or ``rhs(t, x)``) on a
+    fixed step.
 
     Args:
-        rhs: vector field ``(d,) -> (d,)``.
-        state0: initial state ``(d,)``.
-        dt: time step (model time units).
+        rhs: vector field ``(d,) -> (d,)``; ``rhs(t, x)`` with
+            ``time_dependent=True``.
+        state0: initial state ``(d,)`` at time ``t0``.
+        dt: time step (model time units); ``dt < 0`` integrates backward in
+            time (as ``backward=True`` with ``|dt|``).
         integrator: ``"euler"``, ``"heun"``, ``"rk4"``, ``"rk6"`` or a builder
-            ``(rhs, dt) -> step``.
+            ``(rhs, dt) -> step`` (names only when ``time_dependent``).
+        t0: start time of a time-dependent field; every stage is evaluated at
+            its own time and the time is part of the checkpoint.
+        time_dependent: ``rhs`` takes ``(t, x)``.
+        backward: integrate backward in time, steps of ``-|dt|``. The
+            exponents are those of the time-reversed flow; ``problem.dt`` is
+            ``|dt|`` (time per step, as the averages need).
+
+    Raises:
+        ValueError: ``dt`` zero or not finite; a builder with ``time_dependent``.
+        TypeError: ``time_dependent`` or ``backward`` not a bool.
     """
-    validate.positive_dt(dt)
-    return ODEProblem(ode_step(rhs, dt, integrator), state0, dt)
+    for name, flag in (("time_dependent", time_dependent), ("backward", backward)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be True or False; got {flag!r}")
+    if validate.is_traced(dt) or not (backward or time_dependent or float(dt) < 0):
+        validate.positive_dt(dt)
+        return ODEProblem(ode_step(rhs, dt, integrator), state0, dt)
+    # --- time-dependent or backward (issue 23) ---
+    step_size = abs(float(dt))
+    validate.positive_dt(step_size if dt != 0 else dt)
+    signed = -step_size if (backward or float(dt) < 0) else step_size
+    if time_dependent:
+        step = timed_ode_step(rhs, signed, validate.float_leaf(t0), integrator)
+    else:
+        step = ode_step(rhs, signed, integrator)
+    return ODEProblem(step, state0, step_size)
 
 
 def _plain_problem(step_fn: Any, state0: Any, dt: Any) -> AbstractProblem:

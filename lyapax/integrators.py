@@ -34,6 +34,7 @@ __all__ = [
     "get_integrator",
     "fixed_stage_method",
     "rk_stage_update",
+    "TimedODEStep",
 ]
 
 
@@ -158,6 +159,54 @@ class ODEStep(AbstractStep):
 
     def __repr__(self) -> str:
         return f"ODEStep(rhs={self.rhs!r}, dt={self.dt!r}, method={self.method!r})"
+
+
+# --- time-dependent right-hand sides (issue 23) -------------------------------
+class TimedODEStep(AbstractStep):
+    """``(state, step_index) -> state``: one step of ``tableau`` on ``rhs(t, x)``
+    from ``t = t0 + step_index * dt``, each stage at its own time ``t + c_i dt``.
+
+    Declares ``uses_step_index``, so the engine passes its step counter (kept
+    in the checkpoint: a resumed run continues at the right time). ``dt < 0``
+    steps backward in time.
+    """
+
+    uses_step_index: ClassVar[bool] = True
+
+    rhs: Callable[[Any, Any], Any]
+    dt: Any
+    t0: Any
+    method: str = eqx.field(static=True)
+
+    def __call__(self, state: Any, step: Any) -> Any:
+        tableau = TABLEAUS[self.method]
+        t = self.t0 + step * self.dt
+        c, dt = tableau.c, self.dt
+        return rk_stage_update(
+            tableau, lambda y, i: self.rhs(t + c[i] * dt, y), state, dt
+        )
+
+
+def timed_ode_step(
+    rhs: Callable[..., Any], dt: Any, t0: Any, integrator: Any = "rk4"
+) -> TimedODEStep:
+    """:class:`TimedODEStep` by integrator name.
+
+    Raises:
+        ValueError: ``integrator`` not a tableau name (builders and adaptive
+            steps do not know the stage times).
+    """
+    if not isinstance(integrator, str):
+        raise ValueError(
+            f"integrator={integrator!r}: a time-dependent rhs(t, x) needs a "
+            f"fixed-step tableau name ({', '.join(sorted(_BUILDERS))}), whose "
+            "stages are evaluated at their own times"
+        )
+    method = fixed_stage_method(integrator, "ode_problem(time_dependent=True)")
+    return TimedODEStep(rhs, dt, t0, method)
+
+
+# --- end of time-dependent right-hand sides ----------------------------------
 
 
 def euler_step(rhs: Callable[[Any], Any], dt: float) -> ODEStep:

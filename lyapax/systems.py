@@ -8,6 +8,7 @@ reuses compiled programs and can be differentiated with respect to them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax.numpy as jnp
@@ -28,6 +29,7 @@ __all__ = [
     "lorenz",
     "rossler",
     "lorenz96",
+    "double_gyre",
     "kuramoto_model",
     "kuramoto_network",
     "mackey_glass",
@@ -115,6 +117,28 @@ def _lorenz96(x, p):
 def lorenz96(F: float = 8.0) -> Bound:
     """Lorenz-96 field for any N >= 4 (N = state size); exponents sum to -N."""
     return Bound(_lorenz96, float_params(dict(F=F)))
+
+
+def _double_gyre(t, x, p):
+    s = p["eps"] * jnp.sin(p["omega"] * t)
+    f = s * x[0] ** 2 + (1.0 - 2.0 * s) * x[0]
+    dfdx = 2.0 * s * x[0] + 1.0 - 2.0 * s
+    u = -jnp.pi * p["A"] * jnp.sin(jnp.pi * f) * jnp.cos(jnp.pi * x[1])
+    v = jnp.pi * p["A"] * jnp.cos(jnp.pi * f) * jnp.sin(jnp.pi * x[1]) * dfdx
+    return jnp.stack([u, v])
+
+
+def double_gyre(
+    A: float = 0.1, eps: float = 0.25, omega: float = 0.2 * math.pi
+) -> Bound:
+    """Time-dependent double gyre (Shadden, Lekien & Marsden 2005) ``rhs(t, x)``
+    on ``(2,)`` states in ``[0, 2] x [0, 1]``: stream function ``A sin(pi f)
+    sin(pi y)``, ``f = a(t) x^2 + b(t) x``, ``a = eps sin(omega t)``, ``b = 1 -
+    2a``. Incompressible; with ``eps = 0`` the saddles ``(1, 0)``, ``(1, 1)``
+    stretch at the rate ``pi^2 A`` and the centre ``(0.5, 0.5)`` rotates. Use
+    with ``time_dependent=True``.
+    """
+    return Bound(_double_gyre, float_params(dict(A=A, eps=eps, omega=omega)))
 
 
 def kuramoto_model() -> ModelSpec:

@@ -21,6 +21,7 @@ PUBLIC_MODULES = [
     "lyapax.converge",
     "lyapax.covariant",
     "lyapax.checks",
+    "lyapax.finite_time",
 ]
 
 

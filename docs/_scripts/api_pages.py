@@ -27,6 +27,7 @@ PUBLIC_MODULES = (
     "lyapax.converge",
     "lyapax.covariant",
     "lyapax.checks",
+    "lyapax.finite_time",
     "lyapax.utils",
 )
 

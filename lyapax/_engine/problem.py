@@ -35,7 +35,9 @@ class LyapunovCheckpoint(NamedTuple):
     """Everything needed to continue a run exactly (raw, unsorted columns).
 
     ``state (d,)``, ``Y (d, k)`` orthonormal frame, ``cum_log_growth (k,)``,
-    ``elapsed_time`` since the end of the transient, ``dt``.
+    ``elapsed_time`` since the end of the transient, ``dt``; ``step``: the
+    step counter of a time-dependent ODE (its model time is ``t0 + step *
+    dt``), None otherwise.
     """
 
     state: Float[Array, "*batch d"]
@@ -43,10 +45,16 @@ class LyapunovCheckpoint(NamedTuple):
     cum_log_growth: Float[Array, "*batch k"]
     elapsed_time: Float[Array, " *batch"]
     dt: Any
+    step: Any = None
 
 
 def _ode_checkpoint(state, Y, cum, _step, elapsed_time, dt) -> LyapunovCheckpoint:
     return LyapunovCheckpoint(state, Y, cum, elapsed_time, dt)
+
+
+def _timed_checkpoint(state, Y, cum, step, elapsed_time, dt) -> LyapunovCheckpoint:
+    # The time of a time-dependent right-hand side is the step counter's.
+    return LyapunovCheckpoint(state, Y, cum, elapsed_time, dt, step)
 
 
 class ODEProblem(NamedTuple):
@@ -61,18 +69,27 @@ class ODEProblem(NamedTuple):
         state0 = validate.as_state("state0", self.state0)
         dt = validate.positive_dt(self.dt)
 
-        def resume_point(resume: Any) -> tuple[Float[Array, " d"], int]:
+        def resume_point(resume: Any) -> tuple[Float[Array, " d"], Any]:
             state = jnp.asarray(resume.state, dtype=state0.dtype)
             if state.shape != state0.shape:
                 raise ValueError(
                     f"resume checkpoint state has shape {state.shape}; "
                     f"expected {state0.shape}"
                 )
-            return state, 0
+            step = (
+                resume.step
+                if timed and isinstance(resume, LyapunovCheckpoint)
+                else None
+            )
+            return state, 0 if step is None else jnp.asarray(step, jnp.int32)
 
         n = int(state0.shape[0])
         step = as_step(self.step_fn)
-        return EngineView(step, state0, dt, n, 0, _ode_checkpoint, resume_point)
+        # A step that reads the step counter (a time-dependent field) keeps it
+        # in the checkpoint, so a resumed run continues at the right time.
+        timed = step.uses_step_index
+        checkpoint = _timed_checkpoint if timed else _ode_checkpoint
+        return EngineView(step, state0, dt, n, 0, checkpoint, resume_point)
 
     def with_params(self, params: Any) -> ODEProblem:
         raise ValueError(

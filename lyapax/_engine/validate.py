@@ -94,7 +94,11 @@ def positive_dt(dt: Any) -> Any:
             raise ValueError(f"dt must be a scalar; got an array of shape {arr.shape}")
         value = float(arr)
         if not np.isfinite(value) or value <= 0:
-            raise ValueError(f"dt must be a finite number > 0; got dt={value!r}")
+            raise ValueError(
+                f"dt must be a finite number > 0; got dt={value!r} (backward time "
+                "is for ODEs: ode_problem(..., dt < 0 or backward=True); maps and "
+                "delay equations run forward only)"
+            )
     return dt
 
 

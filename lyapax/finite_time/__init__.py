@@ -1,0 +1,15 @@
+"""Finite-time exponents: FTLE fields of flows and distributions of
+finite-time Lyapunov exponents (see :mod:`lyapax.finite_time.field` and
+:mod:`lyapax.finite_time.exponents`)."""
+
+from lyapax.finite_time.exponents import FiniteTimeResult, finite_time_exponents
+from lyapax.finite_time.field import FTLEField, ftle_field, ftle_grid, grid_points
+
+__all__ = [
+    "FiniteTimeResult",
+    "finite_time_exponents",
+    "FTLEField",
+    "ftle_field",
+    "ftle_grid",
+    "grid_points",
+]

@@ -1,0 +1,98 @@
+"""Memory an FTLE field needs, checked before anything runs."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from lyapax._engine import validate
+
+#: Default points per chunk when ``batch_size`` is None: large enough that a
+#: chunk's loop amortises its launches, small enough to stay near the caches.
+DEFAULT_CHUNK = 1 << 15
+
+
+def even_chunk(n: int, batch_size: Any) -> int:
+    """Points per chunk: ``n`` cut into ``ceil(n / batch_size)`` chunks of
+    equal size (so the padded last chunk wastes at most a few points, where
+    chunks of exactly ``batch_size`` could waste almost a whole one).
+
+    Raises:
+        ValueError / TypeError: ``batch_size`` not an integer >= 1.
+    """
+    limit = DEFAULT_CHUNK if batch_size is None else batch_size
+    limit = validate.as_int("batch_size", limit, minimum=1)
+    pieces = -(-n // limit)
+    return -(-n // pieces)
+
+
+def chunk_bytes(chunk: int, d: int, n_stages: int, itemsize: int) -> int:
+    """Device bytes of one chunk: the point and its ``d`` tangents (``d + d^2``
+    numbers) for the carry, every stage and the stage sum, plus the outputs."""
+    per_point = (d + d * d) * (n_stages + 3) + 3 * d + 2
+    return chunk * per_point * itemsize
+
+
+def result_bytes(n: int, d: int, itemsize: int) -> int:
+    """Bytes of the returned field: ``ftle_max, ftle_min (n,)``, ``direction``
+    and ``flow_map (n, d)``."""
+    return n * (2 + 2 * d) * itemsize
+
+
+def available_bytes(device: Any) -> int | None:
+    """Free memory of ``device``: its allocator's limit minus use (GPU/TPU), or
+    the host's ``MemAvailable`` (CPU); None when unknown."""
+    stats = None
+    try:
+        stats = device.memory_stats()
+    except Exception:  # noqa: BLE001 - not every backend reports
+        stats = None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def check_fits(
+    n: int, chunk: int, d: int, n_stages: int, dtype: Any, devices: list[Any], limit
+) -> None:
+    """Raise ``MemoryError`` when a chunk (per device) plus the result would not
+    fit in ``limit`` bytes (None: what the first device reports free).
+
+    Raises:
+        MemoryError: naming the sizes and a ``batch_size`` that would fit.
+    """
+    itemsize = np.dtype(dtype).itemsize
+    free = available_bytes(devices[0]) if limit is None else int(limit)
+    if free is None:
+        return
+    per_device = -(-chunk // len(devices))
+    need = chunk_bytes(per_device, d, n_stages, itemsize) + result_bytes(n, d, itemsize)
+    if need <= free:
+        return
+    room = free - result_bytes(n, d, itemsize)
+    per_point = chunk_bytes(1, d, n_stages, itemsize)
+    if room < per_point:
+        raise MemoryError(
+            f"points has {n} rows of d={d}: the field alone needs "
+            f"{result_bytes(n, d, itemsize) / 2**30:.2f} GiB and "
+            f"{free / 2**30:.2f} GiB are free; compute it in parts (slices of "
+            "points) and join them"
+        )
+    fits = max(1, room // per_point) * len(devices)
+    raise MemoryError(
+        f"an FTLE field of {n} points with batch_size={chunk} (d={d}, "
+        f"{n_stages} stages) needs {need / 2**30:.2f} GiB and {free / 2**30:.2f} "
+        f"GiB are free; pass batch_size={int(fits)} or less"
+    )

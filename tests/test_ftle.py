@@ -1,0 +1,153 @@
+"""FTLE fields against exact references: the steady double gyre's hyperbolic
+points and centre, a Jordan block, incompressibility of the time-dependent
+gyre, backward time as the reversed system's forward time; bad input."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lyapax import systems
+from lyapax.finite_time import ftle_field, ftle_grid, grid_points
+from lyapax.finite_time._flow import n_steps_for
+
+A = 0.1
+
+
+def double_gyre(eps=0.0):
+    return systems.double_gyre(A=A, eps=eps, omega=2 * np.pi / 10)
+
+
+SADDLES_AND_CENTRE = np.array([[1.0, 0.0], [1.0, 1.0], [0.5, 0.5]])
+
+
+@pytest.mark.parametrize("T", [0.7, 3.0, 10.0, -4.3])
+def test_steady_gyre_saddles_are_pi2A_and_centre_is_zero_for_every_T(T):
+    field = ftle_field(
+        double_gyre(), SADDLES_AND_CENTRE, 0.0, T, 0.01, time_dependent=True
+    )
+    expected = np.array([np.pi**2 * A, np.pi**2 * A, 0.0])
+    np.testing.assert_allclose(field.ftle_max, expected, rtol=0, atol=1e-9)
+    # Incompressible: the smallest exponent mirrors the largest.
+    np.testing.assert_allclose(field.ftle_min, -expected, rtol=0, atol=1e-9)
+    # At (1, 0) the unstable direction of the forward flow is x (y backward).
+    unstable = [1.0, 0.0] if T > 0 else [0.0, 1.0]
+    np.testing.assert_allclose(field.direction[0], unstable, atol=1e-12)
+    np.testing.assert_allclose(field.flow_map[:2], SADDLES_AND_CENTRE[:2], atol=1e-12)
+
+
+@pytest.mark.parametrize("integrator", ["rk4", "rk6"])
+@pytest.mark.parametrize("T", [0.25, 1.0, 3.7, 12.0])
+def test_jordan_block_has_the_closed_form_ftle(T, integrator):
+    a = 0.3
+    M = jnp.array([[a, 1.0], [0.0, a]])
+    points = np.random.default_rng(0).normal(size=(5, 2))
+    field = ftle_field(lambda x: M @ x, points, 0.0, T, 0.01, integrator=integrator)
+    exact_max = a + np.log((T + np.sqrt(T * T + 4)) / 2) / T
+    exact_min = 2 * a - exact_max  # det of the flow map is exp(2 a T)
+    np.testing.assert_allclose(field.ftle_max, exact_max, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(field.ftle_min, exact_min, rtol=0, atol=1e-10)
+
+
+def test_three_dimensional_linear_flow_uses_the_svd_path():
+    M = jnp.diag(jnp.array([0.5, -0.2, -1.0]))
+    field = ftle_field(lambda x: M @ x, np.ones((3, 3)), 0.0, 2.0, 0.05)
+    np.testing.assert_allclose(field.ftle_max, 0.5, atol=1e-6)
+    np.testing.assert_allclose(field.ftle_min, -1.0, atol=1e-6)
+    np.testing.assert_allclose(np.abs(field.direction), [[1, 0, 0]] * 3, atol=1e-9)
+
+
+def test_time_dependent_gyre_is_incompressible():
+    x = np.linspace(0.05, 1.95, 9)
+    y = np.linspace(0.05, 0.95, 5)
+    rhs = double_gyre(eps=0.25)
+    field = ftle_grid(rhs, x, y, 0.0, 15.0, 0.02, time_dependent=True)
+    assert field.ftle_max.shape == (5, 9) and field.direction.shape == (5, 9, 2)
+    np.testing.assert_allclose(field.ftle_max + field.ftle_min, 0.0, atol=1e-7)
+    assert float(np.max(field.ftle_max)) > 0.1  # there is stretching to test
+
+
+def test_backward_ftle_equals_forward_ftle_of_the_reversed_system():
+    rhs = double_gyre(eps=0.25)
+    t0, T = 12.0, 8.0
+
+    def reversed_rhs(s, x):  # y(s) = x(t0 - s): time runs the other way
+        return -rhs(t0 - s, x)
+
+    points = grid_points(np.linspace(0.1, 1.9, 6), np.linspace(0.1, 0.9, 4))
+    back = ftle_field(rhs, points, t0, -T, 0.02, time_dependent=True)
+    fwd = ftle_field(reversed_rhs, points, 0.0, T, 0.02, time_dependent=True)
+    np.testing.assert_allclose(back.ftle_max, fwd.ftle_max, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(back.flow_map, fwd.flow_map, rtol=0, atol=1e-12)
+
+
+def test_run_ends_exactly_at_t0_plus_T():
+    # dx/dt = 1: the flow map is x + T whatever T / dt is.
+    field = ftle_field(lambda x: jnp.ones_like(x), np.zeros((2, 1)), 0.0, 1.03, 0.1)
+    assert field.n_steps == 11
+    np.testing.assert_allclose(field.flow_map, 1.03, rtol=0, atol=1e-14)
+    assert n_steps_for(1.0, 0.1) == 10 and n_steps_for(-0.35, 0.1) == 4
+    # dx/dt = t on [2, 2 + T]: exact for RK4 (polynomial of degree 1 in t).
+    field = ftle_field(
+        lambda t, x: jnp.full_like(x, t),
+        np.zeros((1, 1)),
+        2.0,
+        -0.77,
+        0.1,
+        time_dependent=True,
+    )
+    np.testing.assert_allclose(field.flow_map[0, 0], ((2 - 0.77) ** 2 - 4) / 2)
+
+
+def test_chunks_and_padding_give_the_unchunked_field():
+    points = grid_points(np.linspace(0.1, 1.9, 7), np.linspace(0.1, 0.9, 3))
+    rhs = double_gyre(eps=0.25)
+    whole = ftle_field(rhs, points, 0.0, 5.0, 0.05, time_dependent=True)
+    parts = ftle_field(rhs, points, 0.0, 5.0, 0.05, time_dependent=True, batch_size=4)
+    np.testing.assert_array_equal(whole.ftle_max, parts.ftle_max)
+    np.testing.assert_array_equal(whole.direction, parts.direction)
+
+
+def test_bad_input_names_the_argument():
+    rhs = double_gyre()
+    good = SADDLES_AND_CENTRE
+    with pytest.raises(ValueError, match="points must have shape"):
+        ftle_field(rhs, np.ones(3), 0.0, 1.0, 0.1, time_dependent=True)
+    with pytest.raises(ValueError, match="d=3"):
+        ftle_field(rhs, np.ones((4, 3)), 0.0, 1.0, 0.1, time_dependent=True)
+    with pytest.raises(ValueError, match="rhs\\(x\\) failed"):
+        ftle_field(rhs, good, 0.0, 1.0, 0.1)  # rhs(t, x) without the flag
+    with pytest.raises(ValueError, match="T must be nonzero"):
+        ftle_field(rhs, good, 0.0, 0.0, 0.1, time_dependent=True)
+    with pytest.raises(ValueError, match="dt must be"):
+        ftle_field(rhs, good, 0.0, 1.0, -0.1, time_dependent=True)
+    with pytest.raises(ValueError, match="points must be finite"):
+        ftle_field(rhs, good * np.nan, 0.0, 1.0, 0.1, time_dependent=True)
+    with pytest.raises(ValueError, match="integrator="):
+        ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, integrator="rk5")
+    with pytest.raises(MemoryError, match="batch_size="):
+        ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=1_000)
+    with pytest.raises(MemoryError, match="points has"):
+        ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=10)
+
+
+def test_backward_gyre_field_is_the_forward_field_mirrored():
+    # omega T = 3 pi: sin(omega (15 - s)) = sin(omega s), and y -> 1 - y maps
+    # (u, v) to (-u, v), so the backward field from t0 = 15 is the forward
+    # field reflected in y = 1/2.
+    x = np.linspace(0.0, 2.0, 9)
+    y = np.linspace(0.0, 1.0, 7)
+    rhs = double_gyre(eps=0.25)
+    fwd = ftle_grid(rhs, x, y, 0.0, 15.0, 0.05, time_dependent=True, integrator="rk6")
+    bwd = ftle_grid(rhs, x, y, 15.0, -15.0, 0.05, time_dependent=True, integrator="rk6")
+    np.testing.assert_allclose(bwd.ftle_max, fwd.ftle_max[::-1], rtol=0, atol=1e-8)
+
+
+def test_chunks_are_equal_so_padding_is_small():
+    from lyapax.finite_time._memory import even_chunk
+
+    assert even_chunk(45_451, None) == 22_726  # two chunks, one padded point
+    assert even_chunk(10, 4) == 4 and even_chunk(12, 4) == 4 and even_chunk(3, 8) == 3
+    with pytest.raises(ValueError, match="batch_size must be >= 1"):
+        even_chunk(10, 0)
