@@ -4,7 +4,8 @@
 - :mod:`~lyapax.sweep.trajectory`: :func:`sweep_trajectory`;
 - :mod:`~lyapax.sweep._setup` (what both share), ``_rows`` (what a row runs),
   ``_kernels`` (the vmapped programs); chunks, padding and devices are
-  :mod:`lyapax._internal.batching` (shared with the master stability function and FTLE fields).
+  :mod:`lyapax._internal.batching` (shared with the master stability function
+  and FTLE fields).
 
 ``sweep_lyapunov_spectrum`` runs the Benettin/QR engine for a whole batch of
 parameters (a pytree whose leaves share a leading batch axis) and/or initial
