@@ -24,7 +24,12 @@ from lyapax._engine.abstract import (
     EngineView,
     IncompatibleStepError,
 )
-from lyapax._engine.problem import LyapunovCheckpoint, ODEProblem, resolve_call
+from lyapax._engine.problem import (
+    LyapunovCheckpoint,
+    ODEProblem,
+    plain_problem,
+    resolve_call,
+)
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax.diagnostics import (
@@ -98,12 +103,6 @@ def ode_problem(
     return ODEProblem(step, state0, step_size)
 
 
-def _plain_problem(step_fn: Any, state0: Any, dt: Any) -> AbstractProblem:
-    """The plain call form's problem (``resolve_call`` checked its arguments);
-    registered, not inherited (a NamedTuple): cast for the type checker."""
-    return cast(AbstractProblem, ODEProblem(step_fn, state0, dt))
-
-
 def lyapunov_spectrum(
     step_fn_or_problem: AbstractProblem | StepFn,
     state0: StateLike | int | None = None,
@@ -175,7 +174,7 @@ def lyapunov_spectrum(
         n_steps,
         state0,
         dt,
-        lambda: _plain_problem(step_fn_or_problem, state0, dt),
+        lambda: plain_problem(step_fn_or_problem, state0, dt),
         (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
         " (use dt=1.0 for maps)",
     )

@@ -110,6 +110,12 @@ class ODEProblem(NamedTuple):
 AbstractProblem.register(ODEProblem)
 
 
+def plain_problem(step_fn: Any, state0: Any, dt: Any) -> AbstractProblem:
+    """The plain call form's problem (``resolve_call`` checked its arguments);
+    registered, not inherited (a NamedTuple): cast for the type checker."""
+    return cast(AbstractProblem, ODEProblem(step_fn, state0, dt))
+
+
 def is_problem(obj: Any) -> bool:
     """A problem object: an :class:`AbstractProblem`, or one of lyapax 0.3.0's
     form (``step_fn``, ``state0`` and ``dt``), which is run as an

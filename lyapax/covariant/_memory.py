@@ -181,7 +181,7 @@ def choose_storage(
         for mode in ("host", "recompute"):
             if _fits(need[mode], device, host, shared):
                 return mode
-        modes = ("device", "host", "recompute")
+        modes: tuple[str, ...] = ("device", "host", "recompute")
     else:
         if _fits(need[storage], device, host, shared):
             return storage

@@ -15,7 +15,7 @@ from lyapax._engine import run, validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, fresh_frame
 from lyapax._engine.options import RunOptions
-from lyapax._engine.problem import ODEProblem, resolve_call
+from lyapax._engine.problem import plain_problem, resolve_call
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import batch_means_stderr
 from lyapax._engine.tree import split_static
@@ -137,7 +137,7 @@ def covariant_vectors(
         n_steps,
         state0,
         dt,
-        lambda: ODEProblem(step_fn_or_problem, state0, dt),
+        lambda: plain_problem(step_fn_or_problem, state0, dt),
         (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
         " (use dt=1.0 for maps)",
     )
@@ -265,7 +265,9 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str):
         carry, _ = advance(carry, _lengths(0, 1, n, every))
     R = np.zeros((capacity(plan.n_blocks), k, k), z0.dtype)
     row = 0
-    kept = []  # per segment: (first saved index, count, what the mode keeps)
+    kept: list[
+        tuple[int, int, Any]
+    ] = []  # per segment: (first saved index, count, what the mode keeps)
     vectors = np.empty((plan.n_saved, plan.d, k), z0.dtype)
     states = np.empty((plan.n_saved, plan.d), z0.dtype)
     for i0, p, calls in memory.saved_calls(plan.n_saved, s, seg):

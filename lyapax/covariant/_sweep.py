@@ -64,7 +64,7 @@ def sweep_covariant_vectors(
             "params_batch must be a pytree whose leaves share one leading batch "
             f"axis; got leading sizes {sorted(map(str, sizes))}"
         )
-    n = sizes.pop()
+    n = int(sizes.pop())  # type: ignore[arg-type]  # None excluded above
     size = (
         n
         if batch_size is None
@@ -106,7 +106,8 @@ def sweep_covariant_vectors(
         out, t_back = jax.vmap(one)(rows)
         return out, t_back
 
-    parts, extra = [], None
+    parts: list[dict[str, np.ndarray]] = []
+    extra: Any = None
     for start in range(0, n, size):
         count = min(size, n - start)
         out, extra = chunk(_padded(params_batch, start, count, size))
@@ -114,7 +115,10 @@ def sweep_covariant_vectors(
     fields = {key: np.concatenate([p[key] for p in parts]) for key in _ARRAYS}
     t_back, steps = (np.asarray(x)[0] for x in extra)
     return CovariantResult(
-        storage="device", t_backward=float(t_back), steps=steps, **fields
+        storage="device",
+        t_backward=float(t_back),
+        steps=steps,
+        **fields,  # type: ignore[arg-type]  # NumPy rows, as single runs return
     )
 
 
