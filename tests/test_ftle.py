@@ -151,3 +151,32 @@ def test_chunks_are_equal_so_padding_is_small():
     assert even_chunk(10, 4) == 4 and even_chunk(12, 4) == 4 and even_chunk(3, 8) == 3
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         even_chunk(10, 0)
+
+
+def test_two_devices_give_the_single_device_field(tmp_path):
+    # Forced host devices need a fresh process (XLA_FLAGS before jax starts).
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "two_devices.py"
+    script.write_text(
+        "import jax\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "import numpy as np\n"
+        "from lyapax import systems\n"
+        "from lyapax.finite_time import ftle_field, grid_points\n"
+        "assert len(jax.devices()) == 2\n"
+        "pts = grid_points(np.linspace(0.1, 1.9, 13), np.linspace(0.1, 0.9, 7))\n"
+        "kw = dict(time_dependent=True, integrator='rk6', batch_size=20)\n"
+        "a = ftle_field(systems.double_gyre(), pts, 0.0, 5.0, 0.25, **kw)\n"
+        "b = ftle_field(systems.double_gyre(), pts, 0.0, 5.0, 0.25, devices=1, **kw)\n"
+        "assert np.array_equal(a.ftle_max, b.ftle_max), 'fields differ'\n"
+        "print('ok', a.ftle_max.shape)\n"
+    )
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
+    out = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "ok (91,)"

@@ -42,7 +42,8 @@ class FTLEField(NamedTuple):
     units); ``direction (N, d)``: unit stretching direction at the initial
     point (eigenvector of ``F^T F`` for its largest eigenvalue, largest entry
     positive); ``flow_map (N, d)``: the points at ``t0 + T``; ``t0``, ``T``,
-    ``n_steps`` (equal steps of ``T / n_steps`` were taken). From
+    ``n_steps`` (equal steps of ``T / n_steps`` were taken). Arrays are
+    NumPy (each chunk is copied to the host when it is done). From
     :func:`ftle_grid` the point axis is the image's ``(ny, nx)``.
     """
 
@@ -219,9 +220,16 @@ def ftle_field(
         _field_kernel, dynamic, static=static, tableau=tableau, mesh=plan.mesh
     )
     count = np.int32(n_steps)
-    out = plan.run(
-        lambda rows: kernel(rows, scalars[0], scalars[1], count, scalars[2]), (pts,)
-    )
+
+    def chunk(rows: Any) -> _Rows:
+        # Each chunk's rows go to the host as they are done: no cross-device
+        # gather of sharded chunks (an XLA collective, which on a loaded CPU
+        # can exceed the in-process rendezvous timeout) and device memory for
+        # one chunk only, whatever N is.
+        out = kernel(rows, scalars[0], scalars[1], count, scalars[2])
+        return _Rows(*(np.asarray(x) for x in out))
+
+    out = plan.run(chunk, (pts,))
     return FTLEField(
         out.ftle_max, out.ftle_min, out.direction, out.flow_map, t0, T, n_steps
     )
