@@ -13,7 +13,6 @@ runtime inputs, so rebuilding a problem with new numbers does not recompile.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
 
 from jaxtyping import Array, Float
 
