@@ -18,12 +18,12 @@ renormalisation block here) and returns the vectors as host arrays.
 from __future__ import annotations
 
 import math
-import os
 from typing import NamedTuple
 
 import jax
 
 from lyapax._engine.benettin import capacity
+from lyapax._internal.memory import device_free, host_available
 
 __all__ = [
     "SEGMENT_BYTES",
@@ -134,26 +134,13 @@ def footprints(
 def available_bytes() -> tuple[int, int, bool]:
     """``(device free, host available, shared)``: bytes free on the default
     device and in host memory, and whether they are the same memory (CPU)."""
-    host = _host_available()
+    host = host_available()
+    host = 2**63 if host is None else host
     device = jax.devices()[0]
-    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
-    if device.platform == "cpu" or not stats or "bytes_limit" not in stats:
+    free = None if device.platform == "cpu" else device_free(device)
+    if free is None:
         return host, host, True
-    return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)), host, False
-
-
-def _host_available() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):  # pragma: no cover
-        return 2**63
+    return free, host, False
 
 
 def _fits(need: Footprint, device: int, host: int, shared: bool) -> bool:

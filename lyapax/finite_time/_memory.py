@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import numpy as np
 
 from lyapax._engine import validate
+from lyapax._internal.memory import device_free, host_available
 
 #: Default points per chunk when ``batch_size`` is None: large enough that a
 #: chunk's loop amortises its launches, small enough to stay near the caches.
@@ -43,25 +43,9 @@ def result_bytes(n: int, d: int, itemsize: int) -> int:
 
 def available_bytes(device: Any) -> int | None:
     """Free memory of ``device``: its allocator's limit minus use (GPU/TPU), or
-    the host's ``MemAvailable`` (CPU); None when unknown."""
-    stats = None
-    try:
-        stats = device.memory_stats()
-    except Exception:  # noqa: BLE001 - not every backend reports
-        stats = None
-    if stats and "bytes_limit" in stats:
-        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
+    the host's available memory (CPU); None when unknown."""
+    free = device_free(device)
+    return host_available() if free is None else free
 
 
 def check_fits(
