@@ -27,6 +27,7 @@ import jax  # noqa: E402
 jax.config.update("jax_enable_x64", True)  # as the examples and tests do
 
 import api_pages  # noqa: E402
+import local_mathjax  # noqa: E402
 from docs_tables import write_generated_pages  # noqa: E402
 
 import lyapax  # noqa: E402
@@ -57,6 +58,9 @@ smartquotes = False
 html_theme = "furo"
 html_title = f"lyapax {release}"
 html_static_path = ["_static"]
+# MathJax from the site itself (a pinned, checked copy), not from a CDN: the
+# formulas must render with no network (see _scripts/local_mathjax.py).
+mathjax_path = local_mathjax.ensure(DOCS / "_static")
 html_show_sourcelink = False
 
 autosummary_generate = True
