@@ -64,3 +64,28 @@ def test_built_site_has_no_broken_internal_links_or_images():
     # The gallery and the stored GPU figure are part of the site.
     assert (SITE / "auto_examples" / "index.html").is_file()
     assert (SITE / "_images" / "gpu_acceleration_reference.png").is_file()
+
+
+def _math_checker():
+    return _load("check_math", ROOT / "docs" / "check_math.py")
+
+
+def test_math_check_counts_typeset_formulas_and_raw_tex():
+    scan = _math_checker()._MathScan()
+    scan.feed(
+        '<p><span class="math notranslate"><mjx-container><mjx-math/></mjx-container>'
+        '</span> and <span class="math">\\(x^2\\)</span></p>'
+        '<div class="math"><mjx-container/></div><script>var a = "\\(";</script>'
+    )
+    assert (scan.math, scan.typeset) == (3, 2)
+    assert scan.raw == ["\\(x^2\\)"]
+
+
+def test_local_mathjax_refuses_a_tarball_with_the_wrong_digest(tmp_path, monkeypatch):
+    local = _load("local_mathjax", ROOT / "docs" / "_scripts" / "local_mathjax.py")
+    fake = tmp_path / "mathjax.tgz"
+    fake.write_bytes(b"not the registry's tarball")
+    monkeypatch.setenv("LYAPAX_MATHJAX_TGZ", str(fake))
+    with pytest.raises(local.MathJaxError, match="SHA-512"):
+        local.ensure(tmp_path / "_static")
+    assert not (tmp_path / "_static").exists()
