@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     if scan.math == 0:
         problems.append("the page holds no math element")
     if scan.typeset < scan.math:
-        problems.append(f"{scan.math - scan.typeset} of {scan.math} formulas not typeset")
+        missing = scan.math - scan.typeset
+        problems.append(f"{missing} of {scan.math} formulas not typeset")
     if scan.raw:
         problems.append(f"raw TeX left in the text, e.g. {scan.raw[0]!r}")
     if problems:
