@@ -201,7 +201,8 @@ class RemoteHooks:
     def _message(self, node: Any, message: Any) -> None:
         # Runs in execnet's receiver thread, before xdist's events of the same
         # worker that follow it are handled.
-        self.last_seen[node] = time.monotonic()
+        if node in self.last_seen:
+            self.last_seen[node] = time.monotonic()
         try:
             data = json.loads(message)
         except (TypeError, ValueError):
@@ -232,6 +233,26 @@ class RemoteHooks:
             except Exception:  # noqa: BLE001, S112 - best effort on a dead link
                 continue
 
+    def _forget_dead_gateways(self, node: Any) -> None:
+        """Make terminating a lost host's gateways at the end harmless: execnet
+        would try to send a kill over the closed connection and raise."""
+        label = self.session.worker_labels.get(node, "")
+        for gateway in (node.gateway, self.masters.get(label)):
+            io = getattr(gateway, "_io", None)
+            kill = getattr(io, "kill", None)
+            if kill is not None and not getattr(kill, "_lyapax_safe", False):
+                io.kill = _quiet(kill)
+
+    def _connection_lost(self, label: str) -> bool:
+        master = self.masters.get(label)
+        if master is None:
+            return False
+        try:
+            master.join(timeout=1.0)  # returns at once once the link is down
+        except Exception:  # noqa: BLE001 - a broken link is a lost one
+            return True
+        return not master.hasreceiver()
+
     # -- the code check, before any test runs -------------------------------
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_node_collection_finished(self, node: Any, ids: Any) -> None:
@@ -243,6 +264,8 @@ class RemoteHooks:
     def pytest_testnodedown(self, node: Any, error: object) -> None:
         self.last_seen.pop(node, None)
         self.waiting.discard(node)
+        if error is not None and self._is_remote(node):
+            self._forget_dead_gateways(node)
         if node not in self.identities:
             self.down.add(node)  # before collecting: xdist reports the crash
         if not self.waiting:
@@ -340,10 +363,14 @@ class RemoteHooks:
             if label in self.hosts and state.status == CRASHED:
                 done = self.session.finished[label]
                 expected = self.session.expected[label]
+                what = (
+                    f"the connection to host {self.hosts[label].where} was lost"
+                    if self._connection_lost(label)
+                    else f"its worker on host {self.hosts[label].where} went down"
+                )
                 note = (
-                    f"the connection to host {self.hosts[label].where} was lost "
-                    f"mid-run; {done} of its {expected} tests finished, the others "
-                    "were not run (a remote worker is not restarted)"
+                    f"{what} mid-run; {done} of its {expected} tests finished, the "
+                    "others were not run (a remote worker is not restarted)"
                 )
                 if note not in state.crashes:
                     state.crashes.append(note)
@@ -370,6 +397,17 @@ class RemoteHooks:
                 "it anyway)",
                 red=True,
             )
+
+
+def _quiet(kill: Any) -> Any:
+    def safe_kill() -> None:
+        try:
+            kill()
+        except OSError:
+            pass  # the connection is gone already
+
+    safe_kill._lyapax_safe = True  # type: ignore[attr-defined]
+    return safe_kill
 
 
 def _summary(identity: dict[str, Any]) -> dict[str, Any]:
