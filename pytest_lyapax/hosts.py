@@ -176,7 +176,7 @@ def _str(value: object) -> str | None:
 
 
 def parse_host_bindings(values: Sequence[str]) -> dict[str, HostSpec]:
-    """Parse ``LABEL=SPEC`` entries (``--jax-backend-host``, ini ``jax_backend_host``)."""
+    """Parse ``LABEL=SPEC`` entries (``--jax-backend-host``, ini key too)."""
     hosts: dict[str, HostSpec] = {}
     for raw in values:
         label, sep, text = raw.strip().partition("=")
@@ -225,8 +225,7 @@ def parse_timeout(text: str, option: str) -> float:
         value = 0.0
     if not value > 0 or value != value or value == float("inf"):
         raise pytest.UsageError(
-            f"{option}: {text!r} is not a positive number of seconds; e.g. "
-            f"{option}=60"
+            f"{option}: {text!r} is not a positive number of seconds; e.g. {option}=60"
         )
     return value
 

@@ -26,6 +26,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -88,7 +89,9 @@ def worker_spec(backend: Backend) -> str:
     if host is None:
         return local_worker_spec(backend)
     local = local_worker_spec(backend, environ=dict(host.env))
-    return host.worker_spec(local, via=via_id(backend) if host.kind != "popen" else None)
+    return host.worker_spec(
+        local, via=via_id(backend) if host.kind != "popen" else None
+    )
 
 
 def via_id(backend: Backend) -> str:
@@ -124,27 +127,21 @@ class RemoteHooks:
     def pytest_xdist_setupnodes(self, config: pytest.Config, specs: list[Any]) -> None:
         order = self._xdist_hooks().order
         group = config.pluginmanager.getplugin("dsession").nodemanager.group
+        failed: dict[str, str] = {}
         for spec, label in zip(specs, order, strict=False):
             self.spec_labels[id(spec)] = label
             host = self.hosts.get(label)
-            if host is None or host.kind == "popen" or label in self.masters:
+            if host is None or host.kind == "popen":
                 continue
-            gid = via_id(self.session.backend(label))
-            try:
-                self.masters[label] = within(
-                    self.timeout,
-                    "connect",
-                    lambda h=host, g=gid: group.makegateway(
-                        f"{h.connect_spec()}//id={g}"
-                    ),
-                )
-            except Exception as exc:  # noqa: BLE001 - the backend is given up
-                self._lost_before_start(label, spec, describe_error(exc))
-        for spec in specs:
-            label = self.spec_labels[id(spec)]
-            if label in self.hosts and label not in self.masters:
-                if self.hosts[label].kind != "popen":
-                    self._lost_before_start(label, spec, "")
+            if label not in self.masters and label not in failed:
+                gid = via_id(self.session.backend(label))
+                connect = partial(group.makegateway, f"{host.connect_spec()}//id={gid}")
+                try:
+                    self.masters[label] = within(self.timeout, "connect", connect)
+                except Exception as exc:  # noqa: BLE001 - the backend is given up
+                    failed[label] = describe_error(exc)
+            if label in failed:
+                self._lost_before_start(label, spec, failed[label])
 
     def _lost_before_start(self, label: str, spec: Any, why: str) -> None:
         """The host answered its probe but not now: its worker runs here and
@@ -193,9 +190,7 @@ class RemoteHooks:
 
     def _is_remote(self, node: Any) -> bool:
         label = self.session.worker_labels.get(node)
-        return (
-            label in self.hosts and self.session.states[label].status != UNAVAILABLE
-        )
+        return label in self.hosts and self.session.states[label].status != UNAVAILABLE
 
     # -- messages and the watchdog ------------------------------------------
     def _message(self, node: Any, message: Any) -> None:
@@ -480,7 +475,9 @@ class WorkerLink:
         items = session.items
         paths = {item.path for item in items}
         modules = {
-            id(m): m for item in items if (m := getattr(item, "module", None)) is not None
+            id(m): m
+            for item in items
+            if (m := getattr(item, "module", None)) is not None
         }
         identity = codeid.code_identity(
             self.config.rootpath, paths, list(modules.values())

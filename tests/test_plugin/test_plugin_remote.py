@@ -137,7 +137,14 @@ def second_venv(tmp_path_factory) -> Path:
     """A second environment (sharing this one's packages): another interpreter."""
     where = tmp_path_factory.mktemp("venv2") / "env"
     subprocess.run(
-        [sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", where],
+        [
+            sys.executable,
+            "-m",
+            "venv",
+            "--system-site-packages",
+            "--without-pip",
+            where,
+        ],
         check=True,
         timeout=120,
     )
@@ -293,9 +300,7 @@ def test_code_identity_hashes_loaded_files_under_the_root(tmp_path):
 # -- runs -------------------------------------------------------------------
 def test_typed_tx_with_jax_backend_is_a_usage_error(pytester, clean_environment):
     suite(pytester.path)
-    result = run(
-        pytester.path, clean_environment, "--jax-backend=cpu", "--tx", "popen"
-    )
+    result = run(pytester.path, clean_environment, "--jax-backend=cpu", "--tx", "popen")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
         ["*--tx cannot be combined with --jax-backend*--jax-backend-host=gpu=ssh=*"]
@@ -338,9 +343,7 @@ def test_other_code_on_the_host_is_a_mismatch(
     shutil.copytree(path, checkout)
     with open(checkout / "test_remote_suite.py", "a") as fh:
         fh.write("\n# edited on the host only\n")
-    result = run(
-        path, clean_environment, *cpu2_on(f"{server.spec}//chdir={checkout}")
-    )
+    result = run(path, clean_environment, *cpu2_on(f"{server.spec}//chdir={checkout}"))
     assert result.ret == remote.MISMATCH_EXIT, result.stdout.str()
     states = backends_of(report_of(path))
     assert states["cpu"]["status"] == "ok"
@@ -351,9 +354,7 @@ def test_other_code_on_the_host_is_a_mismatch(
     result.stdout.fnmatch_lines(["*code mismatch on cpu2*exit code 4*"])
 
 
-def test_refused_connection_makes_the_backend_unavailable(
-    pytester, clean_environment
-):
+def test_refused_connection_makes_the_backend_unavailable(pytester, clean_environment):
     path = suite(pytester.path)
     result = run(
         path,
@@ -419,9 +420,7 @@ def test_host_killed_mid_run_keeps_the_other_results(
 
 
 @pytest.mark.slow
-def test_quiet_host_is_cut_off_after_the_timeout(
-    pytester, clean_environment, server
-):
+def test_quiet_host_is_cut_off_after_the_timeout(pytester, clean_environment, server):
     path = suite(pytester.path, STOP_TEST)
     args = cpu2_on(f"{server.spec}//chdir={path}")
     result = run(path, clean_environment, *args, "--jax-backend-host-timeout=3")
