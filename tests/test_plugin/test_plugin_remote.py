@@ -297,6 +297,43 @@ def test_code_identity_hashes_loaded_files_under_the_root(tmp_path):
     assert set(identity["tools"]) == set(codeid.TOOLS)
 
 
+def test_host_lost_between_probe_and_start_runs_a_skipping_local_worker():
+    """The master gateway of a host that answered its probe cannot be made
+    when xdist starts the workers: that backend is unavailable and its worker
+    becomes a local one that skips its tests, so nothing else is lost."""
+    from types import SimpleNamespace
+
+    from pytest_lyapax.options import Settings
+    from pytest_lyapax.session import BackendState, LyapaxSession
+
+    backends = (Backend("cpu", "cpu"), Backend("cpu2", "cpu", "socket=127.0.0.1:1"))
+    settings = Settings(backends=backends, host_timeout=5.0)
+    session = LyapaxSession(
+        settings, "controller", {b.label: BackendState(b) for b in backends}
+    )
+
+    class Group:
+        def makegateway(self, spec):
+            raise ConnectionRefusedError(111, "Connection refused")
+
+    plugins = {
+        "pytest-lyapax-xdist": SimpleNamespace(order=["cpu", "cpu2"]),
+        "dsession": SimpleNamespace(nodemanager=SimpleNamespace(group=Group())),
+    }
+    config = SimpleNamespace(
+        pluginmanager=SimpleNamespace(getplugin=plugins.__getitem__)
+    )
+    hooks = remote.RemoteHooks(config, session)
+    specs = [execnet.XSpec(remote.worker_spec(b)) for b in backends]
+    hooks.pytest_xdist_setupnodes(config, specs)
+    assert specs[1].via is None and specs[1].popen
+    assert specs[1].env == {"JAX_PLATFORMS": "cpu"}
+    state = session.states["cpu2"]
+    assert state.status == "unavailable"
+    assert "then not when its worker was started: connection refused" in state.reason
+    assert session.skip_reason("cpu2").startswith("jax backend 'cpu2' unavailable")
+
+
 # -- runs -------------------------------------------------------------------
 def test_typed_tx_with_jax_backend_is_a_usage_error(pytester, clean_environment):
     suite(pytester.path)
@@ -356,13 +393,14 @@ def test_other_code_on_the_host_is_a_mismatch(
 
 def test_refused_connection_makes_the_backend_unavailable(pytester, clean_environment):
     path = suite(pytester.path)
-    result = run(
-        path,
-        clean_environment,
-        *cpu2_on(f"socket=127.0.0.1:{free_port()}"),
-        "-k",
-        "test_plain",
+    # The binding and the timeout from the ini file this time.
+    (path / "pytest.ini").write_text(
+        "[pytest]\n"
+        f"jax_backend_host = cpu2=socket=127.0.0.1:{free_port()}\n"
+        "jax_backend_host_timeout = 5\n"
     )
+    args = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
+    result = run(path, clean_environment, *args, "-k", "test_plain")
     assert result.ret == pytest.ExitCode.OK, result.stdout.str()
     result.stdout.fnmatch_lines(
         [
