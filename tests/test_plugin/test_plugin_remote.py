@@ -468,3 +468,48 @@ def test_quiet_host_is_cut_off_after_the_timeout(pytester, clean_environment, se
     assert states["cpu2"]["status"] == "crashed"
     assert "no answer from host" in states["cpu2"]["reason"]
     assert "for 3 s (--jax-backend-host-timeout)" in states["cpu2"]["reason"]
+
+
+@pytest.mark.slow
+def test_host_that_never_answers_is_unavailable_after_the_timeout(
+    pytester, clean_environment
+):
+    """A listener that accepts the connection and stays silent (a hung host):
+    the connect step gives up after --jax-backend-host-timeout."""
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    accepted, stop = [], threading.Event()
+
+    def accept_and_stay_silent() -> None:
+        while not stop.is_set():
+            try:
+                accepted.append(listener.accept()[0])
+            except OSError:
+                continue
+
+    thread = threading.Thread(target=accept_and_stay_silent, daemon=True)
+    thread.start()
+    try:
+        path = suite(pytester.path)
+        spec = f"socket=127.0.0.1:{listener.getsockname()[1]}"
+        result = run(
+            path,
+            clean_environment,
+            *cpu2_on(spec),
+            "--jax-backend-host-timeout=2",
+            "-k",
+            "test_plain",
+        )
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        for conn in accepted:
+            conn.close()
+        listener.close()
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    assert accepted  # it did connect
+    result.stdout.fnmatch_lines(
+        ["*cpu2: host socket 127.0.0.1:* unreachable: no answer within 2 s (connect)*"]
+    )
