@@ -38,14 +38,13 @@ from .hosts import HostSpec, parse_host_spec, typed_xdist_error
 from .items import LABEL_ATTR
 from .probe import ProbeResult
 from .remoteprobe import describe_error, mismatch_reason, probe_hosts, within
+from .remoteworker import BEAT_EVERY_S, LINK_KEY
 from .scheduling import worker_spec as local_worker_spec
 from .session import LyapaxSession
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
-LINK_KEY = "pytest_lyapax_link"
-BEAT_EVERY_S = 2.0
 MISMATCH_EXIT = pytest.ExitCode.USAGE_ERROR
 
 # Runs in a remote worker's interpreter before xdist's worker code.
@@ -441,54 +440,3 @@ def _own_sys_path(gateway: Any) -> None:
         return channel
 
     gateway.remote_exec = remote_exec
-
-
-# -- the worker's side ------------------------------------------------------
-class WorkerLink:
-    """In every worker of a run with remote backends: sends the code identity
-    after collection and, on a remote host, a heartbeat."""
-
-    def __init__(self, config: pytest.Config, link: dict[str, Any]) -> None:
-        self.config = config
-        self.channel = link["channel"]
-        self.stop = threading.Event()
-        every = float(link.get("beat_s") or 0.0)
-        if every > 0:
-            threading.Thread(
-                target=self._beat, args=(every,), name="pytest-lyapax-beat", daemon=True
-            ).start()
-
-    def _send(self, data: dict[str, Any]) -> bool:
-        try:
-            self.channel.send(json.dumps(data))
-        except Exception:  # noqa: BLE001 - the controller is gone; xdist reports it
-            return False
-        return True
-
-    def _beat(self, every: float) -> None:
-        while not self.stop.wait(every):
-            if not self._send({"beat": time.time()}):
-                return
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        items = session.items
-        paths = {item.path for item in items}
-        modules = {
-            id(m): m
-            for item in items
-            if (m := getattr(item, "module", None)) is not None
-        }
-        identity = codeid.code_identity(
-            self.config.rootpath, paths, list(modules.values())
-        )
-        self._send({"identity": identity})
-
-    def pytest_unconfigure(self) -> None:
-        self.stop.set()
-
-
-def configure_worker_link(config: pytest.Config) -> None:
-    link = getattr(config, "workerinput", {}).get(LINK_KEY)
-    if isinstance(link, dict) and link.get("channel") is not None:
-        config.pluginmanager.register(WorkerLink(config, link), "pytest-lyapax-link")

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from . import benchmarks, remote
+from . import benchmarks, remote, remoteworker
 from .collector import ResultCollector
 from .options import Settings, informational
 from .probe import probe_backends
@@ -82,7 +82,7 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     benchmarks.quiet_xdist_check(config)
     # The option itself arrived as the controller left it (disabled).
     benchmarks.set_user_disabled(config, session.benchmark_disabled)
-    remote.configure_worker_link(config)
+    remoteworker.configure_worker_link(config)
     return session
 
 
