@@ -45,15 +45,19 @@ CRASHED = "crashed"
 NOT_RUN = "not-run"
 PARTIAL = "partial"  # some of the backend's tests did not run (-x, --maxfail)
 INTERRUPTED = "interrupted"  # stopped by Ctrl-C (KeyboardInterrupt)
+MISMATCH = "mismatch"  # a backend on another host runs other code (remote.py)
 RUNNABLE = (OK, FALLBACK)
 
 
 @dataclass(frozen=True)
 class Backend:
-    """One requested backend: its label and the ``JAX_PLATFORMS`` it runs under."""
+    """One requested backend: its label, the ``JAX_PLATFORMS`` it runs under
+    and, for a backend on another host, the execnet gateway spec of that host
+    (``--jax-backend-host``; None: this machine)."""
 
     label: str
     platform: str
+    host: str | None = None
 
     @property
     def expected(self) -> str:

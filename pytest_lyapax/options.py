@@ -24,6 +24,7 @@ from .backends import (
     PLATFORM_BACKENDS,
     Backend,
 )
+from .hosts import bind_hosts, parse_host_bindings, parse_timeout
 from .identity import machine_of
 from .schema import ReportError, load_report
 
@@ -44,6 +45,10 @@ class Settings:
     processes: int = 1  # fresh worker processes per backend (--jax-processes)
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
+    # Backends on other hosts (--jax-backend-host): how long to wait for an
+    # answer, and whether a code mismatch may run anyway.
+    host_timeout: float = 60.0
+    allow_code_mismatch: bool = False
 
     @property
     def active(self) -> bool:
@@ -235,6 +240,9 @@ NEED_BACKEND = {
     "jax_compare_across_machines": "--jax-compare-across-machines",
     "jax_require": "--jax-require",
     "jax_processes": "--jax-processes",
+    "jax_backend_host": "--jax-backend-host",
+    "jax_backend_host_timeout": "--jax-backend-host-timeout",
+    "jax_allow_code_mismatch": "--jax-allow-code-mismatch",
 }
 
 
@@ -295,6 +303,18 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     if text is None:
         text = str(config.getini("jax_backend") or "").strip() or None
     backends = parse_backends(text, platforms) if text is not None else ()
+    host_lines = list(config.getini("jax_backend_host") or [])
+    host_lines += config.getoption("jax_backend_host") or []
+    if backends:
+        backends = bind_hosts(backends, parse_host_bindings(host_lines))
+    timeout_text = config.getoption("jax_backend_host_timeout")
+    if timeout_text is None:
+        timeout_text = str(config.getini("jax_backend_host_timeout") or "").strip()
+    host_timeout = (
+        parse_timeout(timeout_text, "--jax-backend-host-timeout")
+        if timeout_text
+        else Settings.host_timeout
+    )
     if not backends:
         given = [
             flag
@@ -360,4 +380,6 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         required=required,
         processes=processes,
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
+        host_timeout=host_timeout,
+        allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),
     )

@@ -117,7 +117,48 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "backends (comma-separated, or 'all') are available, e.g. "
         "--jax-require=gpu for a GPU CI job (needs --jax-backend).",
     )
+    group.addoption(
+        "--jax-backend-host",
+        dest="jax_backend_host",
+        action="append",
+        default=[],
+        metavar="LABEL=SPEC",
+        help="Run backend LABEL on another host, through an execnet gateway spec "
+        "(repeatable): ssh=USER@HOST//python=PATH//chdir=CHECKOUT, "
+        "socket=HOST:PORT//chdir=CHECKOUT or popen//python=PATH; the host must "
+        "hold the same code (checked before tests run; needs --jax-backend). "
+        "Ini: jax_backend_host (one binding per line).",
+    )
+    group.addoption(
+        "--jax-backend-host-timeout",
+        dest="jax_backend_host_timeout",
+        metavar="SECONDS",
+        default=None,
+        help="How long a backend host may take to answer (connect, start, and "
+        "between heartbeats of a running worker) before it is unavailable or "
+        "crashed; default 60 (needs --jax-backend). Ini: jax_backend_host_timeout.",
+    )
+    group.addoption(
+        "--jax-allow-code-mismatch",
+        dest="jax_allow_code_mismatch",
+        action="store_true",
+        default=False,
+        help="Run a backend host whose code (commit, test files, packages under "
+        "test, jax/jaxlib/pytest-benchmark/pytest_lyapax versions) differs from "
+        "this checkout anyway; the differences are reported (needs --jax-backend).",
+    )
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
+    parser.addini(
+        "jax_backend_host",
+        "LABEL=SPEC host bindings, one per line (see --jax-backend-host).",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "jax_backend_host_timeout",
+        "Seconds a backend host may take to answer (see --jax-backend-host-timeout).",
+        default="",
+    )
     parser.addini(
         "jax_backend_platform",
         "LABEL=PLATFORM mappings, one per line (see --jax-backend-platform).",

@@ -180,9 +180,10 @@ def legends_for(session: LyapaxSession) -> list[BackendLegend]:
         status = entry["status"]
         if status == OK and not entry["n_benchmarks"]:
             status = "no timings"
-        entries.append(
-            BackendLegend(entry["label"], status, entry.get("device"), entry["reason"])
-        )
+        device = entry.get("device")
+        if entry.get("gateway") and entry.get("host"):
+            device = f"{device or '?'} @ {entry['host']}"
+        entries.append(BackendLegend(entry["label"], status, device, entry["reason"]))
     return entries
 
 
@@ -281,10 +282,13 @@ def summary_lines(
         details = entry.get("device") or ""
         if entry.get("jax_version"):
             details += f", jax {entry['jax_version']}"
+        environment = f"JAX_PLATFORMS={entry['platform']}"
+        if entry.get("gateway"):  # a backend on another host (remote.py)
+            environment += f" @ {entry.get('host') or '?'} ({entry['gateway']})"
         rows.append(
             [
                 entry["label"],
-                f"JAX_PLATFORMS={entry['platform']}",
+                environment,
                 entry["status"],
                 ", ".join(f"{n} {k}" for k, n in sorted(entry["outcomes"].items()))
                 or "-",

@@ -15,11 +15,11 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from . import benchmarks
+from . import benchmarks, remote, remoteworker
 from .collector import ResultCollector
 from .options import Settings, informational
 from .probe import probe_backends
-from .scheduling import XdistHooks, worker_spec
+from .scheduling import XdistHooks
 from .session import (
     COLLECT,
     CONTROLLER,
@@ -82,6 +82,7 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     benchmarks.quiet_xdist_check(config)
     # The option itself arrived as the controller left it (disabled).
     benchmarks.set_user_disabled(config, session.benchmark_disabled)
+    remoteworker.configure_worker_link(config)
     return session
 
 
@@ -108,7 +109,7 @@ def _start_workers(
     # the backends take turns (cpu, gpu, cpu, gpu, ...), so a drift of the
     # machine's state over the run reaches every backend alike.
     phases = [label for _ in range(session.settings.processes) for label in order]
-    opt.tx = [worker_spec(session.backend(label)) for label in phases]
+    opt.tx = [remote.worker_spec(session.backend(label)) for label in phases]
     opt.dist = "load"  # any mode other than "no"; our scheduler replaces it
     opt.numprocesses = None
     if opt.maxworkerrestart is None:
@@ -131,9 +132,12 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
     if informational(config):
         return session
+    remote.check_typed_xdist(config, _xdist_flags_on_command_line(config))
     reason = why_not_xdist(config)
     if reason is None:
-        for label, result in probe_backends(settings.backends).items():
+        local = [b for b in settings.backends if b.host is None]
+        results = {**probe_backends(local), **remote.probe_remote(session)}
+        for label, result in results.items():
             state = states[label]
             state.status, state.reason = result.status, result.reason
             state.info = result.info
@@ -142,6 +146,9 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         if order:
             session.role = CONTROLLER
             _start_workers(config, session, order)
+            if any(b.host for b in settings.backends):
+                hooks = remote.RemoteHooks(config, session)
+                config.pluginmanager.register(hooks, "pytest-lyapax-remote")
         else:
             session.role = INPROCESS  # nothing can run: every backend is skipped
     else:

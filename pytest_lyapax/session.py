@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .backends import NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend
+from .backends import MISMATCH, NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend
 from .options import Settings
 
 CONTROLLER, WORKER, INPROCESS, COLLECT = "controller", "worker", "inprocess", "collect"
@@ -109,6 +109,8 @@ class LyapaxSession:
             return None
         if state.status == UNAVAILABLE:
             return f"jax backend {label!r} unavailable: {state.reason}"
+        if state.status == MISMATCH:
+            return f"jax backend {label!r} not run (code mismatch): {state.reason}"
         if self.role == INPROCESS and label != self.own_label:
             return f"jax backend {label!r} not run: {state.reason}"
         return None
@@ -165,7 +167,8 @@ def detect_process_label(session: LyapaxSession) -> tuple[str | None, str]:
     initialises a backend -- acceptable here because this process runs tests.
     """
     env = os.environ.get("JAX_PLATFORMS", "").strip().lower()
-    backends = [s.backend for s in session.states.values()]
+    # A backend bound to another host never runs in this process.
+    backends = [s.backend for s in session.states.values() if s.backend.host is None]
     if env:
         for backend in backends:
             if backend.platform == env:

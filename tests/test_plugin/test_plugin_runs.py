@@ -118,8 +118,6 @@ def two_backends(tmp_path_factory, clean_environment):
         "--jax-sizes=4,8",
         "--benchmark-json=bench-json.json",
         "--benchmark-save=saved",
-        "-n",
-        "2",
     )
     report = json.loads((path / "lyapax-report" / "benchmark.json").read_text())
     return path, result, report
@@ -210,9 +208,6 @@ def test_figure_and_terminal_summary(two_backends):
             "*benchmarks without a size axis*",
             "*wrote*benchmark.json*",
         ]
-    )
-    result.stdout.fnmatch_lines(
-        ["*-n/--dist/--tx from the command line replaced by one xdist worker*"]
     )
 
 
