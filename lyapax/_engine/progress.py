@@ -1,0 +1,99 @@
+"""Progress bars of long runs: a tqdm bar moved by the host between pieces.
+
+A run asked for ``progress=True`` (or given a text file) shows a ``tqdm`` bar
+on stderr (or in that file), moved between pieces of work: a single run
+(``lyapunov_spectrum``) runs its blocks in pieces of about half a second,
+each continuing the last (the same program and the same numbers as one
+call); sweeps move it after each chunk of rows, ``run_until_converged``
+after each chunk of steps. A bar never lives inside a compiled program.
+
+Progress is silent by default: library calls print nothing unless asked.
+Under a caller's ``jax.jit``/``jax.vmap``/``jax.grad`` trace a run cannot
+report (its loop is part of the caller's program); the entry points then
+warn and run without a bar.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+__all__ = ["Bar", "sink"]
+
+
+def sink(progress: Any) -> Any:
+    """Where a bar goes: ``sys.stderr`` for True, None for False/None, else
+    ``progress`` itself when it has ``write`` and ``flush``.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if progress is True:
+        return sys.stderr
+    if progress is False or progress is None:
+        return None
+    if callable(getattr(progress, "write", None)) and callable(
+        getattr(progress, "flush", None)
+    ):
+        return progress
+    raise TypeError(
+        "progress must be True, False or a text file (with write and flush); got "
+        f"{progress!r} of type {type(progress).__name__}"
+    )
+
+
+class Bar:
+    """A progress bar of ``total`` units (a no-op when ``progress`` is off).
+
+    ``initial``: units already done (a resumed run). ``postfix(text)`` sets the text after the bar (e.g. the worst stderr
+    against the tolerance); ``to(n)`` moves it to ``n`` units (never back);
+    ``close()`` ends it. A context manager that closes on exit.
+    """
+
+    def __init__(
+        self, progress: Any, total: float, desc: str, unit: str, initial: float = 0
+    ) -> None:
+        out = sink(progress)
+        self._bar = None
+        self._n = initial
+        if out is not None:
+            from tqdm import tqdm  # imported only when a bar is shown
+
+            self._bar = tqdm(
+                total=total,
+                initial=initial,
+                desc=desc,
+                unit=unit,
+                file=out,
+                leave=True,
+                mininterval=0.2,
+                dynamic_ncols=True,
+                unit_scale=True,
+            )
+
+    @property
+    def active(self) -> bool:
+        return self._bar is not None
+
+    def to(self, n: float) -> None:
+        if self._bar is None:
+            return
+        delta = n - self._n
+        if delta > 0:
+            self._n = n
+            self._bar.update(delta)
+
+    def postfix(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Bar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
