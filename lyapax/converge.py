@@ -33,9 +33,15 @@ from lyapax._engine.problem import as_problem, is_problem, plain_problem
 from lyapax._engine.run import LyapunovResult, check_multiple
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal import checkpoint as ckpt_file
+from lyapax._internal.checkpoint import CheckpointError
 from lyapax.core import lyapunov_spectrum
 
-__all__ = ["ConvergedRun", "ConvergenceProgress", "run_until_converged"]
+__all__ = [
+    "CheckpointError",
+    "ConvergedRun",
+    "ConvergenceProgress",
+    "run_until_converged",
+]
 
 
 @runtime_checkable
@@ -192,7 +198,9 @@ def run_until_converged(
         if merged is not None:
             _show(bar, np.asarray(merged.stderr), tol_arr)
         while merged is None or not converged(merged):
-            n = min(chunk_steps, (max_steps - state.done) // renorm_every * renorm_every)
+            n = min(
+                chunk_steps, (max_steps - state.done) // renorm_every * renorm_every
+            )
             if n <= 0:
                 break
             res = call(

@@ -45,9 +45,9 @@ def sink(progress: Any) -> Any:
 class Bar:
     """A progress bar of ``total`` units (a no-op when ``progress`` is off).
 
-    ``initial``: units already done (a resumed run). ``postfix(text)`` sets the text after the bar (e.g. the worst stderr
-    against the tolerance); ``to(n)`` moves it to ``n`` units (never back);
-    ``close()`` ends it. A context manager that closes on exit.
+    ``initial``: units already done (a resumed run). ``postfix(text)`` sets
+    the text after the bar (e.g. the worst stderr against the tolerance);
+    ``to(n)`` moves it to ``n`` units (never back); ``close()`` ends it. A context manager that closes on exit.
     """
 
     def __init__(
@@ -68,7 +68,7 @@ class Bar:
                 leave=True,
                 mininterval=0.2,
                 dynamic_ncols=True,
-                unit_scale=True,
+                unit_scale=total >= 10_000,
             )
 
     @property

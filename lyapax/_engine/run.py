@@ -443,7 +443,10 @@ def _run_in_pieces(
     the bar moved after each piece. Pieces are sized to take about
     :data:`PIECE_SECONDS`, from the time the previous one took."""
     every, decimate = args.renorm_every, args.decimate
-    n_transient, total = args.n_transient_blocks, args.n_transient_blocks + args.n_blocks
+    n_transient, total = (
+        args.n_transient_blocks,
+        args.n_transient_blocks + args.n_blocks,
+    )
     cum_rows = saved = None
     groups = every // decimate if args.save_states else 0
     carry, done, measured, piece = start, 0, 0, max(1, total // 64)

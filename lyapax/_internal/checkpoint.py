@@ -111,7 +111,8 @@ def check_writable(folder: Path, what: str) -> None:
         probe.write_bytes(b"")
     except OSError as e:
         raise OSError(
-            e.errno, f"{what}: cannot write checkpoints in {str(folder)!r}: {e.strerror}"
+            e.errno,
+            f"{what}: cannot write checkpoints in {str(folder)!r}: {e.strerror}",
         ) from e
     finally:
         with contextlib.suppress(OSError):
@@ -157,8 +158,7 @@ def write(
         kept = "the previous file is unchanged" if path.exists() else "nothing was kept"
         raise OSError(
             e.errno,
-            f"could not write the checkpoint {str(path)!r}: {e.strerror or e} "
-            f"({kept})",
+            f"could not write the checkpoint {str(path)!r}: {e.strerror or e} ({kept})",
         ) from e
     finally:
         with contextlib.suppress(OSError):
@@ -300,7 +300,9 @@ def _check_identity(name: str, data: Mapping[str, np.ndarray], want: Identity) -
         if written.get(key) != value
     }
     if differ:
-        listing = ", ".join(f"{k}: {a!r} there, {b!r} here" for k, (a, b) in differ.items())
+        listing = ", ".join(
+            f"{k}: {a!r} there, {b!r} here" for k, (a, b) in differ.items()
+        )
         raise CheckpointError(
             f"checkpoint {name!r} was written by a run with other settings ({listing})"
         )
