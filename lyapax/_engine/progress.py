@@ -47,7 +47,8 @@ class Bar:
 
     ``initial``: units already done (a resumed run). ``postfix(text)`` sets
     the text after the bar (e.g. the worst stderr against the tolerance);
-    ``to(n)`` moves it to ``n`` units (never back); ``close()`` ends it. A context manager that closes on exit.
+    ``to(n)`` moves it to ``n`` units (never back); ``close()`` ends it. A
+    context manager that closes on exit.
     """
 
     def __init__(
