@@ -20,7 +20,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -30,6 +30,7 @@ from lyapax.__version__ import __version__
 from lyapax._engine import progress as _progress
 from lyapax._engine import run, stats, validate
 from lyapax._engine.problem import as_problem, is_problem, plain_problem
+from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, check_multiple
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal import checkpoint as ckpt_file
@@ -42,16 +43,6 @@ __all__ = [
     "ConvergenceProgress",
     "run_until_converged",
 ]
-
-
-@runtime_checkable
-class TextSink(Protocol):
-    """Where a progress bar goes: anything with ``write(str)`` and
-    ``flush()`` (a text file, ``sys.stderr``, ``io.StringIO``)."""
-
-    def write(self, text: str, /) -> Any: ...
-
-    def flush(self) -> Any: ...
 
 
 class ConvergenceProgress(NamedTuple):
@@ -214,12 +205,12 @@ def run_until_converged(
             state.add(res, n)
             if store is not None:
                 store.save(state)
-            merged = state.merged(renorm_every)
-            stderr = np.asarray(merged.stderr)
+            merged = joined = state.joined(renorm_every)
+            stderr = np.asarray(joined.stderr)
             info = ConvergenceProgress(
                 state.done,
                 max_steps,
-                np.asarray(merged.exponents),
+                np.asarray(joined.exponents),
                 stderr,
                 np.broadcast_to(tol_arr, stderr.shape),
                 state.n_chunks - 1,
@@ -228,11 +219,12 @@ def run_until_converged(
             bar.to(state.done)
             _show(bar, stderr, tol_arr)
             stop = callback is not None and callback(info) is True
-            if stop and not converged(merged):
+            if stop and not converged(joined):
                 reason = "callback"
                 break
-        if merged is not None and converged(merged):
-            reason = "tol"
+    assert merged is not None  # max_steps >= renorm_every: one chunk at least
+    if converged(merged):
+        reason = "tol"
     return ConvergedRun(merged, reason == "tol", reason, state.done, state.n_chunks)
 
 
@@ -276,9 +268,15 @@ class _Chunks:
         self.done += n_steps
 
     def merged(self, renorm_every: int) -> LyapunovResult | None:
+        """The chunks joined (:func:`_join`), None before the first."""
         if self.last is None:
             return None
         return _join(self.pieces, self.last, renorm_every)
+
+    def joined(self, renorm_every: int) -> LyapunovResult:
+        merged = self.merged(renorm_every)
+        assert merged is not None, "no chunk run yet"
+        return merged
 
 
 def _host(res: LyapunovResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -383,8 +381,7 @@ class _RunFile:
     def save(self, state: _Chunks) -> None:
         assert state.last is not None
         pieces = state.pieces
-        merged = state.merged(self.renorm_every)
-        assert merged is not None
+        merged = state.joined(self.renorm_every)
         arrays = {
             "n_steps": np.int64(state.done),
             "history": np.concatenate([p[0] for p in pieces]),

@@ -13,7 +13,6 @@ runtime inputs, so rebuilding a problem with new numbers does not recompile.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TextIO
 
 from jaxtyping import Array, Float
 
@@ -30,6 +29,7 @@ from lyapax._engine.problem import (
     plain_problem,
     resolve_call,
 )
+from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax.diagnostics import (
@@ -119,7 +119,7 @@ def lyapunov_spectrum(
     qr: str = "auto",
     static_renorm_every: bool = False,
     *,
-    progress: bool | TextIO = False,
+    progress: bool | TextSink = False,
 ) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a map or a discretised flow.
 

@@ -16,9 +16,19 @@ warn and run without a bar.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Bar", "sink"]
+__all__ = ["Bar", "TextSink", "sink"]
+
+
+@runtime_checkable
+class TextSink(Protocol):
+    """Where a progress bar goes: anything with ``write(str)`` and
+    ``flush()`` (a text file, ``sys.stderr``, ``io.StringIO``)."""
+
+    def write(self, text: str, /) -> Any: ...
+
+    def flush(self) -> Any: ...
 
 
 def sink(progress: Any) -> Any:
@@ -32,9 +42,7 @@ def sink(progress: Any) -> Any:
         return sys.stderr
     if progress is False or progress is None:
         return None
-    if callable(getattr(progress, "write", None)) and callable(
-        getattr(progress, "flush", None)
-    ):
+    if isinstance(progress, TextSink):
         return progress
     raise TypeError(
         "progress must be True, False or a text file (with write and flush); got "

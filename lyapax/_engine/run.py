@@ -447,7 +447,8 @@ def _run_in_pieces(
         args.n_transient_blocks,
         args.n_transient_blocks + args.n_blocks,
     )
-    cum_rows = saved = None
+    cum_rows: Any = None
+    saved: Any = None
     groups = every // decimate if args.save_states else 0
     carry, done, measured, piece = start, 0, 0, max(1, total // 64)
     while done < total:

@@ -148,7 +148,7 @@ def write(
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
-            np.savez(f, **header, **body)
+            np.savez(f, **header, **body)  # type: ignore[arg-type]
             f.flush()
             os.fsync(f.fileno())
         if keep_previous and path.exists():

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from functools import partial
-from typing import Any, TextIO
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,7 @@ from jaxtyping import ArrayLike, Float, PyTree, Shaped
 from lyapax._engine import finite, run
 from lyapax._engine import progress as _progress
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.summary import keep_rows
@@ -49,7 +50,7 @@ def sweep_lyapunov_spectrum(
     devices: Any = None,
     pad: bool = True,
     qr: str = "auto",
-    progress: bool | TextIO = False,
+    progress: bool | TextSink = False,
     checkpoint: str | os.PathLike[str] | None = None,
 ) -> LyapunovResult:
     """Lyapunov spectra of a batch of parameter sets and/or initial states.
