@@ -216,8 +216,8 @@ def run_until_converged(
                 state.n_chunks - 1,
                 time.perf_counter() - start,
             )
-            bar.to(state.done)
             _show(bar, stderr, tol_arr)
+            bar.to(state.done)
             stop = callback is not None and callback(info) is True
             if stop and not converged(joined):
                 reason = "callback"

@@ -94,7 +94,7 @@ class Bar:
 
     def postfix(self, text: str) -> None:
         if self._bar is not None:
-            self._bar.set_postfix_str(text, refresh=True)
+            self._bar.set_postfix_str(text, refresh=False)  # drawn by the next move
 
     def close(self) -> None:
         if self._bar is not None:
