@@ -45,7 +45,6 @@ parser.add_argument(
     default=Path(tempfile.gettempdir()) / "lyapax-examples" / "32_checkpoint.png",
     help="figure path (PNG)",
 )
-parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
 args, _ = parser.parse_known_args()
 problem = ode_problem(lorenz(), jnp.ones(3), dt=0.01)
 CALL = dict(
@@ -55,12 +54,17 @@ CALL = dict(
     renorm_every=10,
     t_transient=10.0,
 )
-
-if args.child is not None:  # the process that gets killed
-    run_until_converged(
-        problem, checkpoint=args.child, callback=lambda info: time.sleep(0.2), **CALL
-    )
-    sys.exit(0)
+# The process that gets killed: the same call, slowed down by its callback.
+CHILD = f"""
+import sys, time, jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+from lyapax import ode_problem, run_until_converged
+from lyapax.systems import lorenz
+problem = ode_problem(lorenz(), jnp.ones(3), dt=0.01)
+run_until_converged(problem, checkpoint=sys.argv[1],
+                    callback=lambda info: time.sleep(0.2), **{CALL!r})
+"""
 
 # %%
 # The run, uninterrupted
@@ -73,12 +77,11 @@ reference = run_until_converged(problem, **CALL)
 folder = Path(tempfile.mkdtemp())
 path = folder / "run.npz"
 env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-quick = ["--quick"] if args.quick else []
-child = subprocess.Popen(
-    [sys.executable, __file__, "--child", str(path), *quick], env=env
-)
+child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], env=env)
 while True:  # wait until a few chunks are saved, then kill
     time.sleep(0.05)
+    if child.poll() is not None:
+        raise RuntimeError(f"the child process ended early ({child.returncode})")
     if path.exists() and int(np.load(path)["n_steps"]) >= 3 * CALL["chunk_steps"]:
         break
 child.send_signal(signal.SIGKILL)
