@@ -65,3 +65,28 @@ def test_a_sweep_moves_its_bar_by_chunks_of_rows():
     plain = sweep_lyapunov_spectrum(HENON, X0, None, 1.0, seed=seeds, **kw)
     np.testing.assert_array_equal(shown.exponents, plain.exponents)
     assert "5/5" in last_line(bar.getvalue())
+
+
+def test_covariant_vectors_and_the_msf_show_bars_and_keep_their_numbers():
+    from lyapax import covariant_vectors
+    from lyapax.network import master_stability_function
+
+    kw = dict(n_steps=400, renorm_every=4, t_transient=20.0)
+    bar = io.StringIO()
+    shown = covariant_vectors(HENON, X0, 1.0, progress=bar, **kw)
+    plain = covariant_vectors(HENON, X0, 1.0, **kw)
+    np.testing.assert_array_equal(shown.vectors, plain.vectors)
+    assert "420/420" in last_line(bar.getvalue())  # window + transient steps
+
+    def henon_node(x):
+        return jnp.stack([1 - 1.4 * x[0] ** 2 + x[1], 0.3 * x[0]])
+
+    bar = io.StringIO()
+    alphas = np.linspace(0.0, 1.0, 5)
+    msf = dict(integrator="map", batch_size=2, renorm_every=4)
+    args = (henon_node, np.eye(2), alphas, X0, 1.0, 200)
+    shown = master_stability_function(*args, progress=bar, **msf)
+    np.testing.assert_array_equal(
+        shown.exponent, master_stability_function(*args, **msf).exponent
+    )
+    assert "5/5" in last_line(bar.getvalue())

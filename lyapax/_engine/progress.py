@@ -18,6 +18,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Protocol, runtime_checkable
 
+import jax
+
 __all__ = ["Bar", "TextSink", "sink"]
 
 
@@ -91,6 +93,21 @@ class Bar:
         if delta > 0:
             self._n = n
             self._bar.update(delta)
+
+    def done(self, n: float, out: Any) -> Any:
+        """Wait for the arrays of ``out`` (when a bar is shown), move to
+        ``n``, and return ``out``: a chunk's bar moves when it is computed,
+        not when it is dispatched."""
+        if self._bar is not None:
+            jax.block_until_ready(out)
+            self.to(n)
+        return out
+
+    def by_chunks(self, index: int, start: int, stop: int, compute: Any) -> Any:
+        """A hook of :meth:`~lyapax._internal.batching.Plan.run` (rows
+        ``start:stop`` of a batch), moving the bar to ``stop`` rows."""
+        del index, start
+        return self.done(stop, compute())
 
     def postfix(self, text: str) -> None:
         if self._bar is not None:

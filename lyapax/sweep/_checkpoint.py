@@ -58,8 +58,7 @@ class ChunkHook:
             out = compute()
             if path is not None:
                 self._save(path, out, start, stop)
-        self.bar.to(stop)
-        return out
+        return self.bar.done(stop, out)
 
     def _save(self, path: Path, out: Any, start: int, stop: int) -> None:
         assert self.identity is not None
@@ -105,9 +104,10 @@ def chunk_hook(
     batched: tuple,
     settings: dict[str, Any],
     to_host: tuple[str, ...],
-) -> ChunkHook | None:
-    """The hook for a sweep with a checkpoint folder and/or a bar; None when
-    neither is asked for.
+) -> Any:
+    """The hook for a sweep with a checkpoint folder (a :class:`ChunkHook`),
+    or with a bar only (:meth:`~lyapax._engine.progress.Bar.by_chunks`); None
+    when neither is asked for.
 
     ``kernel(*args)`` is the sweep's program on the first chunk's rows,
     traced (not compiled) for the fingerprint and the output shapes;
@@ -117,8 +117,8 @@ def chunk_hook(
         ValueError: ``checkpoint`` is a file, or the sweep spans several
             processes. OSError: the folder cannot be created or written.
     """
-    if checkpoint is None and not bar.active:
-        return None
+    if checkpoint is None:
+        return bar.by_chunks if bar.active else None
     template = jax.eval_shape(kernel, *args)
     folder = identity = None
     if checkpoint is not None:
