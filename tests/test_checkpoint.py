@@ -98,6 +98,20 @@ def test_sigkill_mid_run_then_the_same_call_ends_like_an_uninterrupted_run(
     assert_same_run(again, reference)
 
 
+def test_ctrl_c_keeps_the_last_chunk_and_the_same_call_continues(tmp_path, reference):
+    path = tmp_path / "run.npz"
+
+    def interrupt(info):
+        if info.chunk == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_until_converged(HENON, X0, 1.0, checkpoint=path, callback=interrupt, **RUN)
+    assert int(np.load(path)["n_steps"]) == 1200
+    out = run_until_converged(HENON, X0, 1.0, checkpoint=path, **RUN)
+    assert_same_run(out, reference)
+
+
 def test_the_file_is_plain_numpy_with_a_header(tmp_path):
     path = tmp_path / "run.npz"
     run_until_converged(HENON, X0, 1.0, checkpoint=path, **{**RUN, "max_steps": 800})
