@@ -67,6 +67,7 @@ class Bar:
         out = sink(progress)
         self._bar = None
         self._n = initial
+        self._pending: tuple[float, Any] | None = None
         if out is not None:
             from tqdm import tqdm  # imported only when a bar is shown
 
@@ -105,9 +106,22 @@ class Bar:
 
     def by_chunks(self, index: int, start: int, stop: int, compute: Any) -> Any:
         """A hook of :meth:`~lyapax._internal.batching.Plan.run` (rows
-        ``start:stop`` of a batch), moving the bar to ``stop`` rows."""
+        ``start:stop`` of a batch): once the next chunk is dispatched, waits
+        for the previous one and moves the bar to its last row, so the
+        device is never idle while the host waits (the last chunk is waited
+        for by :meth:`close`)."""
         del index, start
-        return self.done(stop, compute())
+        out = compute()
+        if self._bar is not None:
+            self._settle()
+            self._pending = (stop, out)
+        return out
+
+    def _settle(self) -> None:
+        if self._pending is not None:
+            n, out = self._pending
+            self._pending = None
+            self.done(n, out)
 
     def postfix(self, text: str) -> None:
         if self._bar is not None:
@@ -115,6 +129,7 @@ class Bar:
 
     def close(self) -> None:
         if self._bar is not None:
+            self._settle()
             self._bar.close()
             self._bar = None
 

@@ -421,27 +421,49 @@ def _compiled_run(
     lengths = sizes.pop("lengths")
     step0 = np.int32(run.step0)
     kernel = partial(run_benettin, run.dynamic, static=run.static, qr=qr, **sizes)
-    if bar is not None and bar.active:
-        out = _run_in_pieces(kernel, (z0, Y0, cum0, step0), args, sizes, bar)
+    steps = (args.n_blocks + args.n_transient_blocks) * args.renorm_every
+    key = (run.static, _shapes((run.dynamic, z0, Y0)), qr, static_every)
+    rate = _STEP_SECONDS.get(key)
+    if (
+        bar is not None
+        and bar.active
+        and (rate is None or rate * steps > PIECE_SECONDS)
+    ):
+        out = _run_in_pieces(kernel, (z0, Y0, cum0, step0), args, bar, key)
     else:
         out = kernel(z0, Y0, cum0, step0, lengths)
+        if bar is not None:
+            bar.to(steps)  # a short run (measured before): one piece
     scalars = np.array([run.dt, run.t0], dtype=z0.dtype)
     return out, finish_program(out["cum"], cum0, lengths, scalars)
 
 
-#: Wall time aimed at per piece of a run with a progress bar (one bar update
-#: and one program launch each); the first piece is a 64th of the run.
+#: Wall time aimed at per piece of a run with a progress bar (one bar update,
+#: one program launch and one wait each); the first piece of a program not
+#: timed before is a 64th of the run. A run predicted to take less than this
+#: runs in one piece.
 PIECE_SECONDS = 0.5
+
+#: Seconds per step measured by the last pieced run of each program (its
+#: step structure, shapes, QR method), at most :data:`_MAX_RATES` of them.
+_STEP_SECONDS: dict[Any, float] = {}
+_MAX_RATES = 256
+
+
+def _shapes(tree: Any) -> tuple:
+    leaves = jax.tree.leaves(tree)
+    return tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves)
 
 
 def _run_in_pieces(
-    kernel: Any, start: tuple, args: RunArgs, sizes: dict[str, Any], bar: Any
+    kernel: Any, start: tuple, args: RunArgs, bar: Any, key: Any
 ) -> dict[str, Any]:
     """The kernel's output for the whole run, computed as consecutive pieces of
     whole blocks, each continuing the previous piece's carry (the same program
     and the same arithmetic as one call, so the numbers are identical), with
     the bar moved after each piece. Pieces are sized to take about
-    :data:`PIECE_SECONDS`, from the time the previous one took."""
+    :data:`PIECE_SECONDS`, from the time the previous one took (kept in
+    :data:`_STEP_SECONDS` under ``key`` for the next run)."""
     every, decimate = args.renorm_every, args.decimate
     n_transient, total = (
         args.n_transient_blocks,
@@ -450,7 +472,9 @@ def _run_in_pieces(
     cum_rows: Any = None
     saved: Any = None
     groups = every // decimate if args.save_states else 0
-    carry, done, measured, piece = start, 0, 0, max(1, total // 64)
+    rate = _STEP_SECONDS.get(key)
+    piece = max(1, total // 64 if rate is None else int(PIECE_SECONDS / rate / every))
+    carry, done, measured = start, 0, 0
     while done < total:
         m = min(piece, total - done)
         tr = max(0, min(m, n_transient - done))
@@ -471,6 +495,10 @@ def _run_in_pieces(
         done, measured = done + m, measured + m - tr
         bar.to(done * every)
         piece = max(1, int(PIECE_SECONDS * m / max(took, 1e-9)))
+        _STEP_SECONDS.pop(key, None)
+        if len(_STEP_SECONDS) >= _MAX_RATES:
+            _STEP_SECONDS.pop(next(iter(_STEP_SECONDS)))
+        _STEP_SECONDS[key] = took / (m * every)
     return {"carry": out["carry"], "cum": cum_rows, "saved": saved}
 
 
