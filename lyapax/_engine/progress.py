@@ -79,7 +79,6 @@ class Bar:
                 file=out,
                 leave=True,
                 mininterval=0.2,
-                dynamic_ncols=True,
                 unit_scale=total >= 10_000,
             )
 

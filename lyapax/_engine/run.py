@@ -421,19 +421,17 @@ def _compiled_run(
     lengths = sizes.pop("lengths")
     step0 = np.int32(run.step0)
     kernel = partial(run_benettin, run.dynamic, static=run.static, qr=qr, **sizes)
-    steps = (args.n_blocks + args.n_transient_blocks) * args.renorm_every
-    key = (run.static, _shapes((run.dynamic, z0, Y0)), qr, static_every)
-    rate = _STEP_SECONDS.get(key)
-    if (
-        bar is not None
-        and bar.active
-        and (rate is None or rate * steps > PIECE_SECONDS)
-    ):
-        out = _run_in_pieces(kernel, (z0, Y0, cum0, step0), args, bar, key)
-    else:
+    if bar is None or not bar.active:
         out = kernel(z0, Y0, cum0, step0, lengths)
-        if bar is not None:
-            bar.to(steps)  # a short run (measured before): one piece
+    else:
+        steps = (args.n_blocks + args.n_transient_blocks) * args.renorm_every
+        key = (run.static, _shapes((run.dynamic, z0, Y0)), qr, static_every)
+        rate = _STEP_SECONDS.get(key)
+        if rate is None or rate * steps > PIECE_SECONDS:
+            out = _run_in_pieces(kernel, (z0, Y0, cum0, step0), args, bar, key)
+        else:  # a short run (timed before): one piece
+            out = kernel(z0, Y0, cum0, step0, lengths)
+            bar.to(steps)
     scalars = np.array([run.dt, run.t0], dtype=z0.dtype)
     return out, finish_program(out["cum"], cum0, lengths, scalars)
 
