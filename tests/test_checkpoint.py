@@ -282,6 +282,7 @@ def test_a_sweep_resumes_from_its_chunk_files(tmp_path, sweep_reference):
         lorenz_rows, jnp.ones(3), RHO, checkpoint=folder, **SWEEP
     )
     assert (folder / "chunk-00000.npz").stat().st_mtime_ns == before  # loaded
+    assert sorted(p.name for p in folder.iterdir()) == names  # the .tmp is gone
     for res in (first, out):
         leaves = zip(
             jax.tree.leaves(res), jax.tree.leaves(sweep_reference), strict=True

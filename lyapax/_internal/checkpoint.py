@@ -15,7 +15,8 @@ allow_pickle=False)`` reads it without lyapax). Every file holds a header:
 and then the arrays of its kind (documented in the README, "Long runs").
 Writing goes to a temporary file in the same folder, flushed to disk, then
 renamed over the target (``os.replace``): a reader sees the old complete file
-or the new complete file, never a part. Reading loads with
+or the new complete file, never a part (the temporary file of a writer killed
+mid-write is removed by the next write). Reading loads with
 ``allow_pickle=False`` and checks the header, every key, shape and dtype
 before anything is used; a file that fails is refused with
 :class:`CheckpointError` naming it, and left as it is.
@@ -24,6 +25,7 @@ before anything is used; a file that fails is refused with
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import json
 import os
@@ -145,6 +147,9 @@ def write(
         "settings": np.asarray(json.dumps(identity["settings"], sort_keys=True)),
     }
     body = {name: np.asarray(value) for name, value in arrays.items()}
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        with contextlib.suppress(OSError):  # left by a writer killed mid-write
+            stale.unlink()
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "wb") as f:
