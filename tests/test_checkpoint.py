@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 import lyapax.converge
-from lyapax import CheckpointError, rk4_step
+from lyapax import CheckpointError
 from lyapax._internal import checkpoint as ckpt_file
 from lyapax.converge import run_until_converged
 from lyapax.sweep import sweep_lyapunov_spectrum
-from lyapax.systems import henon_map, lorenz
+from lyapax.systems import henon_map
 
 ROOT = Path(__file__).resolve().parents[1]
 HENON = henon_map()
@@ -254,33 +254,29 @@ def test_a_file_size_limit_is_a_clear_error_and_leaves_no_file(tmp_path):
 # -- sweeps: one file per chunk of rows --
 
 
-def lorenz_rows(x, p):
-    return rk4_step(lorenz(rho=p["rho"]), 0.01)(x)
+def henon_rows(x, p):
+    return henon_map(a=p["a"])(x)
 
 
-SWEEP = dict(dt=0.01, n_steps=400, renorm_every=10, batch_size=3)
-RHO = {"rho": jnp.linspace(10.0, 40.0, 8)}
+SWEEP = dict(dt=1.0, n_steps=400, renorm_every=4, batch_size=3)
+A = {"a": jnp.linspace(1.2, 1.4, 8)}
 
 
 @pytest.fixture(scope="module")
 def sweep_reference():
-    return sweep_lyapunov_spectrum(lorenz_rows, jnp.ones(3), RHO, **SWEEP)
+    return sweep_lyapunov_spectrum(henon_rows, X0, A, **SWEEP)
 
 
 def test_a_sweep_resumes_from_its_chunk_files(tmp_path, sweep_reference):
     folder = tmp_path / "sweep"
-    first = sweep_lyapunov_spectrum(
-        lorenz_rows, jnp.ones(3), RHO, checkpoint=folder, **SWEEP
-    )
+    first = sweep_lyapunov_spectrum(henon_rows, X0, A, checkpoint=folder, **SWEEP)
     names = sorted(p.name for p in folder.iterdir())
     assert names == ["chunk-00000.npz", "chunk-00001.npz", "chunk-00002.npz"]
     # A kill after chunk 0: the later chunks are missing, one left half-written.
     (folder / "chunk-00001.npz").unlink()
     (folder / "chunk-00002.npz").rename(folder / ".chunk-00002.npz.123.tmp")
     before = (folder / "chunk-00000.npz").stat().st_mtime_ns
-    out = sweep_lyapunov_spectrum(
-        lorenz_rows, jnp.ones(3), RHO, checkpoint=folder, **SWEEP
-    )
+    out = sweep_lyapunov_spectrum(henon_rows, X0, A, checkpoint=folder, **SWEEP)
     assert (folder / "chunk-00000.npz").stat().st_mtime_ns == before  # loaded
     assert sorted(p.name for p in folder.iterdir()) == names  # the .tmp is gone
     for res in (first, out):
@@ -289,24 +285,22 @@ def test_a_sweep_resumes_from_its_chunk_files(tmp_path, sweep_reference):
         )
         for got, want in leaves:
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-    other = {"rho": jnp.linspace(10.0, 41.0, 8)}
+    other = {"a": jnp.linspace(1.2, 1.41, 8)}
     with pytest.raises(CheckpointError, match="chunk-00000.npz.*other numbers"):
-        sweep_lyapunov_spectrum(
-            lorenz_rows, jnp.ones(3), other, checkpoint=folder, **SWEEP
-        )
+        sweep_lyapunov_spectrum(henon_rows, X0, other, checkpoint=folder, **SWEEP)
     with pytest.raises(CheckpointError, match="other settings"):
         sweep_lyapunov_spectrum(
-            lorenz_rows,
-            jnp.ones(3),
-            RHO,
+            henon_rows,
+            X0,
+            A,
             checkpoint=folder,
             **{**SWEEP, "batch_size": 4},
         )
     with pytest.raises(ValueError, match="is a file"):
         sweep_lyapunov_spectrum(
-            lorenz_rows,
-            jnp.ones(3),
-            RHO,
+            henon_rows,
+            X0,
+            A,
             checkpoint=folder / "chunk-00000.npz",
             **SWEEP,
         )
