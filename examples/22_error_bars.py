@@ -92,6 +92,7 @@ print("stderr / scatter:      ", np.array2string(typical / spread, precision=1))
 # Run until converged
 # -------------------
 # The callback sees the progress after each chunk; here it records it.
+# ``progress=True`` draws a bar on stderr: steps, worst stderr / tol, time left.
 trace = []
 run = run_until_converged(
     problem,
@@ -101,6 +102,7 @@ run = run_until_converged(
     renorm_every=10,
     t_transient=20.0,
     callback=trace.append,
+    progress=True,
 )
 print(f"stopped: {run.reason} after {run.n_steps} steps in {run.n_chunks} chunks")
 print("exponents:", np.array2string(np.asarray(run.result.exponents), precision=4))

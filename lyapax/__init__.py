@@ -3,7 +3,12 @@
 from lyapax import coupling
 from lyapax.__version__ import __version__
 from lyapax.checks import Check, InvariantReport, check_invariants
-from lyapax.converge import ConvergedRun, ConvergenceProgress, run_until_converged
+from lyapax.converge import (
+    CheckpointError,
+    ConvergedRun,
+    ConvergenceProgress,
+    run_until_converged,
+)
 from lyapax.core import (
     ConvergenceDrift,
     LyapunovCheckpoint,
@@ -91,6 +96,7 @@ __all__ = [
     "finite_time_exponents",
     "ftle_field",
     # sweeps and convergence
+    "CheckpointError",
     "ConvergedRun",
     "ConvergenceProgress",
     "problem_family",

@@ -5,34 +5,44 @@
 one exactly, and after the first chunk every call reuses one compiled program)
 and stops when every exponent's batch-means standard error is below ``tol`` or
 the step budget is spent. It is an eager Python loop, not a traced function.
+
+With ``checkpoint=PATH`` the run is saved to ``PATH`` (a NumPy ``.npz``
+archive, written atomically: see :mod:`lyapax._internal.checkpoint` and the
+README's "Long runs") after every chunk; the same call after a kill, a
+pre-emption or a Ctrl-C continues from the last chunk saved and ends with
+the numbers of an uninterrupted run.
 """
 
 from __future__ import annotations
 
-import sys
+import os
 import time
+import warnings
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol, runtime_checkable
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
-from lyapax._engine import stats, validate
-from lyapax._engine.problem import is_problem
+from lyapax.__version__ import __version__
+from lyapax._engine import progress as _progress
+from lyapax._engine import run, stats, validate
+from lyapax._engine.problem import as_problem, is_problem, plain_problem
+from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, check_multiple
+from lyapax._engine.tree import merge_static, split_static
+from lyapax._internal import checkpoint as ckpt_file
+from lyapax._internal.checkpoint import CheckpointError
 from lyapax.core import lyapunov_spectrum
 
-__all__ = ["ConvergedRun", "ConvergenceProgress", "run_until_converged"]
-
-
-@runtime_checkable
-class TextSink(Protocol):
-    """Where a progress bar goes: anything with ``write(str)`` and
-    ``flush()`` (a text file, ``sys.stderr``, ``io.StringIO``)."""
-
-    def write(self, text: str, /) -> Any: ...
-
-    def flush(self) -> Any: ...
+__all__ = [
+    "CheckpointError",
+    "ConvergedRun",
+    "ConvergenceProgress",
+    "run_until_converged",
+]
 
 
 class ConvergenceProgress(NamedTuple):
@@ -84,6 +94,7 @@ def run_until_converged(
     min_blocks: int = 100,
     callback: Callable[[ConvergenceProgress], Any] | None = None,
     progress: bool | TextSink = False,
+    checkpoint: str | os.PathLike[str] | None = None,
     spectrum_fn: Callable[..., LyapunovResult] = lyapunov_spectrum,
 ) -> ConvergedRun:
     """Advance in chunks until every exponent's standard error is below ``tol``.
@@ -103,8 +114,16 @@ def run_until_converged(
             it (100 blocks = 10 batches under the square-root rule).
         callback: called with a :class:`ConvergenceProgress` after each chunk;
             returning True stops the run (reason ``"callback"``).
-        progress: True for a text progress bar on stderr, or a file to write
-            it to.
+        progress: True for a progress bar (tqdm) on stderr, or a text file to
+            draw it in: steps done of ``max_steps``, the worst ``stderr /
+            tol`` and the remaining time, after each chunk.
+        checkpoint: a file path (``.npz``): the run is saved there after every
+            chunk, atomically, and a call with a path that holds a checkpoint
+            continues from it (a finished run returns at once). The file must
+            come from the same problem, settings (``k``, ``renorm_every``,
+            ``t_transient``, ``seed``, ``chunk_steps``) and lyapax version;
+            ``tol``, ``max_steps`` and ``min_blocks`` may change between
+            calls (e.g. to extend the budget). Its folder must exist.
         spectrum_fn: the engine, ``lyapunov_spectrum`` by default; any function
             with its arguments and checkpoint/resume contract works.
 
@@ -114,7 +133,14 @@ def run_until_converged(
     Raises:
         ValueError: ``tol`` not positive, ``max_steps`` or ``chunk_steps`` < 1,
             ``chunk_steps`` not a multiple of ``renorm_every``, ``min_blocks``
-            < 2; plus the engine's own argument errors.
+            < 2, a ``checkpoint`` folder that does not exist; plus the
+            engine's own argument errors.
+        CheckpointError: (a ``ValueError``) the file at ``checkpoint`` is
+            truncated, unreadable, of another problem, settings, format or
+            lyapax version; the file is left unchanged.
+        OSError: the checkpoint cannot be written (raised before any work
+            when its folder is not writable; on a failed write, e.g. a full
+            disk, the previous checkpoint is kept).
     """
     tol_arr = np.asarray(tol, dtype=float)
     if tol_arr.ndim > 1 or not np.all(tol_arr > 0) or not np.all(np.isfinite(tol_arr)):
@@ -131,48 +157,79 @@ def run_until_converged(
             f"max_steps={max_steps} must be at least renorm_every={renorm_every}"
         )
     call = _caller(step_fn_or_problem, state0, dt, spectrum_fn)
-    bar = _ProgressBar(progress)
+    store = None
+    if checkpoint is not None:
+        settings = {
+            "k": k,
+            "renorm_every": renorm_every,
+            "t_transient": float(t_transient),
+            "seed": int(seed),
+            "chunk_steps": chunk_steps,
+        }
+        problem = (
+            as_problem(step_fn_or_problem)
+            if is_problem(step_fn_or_problem)
+            else plain_problem(step_fn_or_problem, state0, dt)
+        )
+        store = _RunFile(checkpoint, problem, k, settings)
+    state = _Chunks.fresh() if store is None else store.load()
     start = time.perf_counter()
-    chunks: list[LyapunovResult] = []
-    done, reason = 0, "max_steps"
-    checkpoint = None
-    while True:
-        n = min(chunk_steps, (max_steps - done) // renorm_every * renorm_every)
-        if n == 0:
-            break
-        first = checkpoint is None
-        res = call(
-            n_steps=n,
-            k=k,
-            renorm_every=renorm_every,
-            t_transient=t_transient if first else 0.0,
-            seed=seed,
-            resume=checkpoint,
+    reason = "max_steps"
+
+    def converged(merged: LyapunovResult) -> bool:
+        return merged.history.shape[0] >= min_blocks and bool(
+            np.all(np.asarray(merged.stderr) < tol_arr)
         )
-        chunks.append(res)
-        checkpoint = res.checkpoint
-        done += n
-        merged = _join(chunks, renorm_every)
-        stderr = np.asarray(merged.stderr)
-        info = ConvergenceProgress(
-            done,
-            max_steps,
-            np.asarray(merged.exponents),
-            stderr,
-            np.broadcast_to(tol_arr, stderr.shape),
-            len(chunks) - 1,
-            time.perf_counter() - start,
-        )
-        bar.update(info)
-        stop = callback is not None and callback(info) is True
-        if merged.history.shape[0] >= min_blocks and bool(np.all(stderr < tol_arr)):
-            reason = "tol"
-            break
-        if stop:
-            reason = "callback"
-            break
-    bar.close()
-    return ConvergedRun(merged, reason == "tol", reason, done, len(chunks))
+
+    bar = _progress.Bar(
+        progress, max_steps, "run_until_converged", "step", initial=state.done
+    )
+    with bar:
+        merged = state.merged(renorm_every)
+        if merged is not None:
+            _show(bar, np.asarray(merged.stderr), tol_arr)
+        while merged is None or not converged(merged):
+            n = min(
+                chunk_steps, (max_steps - state.done) // renorm_every * renorm_every
+            )
+            if n <= 0:
+                break
+            res = call(
+                n_steps=n,
+                k=k,
+                renorm_every=renorm_every,
+                t_transient=t_transient if state.last is None else 0.0,
+                seed=seed,
+                resume=None if state.last is None else state.last.checkpoint,
+            )
+            state.add(res, n)
+            if store is not None:
+                store.save(state)
+            merged = joined = state.joined(renorm_every)
+            stderr = np.asarray(joined.stderr)
+            info = ConvergenceProgress(
+                state.done,
+                max_steps,
+                np.asarray(joined.exponents),
+                stderr,
+                np.broadcast_to(tol_arr, stderr.shape),
+                state.n_chunks - 1,
+                time.perf_counter() - start,
+            )
+            _show(bar, stderr, tol_arr)
+            bar.to(state.done)
+            stop = callback is not None and callback(info) is True
+            if stop and not converged(joined):
+                reason = "callback"
+                break
+    assert merged is not None  # max_steps >= renorm_every: one chunk at least
+    if converged(merged):
+        reason = "tol"
+    return ConvergedRun(merged, reason == "tol", reason, state.done, state.n_chunks)
+
+
+def _show(bar: _progress.Bar, stderr: np.ndarray, tol: np.ndarray) -> None:
+    bar.postfix(f"max stderr/tol {float(np.max(stderr / tol)):.3g}")
 
 
 def _caller(step_fn_or_problem, state0, dt, spectrum_fn):
@@ -187,27 +244,64 @@ def _caller(step_fn_or_problem, state0, dt, spectrum_fn):
     return lambda **kw: spectrum_fn(step_fn_or_problem, state0, dt, **kw)
 
 
+class _Chunks:
+    """The chunks run so far, on the host: each chunk's raw history rows
+    (engine column order undone), times and accumulated log-growth at its
+    end, and the last chunk's result (its checkpoint continues the run)."""
+
+    def __init__(self, pieces: list, last: LyapunovResult | None, done: int) -> None:
+        self.pieces = pieces
+        self.last = last
+        self.done = done
+
+    @classmethod
+    def fresh(cls) -> _Chunks:
+        return cls([], None, 0)
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.pieces)
+
+    def add(self, res: LyapunovResult, n_steps: int) -> None:
+        self.pieces.append(_host(res))
+        self.last = res
+        self.done += n_steps
+
+    def merged(self, renorm_every: int) -> LyapunovResult | None:
+        """The chunks joined (:func:`_join`), None before the first."""
+        if self.last is None:
+            return None
+        return _join(self.pieces, self.last, renorm_every)
+
+    def joined(self, renorm_every: int) -> LyapunovResult:
+        merged = self.merged(renorm_every)
+        assert merged is not None, "no chunk run yet"
+        return merged
+
+
 def _host(res: LyapunovResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(history, times, cum)`` on the host, history columns in raw order."""
     cum = np.asarray(res.checkpoint.cum_log_growth)
+    return _raw(np.asarray(res.history), cum), np.asarray(res.times), cum
+
+
+def _raw(history: np.ndarray, cum: np.ndarray) -> np.ndarray:
     # The engine sorts columns by the final estimate cum / T, i.e. by cum.
     inverse = np.argsort(np.argsort(-cum, kind="stable"), kind="stable")
-    return np.asarray(res.history)[:, inverse], np.asarray(res.times), cum
+    return history[:, inverse]
 
 
-def _join(chunks: list[LyapunovResult], renorm_every: int) -> LyapunovResult:
+def _join(pieces: list, last: LyapunovResult, renorm_every: int) -> LyapunovResult:
     """One result for consecutive resumed chunks, as if run in one call.
 
     Works on host copies: the arrays grow every chunk, and eager device ops on
     new shapes would each compile a small program.
     """
-    last = chunks[-1]
-    if len(chunks) == 1:
+    if len(pieces) == 1:
         return last
     raws, growths, times = [], [], []
-    cum_start = np.zeros_like(np.asarray(chunks[0].checkpoint.cum_log_growth))
-    for res in chunks:
-        raw, t, cum = _host(res)
+    cum_start = np.zeros_like(pieces[0][2])
+    for raw, t, cum in pieces:
         raws.append(raw)
         times.append(t)
         growths.append(stats.block_growths(raw, t, cum_start))
@@ -226,33 +320,140 @@ def _join(chunks: list[LyapunovResult], renorm_every: int) -> LyapunovResult:
     )
 
 
-class _ProgressBar:
-    """A one-line text bar, rewritten in place with carriage returns."""
+#: What a ``run_until_converged`` checkpoint holds besides the header and the
+#: ``checkpoint.<field>`` arrays of the engine's checkpoint (kind letters).
+_RUN_KEYS = {
+    "n_steps": ((), "iu"),
+    "history": (None, "f"),
+    "times": (None, "f"),
+    "chunk_blocks": (None, "iu"),
+    "chunk_cum": (None, "f"),
+    "exponents": (None, "f"),
+    "stderr": (None, "f"),
+}
 
-    WIDTH = 24
 
-    def __init__(self, progress: bool | TextSink) -> None:
-        if progress is True:
-            self.out: TextSink | None = sys.stderr
-        elif progress is False or progress is None:
-            self.out = None
-        else:
-            self.out = progress
+class _RunFile:
+    """The checkpoint file of one ``run_until_converged`` call."""
 
-    def update(self, info: ConvergenceProgress) -> None:
-        if self.out is None:
-            return
-        frac = info.n_steps / info.max_steps
-        filled = int(round(frac * self.WIDTH))
-        worst = float(np.max(info.stderr / info.tol))
-        self.out.write(
-            f"\r[{'#' * filled}{'.' * (self.WIDTH - filled)}] {100 * frac:5.1f}% "
-            f"{info.n_steps}/{info.max_steps} steps  "
-            f"max stderr/tol {worst:.3g}  {info.wall_time:.1f}s"
+    KIND = "run_until_converged"
+
+    def __init__(self, path: Any, problem: Any, k: Any, settings: dict) -> None:
+        self.path = Path(os.fspath(path))
+        if self.path.is_dir():
+            raise ValueError(
+                f"checkpoint={str(self.path)!r} is a directory; pass a file path "
+                "(e.g. run.npz)"
+            )
+        ckpt_file.check_writable(self.path.parent, "run_until_converged(checkpoint=)")
+        view = problem.for_engine()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the first chunk warns, if anything
+            k = int(run.default_k(view, k, None, stacklevel=1))
+        d = int(view.z0.shape[0])
+        dtype = view.z0.dtype
+        dynamic, static = split_static(view.step)
+
+        def tangent(dyn, z, Y, i, dt):
+            del dt  # a number of the problem: hashed with the values
+            return merge_static(dyn, static).tangent(z, Y, i)
+
+        zeros, dt = np.zeros((d, k), dtype), np.asarray(view.dt, dtype)
+        self.identity = ckpt_file.fingerprint(
+            tangent, (dynamic, view.z0, zeros, np.int32(0), dt), settings
         )
-        self.out.flush()
+        self.k, self.renorm_every = k, settings["renorm_every"]
+        self.template = jax.eval_shape(
+            view.checkpoint,
+            jax.ShapeDtypeStruct((d,), dtype),
+            jax.ShapeDtypeStruct((d, k), dtype),
+            jax.ShapeDtypeStruct((k,), dtype),
+            jax.ShapeDtypeStruct((), jnp.int32),
+            jax.ShapeDtypeStruct((), dtype),
+            jnp.asarray(view.dt, dtype),
+        )
+        self.fields = {
+            f"checkpoint.{name}": (tuple(leaf.shape), leaf.dtype.kind)
+            for name, leaf in self.template._asdict().items()
+            if leaf is not None
+        }
 
-    def close(self) -> None:
-        if self.out is not None:
-            self.out.write("\n")
-            self.out.flush()
+    def save(self, state: _Chunks) -> None:
+        assert state.last is not None
+        pieces = state.pieces
+        merged = state.joined(self.renorm_every)
+        arrays = {
+            "n_steps": np.int64(state.done),
+            "history": np.concatenate([p[0] for p in pieces]),
+            "times": np.concatenate([p[1] for p in pieces]),
+            "chunk_blocks": np.array([p[0].shape[0] for p in pieces], np.int64),
+            "chunk_cum": np.stack([p[2] for p in pieces]),
+            "exponents": np.asarray(state.last.exponents),
+            "stderr": np.asarray(merged.stderr),
+        }
+        for name, value in state.last.checkpoint._asdict().items():
+            if value is not None:
+                arrays[f"checkpoint.{name}"] = np.asarray(value)
+        ckpt_file.write(
+            self.path, self.KIND, __version__, self.identity, arrays, keep_previous=True
+        )
+
+    def load(self) -> _Chunks:
+        if not self.path.exists():
+            return _Chunks.fresh()
+        data = ckpt_file.read(
+            self.path,
+            self.KIND,
+            __version__,
+            self.identity,
+            {**_RUN_KEYS, **self.fields},
+        )
+        return self._rebuild(data)
+
+    def _rebuild(self, data: dict[str, np.ndarray]) -> _Chunks:
+        name, k = str(self.path), self.k
+        history, times = data["history"], data["times"]
+        blocks, cum = data["chunk_blocks"], data["chunk_cum"]
+        n = history.shape[0]
+        consistent = (
+            history.ndim == 2
+            and history.shape[1] == k
+            and times.shape == (n,)
+            and blocks.ndim == 1
+            and blocks.size >= 1
+            and np.all(blocks >= 1)
+            and int(blocks.sum()) == n
+            and cum.shape == (blocks.size, k)
+            and data["exponents"].shape == (k,)
+            and data["stderr"].shape == (k,)
+            and int(data["n_steps"]) == n * self.renorm_every
+        )
+        if not consistent:
+            raise ckpt_file.CheckpointError(
+                f"checkpoint {name!r} holds arrays whose sizes do not fit together "
+                f"(history {history.shape}, times {times.shape}, chunk_blocks "
+                f"{blocks.shape}, chunk_cum {cum.shape}) for k={k}"
+            )
+        ends = np.cumsum(blocks)
+        pieces = [
+            (history[a:b], times[a:b], cum[i])
+            for i, (a, b) in enumerate(zip(ends - blocks, ends, strict=True))
+        ]
+        fields = {
+            key.split(".", 1)[1]: value
+            for key, value in data.items()
+            if key.startswith("checkpoint.")
+        }
+        template = self.template._asdict()
+        fields.update({key: None for key, leaf in template.items() if leaf is None})
+        resume = type(self.template)(**fields)
+        last = LyapunovResult(
+            jax.device_put(data["exponents"]),
+            history[-blocks[-1] :, :][:, np.argsort(-cum[-1], kind="stable")],
+            times[-blocks[-1] :],
+            resume,
+            None,
+            None,
+            jax.device_put(data["stderr"]),
+        )
+        return _Chunks(pieces, last, int(data["n_steps"]))

@@ -29,6 +29,7 @@ from lyapax._engine.problem import (
     plain_problem,
     resolve_call,
 )
+from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax.diagnostics import (
@@ -117,6 +118,8 @@ def lyapunov_spectrum(
     decimate: int = 1,
     qr: str = "auto",
     static_renorm_every: bool = False,
+    *,
+    progress: bool | TextSink = False,
 ) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a map or a discretised flow.
 
@@ -151,6 +154,10 @@ def lyapunov_spectrum(
             at every step: ~25 ns less per step on CPU, worth 3-9% for a
             3-variable ODE such as Lorenz and nothing measurable from d ~ 20
             up; each new ``renorm_every`` then compiles a program of its own.
+        progress: True for a progress bar (tqdm) on stderr, or a text file to
+            draw it in; updated from the device loop 16 times a run (the first
+            call with a bar compiles a program of its own). Silent by default;
+            ignored, with a warning, under ``jax.jit``/``vmap``/``grad``.
 
     Returns:
         :class:`LyapunovResult`.

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from lyapax._engine import validate
+from lyapax._engine import progress, validate
 
 __all__ = ["QR_METHODS", "Renormalisation", "RunOptions", "Saving"]
 
@@ -59,7 +59,8 @@ class RunOptions(NamedTuple):
 
     ``k`` exponents (None: the problem's default); ``t_transient`` model time
     run first; ``seed`` of the initial frame (one per row in sweeps);
-    ``check_finite``; ``resume`` checkpoint or None.
+    ``check_finite``; ``resume`` checkpoint or None; ``progress``: where a
+    progress bar goes (None: no bar; see :mod:`lyapax._engine.progress`).
     """
 
     k: Any
@@ -69,13 +70,15 @@ class RunOptions(NamedTuple):
     resume: Any
     renorm: Renormalisation
     saving: Saving
+    progress: Any = None
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> RunOptions:
         """The options from the published argument names (``k``,
         ``renorm_every``, ``t_transient``, ``seed``, ``check_finite``,
         ``resume``, ``save_states``, ``decimate``, ``qr``,
-        ``static_renorm_every``; absent ones take the published defaults).
+        ``static_renorm_every``, ``progress``; absent ones take the published
+        defaults).
 
         Raises:
             TypeError / ValueError: naming the argument, its value and what
@@ -101,4 +104,5 @@ class RunOptions(NamedTuple):
             get("resume"),
             Renormalisation(every, bool(static), qr),
             Saving(bool(get("save_states", False)), decimate),
+            progress.sink(get("progress", False)),
         )

@@ -10,14 +10,16 @@ through the Benettin kernel and assembles the :class:`LyapunovResult`.
 from __future__ import annotations
 
 import math
+import time
 import warnings
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lyapax._engine import finite, validate
+from lyapax._engine import finite, progress, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
 from lyapax._engine.options import RunOptions
@@ -309,9 +311,15 @@ def spectrum(
     dynamic, static = split_static(view.step)
     begin = RunStart(dynamic, static, z0, start, step0, t0, view.dt)
     if validate.under_transformation(dynamic, z0, start, step0, view.dt, t0):
+        if options.progress is not None:
+            warn_traced_progress("lyapunov_spectrum", stacklevel + 1)
         out, est = _traced_run(begin, args, method)
     else:
-        out, est = _compiled_run(begin, args, method, static_every)
+        total = args.n_blocks + args.n_transient_blocks
+        with progress.Bar(
+            options.progress, total * args.renorm_every, "lyapunov_spectrum", "step"
+        ) as bar:
+            out, est = _compiled_run(begin, args, method, static_every, bar)
     carry = out["carry"]
     checkpoint = view.checkpoint(
         carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
@@ -383,24 +391,113 @@ def _start_frame(start: Start, z0: jax.Array, k: int) -> tuple[jax.Array, jax.Ar
 RunOutput = tuple[dict[str, Any], dict[str, jax.Array]]
 
 
+def warn_traced_progress(caller: str, stacklevel: int) -> None:
+    """A progress bar was asked for under a caller's trace: say it is off."""
+    warnings.warn(
+        f"{caller}(progress=...) has no effect under jax.jit/jax.vmap/jax.grad: "
+        "the run's loop is part of the caller's program and cannot report from "
+        "it; call it outside the transformation for a progress bar",
+        UserWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
 def _compiled_run(
-    run: RunStart, args: RunArgs, qr: str, static_every: bool
+    run: RunStart,
+    args: RunArgs,
+    qr: str,
+    static_every: bool,
+    bar: progress.Bar | None = None,
 ) -> RunOutput:
     """The run as three compiled programs: the initial frame (memoised, see
     :func:`~lyapax._engine.benettin.fresh_frame`) and the finishing program are
     cached by shape and shared by every step function, so a new step function
     compiles only its loop (folding them into the kernel would save their
-    launches but cost each new closure ~0.4 s of compile)."""
+    launches but cost each new closure ~0.4 s of compile). With an active
+    progress ``bar`` the kernel runs in pieces (:func:`_run_in_pieces`)."""
     z0 = run.z0
     Y0, cum0 = _start_frame(run.start, z0, args.k)
     sizes = args.kernel_lengths(static_every=static_every)
     lengths = sizes.pop("lengths")
     step0 = np.int32(run.step0)
-    out = run_benettin(
-        run.dynamic, z0, Y0, cum0, step0, lengths, static=run.static, qr=qr, **sizes
-    )
+    kernel = partial(run_benettin, run.dynamic, static=run.static, qr=qr, **sizes)
+    if bar is None or not bar.active:
+        out = kernel(z0, Y0, cum0, step0, lengths)
+    else:
+        steps = (args.n_blocks + args.n_transient_blocks) * args.renorm_every
+        key = (run.static, _shapes((run.dynamic, z0, Y0)), qr, static_every)
+        rate = _STEP_SECONDS.get(key)
+        if rate is None or rate * steps > PIECE_SECONDS:
+            out = _run_in_pieces(kernel, (z0, Y0, cum0, step0), args, bar, key)
+        else:  # a short run (timed before): one piece
+            out = kernel(z0, Y0, cum0, step0, lengths)
+            bar.to(steps)
     scalars = np.array([run.dt, run.t0], dtype=z0.dtype)
     return out, finish_program(out["cum"], cum0, lengths, scalars)
+
+
+#: Wall time aimed at per piece of a run with a progress bar (one bar update,
+#: one program launch and one wait each); the first piece of a program not
+#: timed before is a 64th of the run. A run predicted to take less than this
+#: runs in one piece.
+PIECE_SECONDS = 0.5
+
+#: Seconds per step measured by the last pieced run of each program (its
+#: step structure, shapes, QR method), at most :data:`_MAX_RATES` of them.
+_STEP_SECONDS: dict[Any, float] = {}
+_MAX_RATES = 256
+
+
+def _shapes(tree: Any) -> tuple:
+    leaves = jax.tree.leaves(tree)
+    return tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves)
+
+
+def _run_in_pieces(
+    kernel: Any, start: tuple, args: RunArgs, bar: Any, key: Any
+) -> dict[str, Any]:
+    """The kernel's output for the whole run, computed as consecutive pieces of
+    whole blocks, each continuing the previous piece's carry (the same program
+    and the same arithmetic as one call, so the numbers are identical), with
+    the bar moved after each piece. Pieces are sized to take about
+    :data:`PIECE_SECONDS`, from the time the previous one took (kept in
+    :data:`_STEP_SECONDS` under ``key`` for the next run)."""
+    every, decimate = args.renorm_every, args.decimate
+    n_transient, total = (
+        args.n_transient_blocks,
+        args.n_transient_blocks + args.n_blocks,
+    )
+    cum_rows: Any = None
+    saved: Any = None
+    groups = every // decimate if args.save_states else 0
+    rate = _STEP_SECONDS.get(key)
+    piece = max(1, total // 64 if rate is None else int(PIECE_SECONDS / rate / every))
+    carry, done, measured = start, 0, 0
+    while done < total:
+        m = min(piece, total - done)
+        tr = max(0, min(m, n_transient - done))
+        began = time.perf_counter()
+        out = kernel(*carry, Lengths.pack(m - tr, tr, every, decimate))
+        rows = np.asarray(out["cum"])  # waits for the piece
+        took = time.perf_counter() - began
+        if cum_rows is None:
+            cum_rows = np.zeros_like(rows)
+            if groups:
+                saved = np.zeros_like(np.asarray(out["saved"]))
+        cum_rows[measured : measured + m - tr] = rows[: m - tr]
+        if groups:
+            lo, n = measured * groups, (m - tr) * groups
+            saved[lo : lo + n] = np.asarray(out["saved"])[:n]
+        c = out["carry"]
+        carry = (c.state, c.Y, c.cum, c.step)
+        done, measured = done + m, measured + m - tr
+        bar.to(done * every)
+        piece = max(1, int(PIECE_SECONDS * m / max(took, 1e-9)))
+        _STEP_SECONDS.pop(key, None)
+        if len(_STEP_SECONDS) >= _MAX_RATES:
+            _STEP_SECONDS.pop(next(iter(_STEP_SECONDS)))
+        _STEP_SECONDS[key] = took / (m * every)
+    return {"carry": out["carry"], "cum": cum_rows, "saved": saved}
 
 
 def _traced_run(run: RunStart, args: RunArgs, qr: str) -> RunOutput:

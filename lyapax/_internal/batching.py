@@ -237,24 +237,41 @@ class Plan:
             return shard(tree, self.sharding)
         return jax.device_put(tree, self.devices[0])
 
-    def run(self, kernel: Any, batched: tuple, to_host: tuple[str, ...] = ()) -> Any:
+    def run(
+        self,
+        kernel: Any,
+        batched: tuple,
+        to_host: tuple[str, ...] = (),
+        hook: Any = None,
+    ) -> Any:
         """Call ``kernel(*rows)`` chunk by chunk and join the rows.
 
         Fields named in ``to_host`` are copied to host memory (NumPy) after
         each chunk, so that the device holds one chunk of them at a time.
+        ``hook(index, start, stop, compute)``, when given, returns chunk
+        ``index``'s output (rows ``start:stop``) in place of ``compute()``
+        (a checkpoint, a progress bar).
         """
         parts = []
-        for start in range(0, self.n, self.chunk):
+        for index, start in enumerate(range(0, self.n, self.chunk)):
             stop = min(self.n, start + self.chunk)
-            rows = take(batched, start, stop, self.padded)
-            if self.sharding is not None:
-                rows = shard(rows, self.sharding)
-            out = kernel(*rows)
-            if stop - start != self.padded:
-                out = jax.tree.map(lambda x, m=stop - start: x[:m], out)
-            if to_host:
-                out = out._replace(**{f: _to_host(getattr(out, f)) for f in to_host})
-            parts.append(out)
+
+            def compute(start: int = start, stop: int = stop) -> Any:
+                rows = take(batched, start, stop, self.padded)
+                if self.sharding is not None:
+                    rows = shard(rows, self.sharding)
+                out = kernel(*rows)
+                if stop - start != self.padded:
+                    out = jax.tree.map(lambda x, m=stop - start: x[:m], out)
+                if to_host:
+                    out = out._replace(
+                        **{f: _to_host(getattr(out, f)) for f in to_host}
+                    )
+                return out
+
+            parts.append(
+                compute() if hook is None else hook(index, start, stop, compute)
+            )
         if len(parts) == 1:
             return parts[0]
         return jax.tree.map(_concat, *parts)

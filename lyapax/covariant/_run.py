@@ -16,6 +16,7 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, fresh_frame
 from lyapax._engine.options import RunOptions
 from lyapax._engine.problem import plain_problem, resolve_call
+from lyapax._engine.progress import Bar, TextSink
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import batch_means_stderr
 from lyapax._engine.tree import split_static
@@ -92,6 +93,8 @@ def covariant_vectors(
     save_every: int | None = None,
     storage: str = "auto",
     qr: str = "auto",
+    *,
+    progress: bool | TextSink = False,
 ) -> CovariantResult:
     """Covariant Lyapunov vectors by Ginelli's method.
 
@@ -122,6 +125,9 @@ def covariant_vectors(
             ``"host"``; ``result.storage`` says which). The vectors agree to
             rounding whatever the mode.
         qr: as for ``lyapunov_spectrum``.
+        progress: True for a progress bar (tqdm) on stderr, or a text file to
+            draw it in, moved after each forward segment (ignored, with a
+            warning, under ``jax.jit``/``vmap``/``grad``).
 
     Returns:
         :class:`CovariantResult`.
@@ -149,7 +155,14 @@ def covariant_vectors(
     z0 = view.z0
     d = int(z0.shape[0])
     options = RunOptions.of(
-        dict(k=k, renorm_every=renorm_every, t_transient=t_transient, seed=seed, qr=qr)
+        dict(
+            k=k,
+            renorm_every=renorm_every,
+            t_transient=t_transient,
+            seed=seed,
+            qr=qr,
+            progress=progress,
+        )
     )
     k = run.default_k(view, options.k, None, stacklevel=2)
     method = options.renorm.method(batched=False)
@@ -167,6 +180,8 @@ def covariant_vectors(
     Y0, _ = fresh_frame(seed, d=d, k=plan.k, dtype=z0.dtype)
     dynamic, static = split_static(view.step)
     if validate.under_transformation(dynamic, z0, Y0, view.dt):
+        if options.progress is not None:
+            run.warn_traced_progress("covariant_vectors", 2)
         return _traced(dynamic, static, z0, Y0, plan, method)
     seg = memory.segments(d, plan.k, plan.n_saved, z0.dtype.itemsize)
     need = memory.footprints(
@@ -194,7 +209,9 @@ def covariant_vectors(
         saves_cap=seg.saves_cap,
         qr=method,
     )
-    return _run(kernel, z0, Y0, plan, seg, mode)
+    total = (plan.n_transient + plan.n_blocks) * plan.every
+    with Bar(options.progress, total, "covariant_vectors", "step") as bar:
+        return _run(kernel, z0, Y0, plan, seg, mode, bar)
 
 
 def _plan(args: run.RunArgs, d: int, dt: Any, t_backward: Any, save_every: Any):
@@ -252,13 +269,18 @@ def _chunks(n: int, size: int):
         yield min(size, n - start)
 
 
-def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str):
-    """The forward pass in segments, the backward pass, then ``V = Q C``."""
+def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar):
+    """The forward pass in segments, the backward pass, then ``V = Q C``;
+    ``bar`` moves after each forward segment."""
     k, s, every = plan.k, plan.s, plan.every
     carry = (z0, Y0, np.int32(0))
+    done = [0]
 
-    def advance(carry, lengths):
+    def advance(carry, lengths, forward=True):
         out = kernel(*carry, lengths)
+        if forward:  # lengths: saves, blocks per save, tail blocks, steps
+            done[0] += int(lengths[0] * lengths[1] + lengths[2]) * every
+            bar.done(done[0], out["state"])
         return (out["state"], out["Y"], out["step"]), out
 
     for n in _chunks(plan.n_transient, seg.blocks_cap):
@@ -309,7 +331,9 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str):
         if mode == "recompute":
             replay, calls = payload
             for m, s_call, tail in calls:
-                replay, out = advance(replay, _lengths(m, s_call, tail, every))
+                replay, out = advance(
+                    replay, _lengths(m, s_call, tail, every), forward=False
+                )
             payload = (out["Q"], out["X"])
             del out, replay
         Q, X = payload

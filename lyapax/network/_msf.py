@@ -32,6 +32,7 @@ from jax.sharding import PartitionSpec
 
 from lyapax._engine import run, validate
 from lyapax._engine.benettin import Lengths, capacity, initial_frame
+from lyapax._engine.progress import Bar, TextSink
 from lyapax._engine.summary import finish
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal import batching
@@ -269,6 +270,7 @@ def run_msf(
     integrator: str,
     batch_size: Any,
     devices: Any,
+    progress: Any = False,
 ) -> MSFResult:
     """:func:`master_stability_function` once ``F`` and ``DH`` are built
     (``dh(x, v) = DH(x) v``, a pytree); also used by the network modes."""
@@ -299,7 +301,9 @@ def run_msf(
         return out["exponents"], out["stderr"]
 
     spread = _spread(chunk, plan.mesh)
-    exponents, stderr = plan.run(lambda rows: spread(rows), (alpha_rows,))
+    with Bar(progress, plan.n, "master_stability_function", "alpha") as bar:
+        hook = bar.by_chunks if bar.active else None
+        exponents, stderr = plan.run(lambda rows: spread(rows), (alpha_rows,), (), hook)
     return MSFResult(alpha_rows, exponents[:, 0], stderr[:, 0], exponents, stderr)
 
 
@@ -318,6 +322,7 @@ def master_stability_function(
     integrator: str = "rk4",
     batch_size: int | None = None,
     devices: Any = None,
+    progress: bool | TextSink = False,
 ) -> MSFResult:
     """Master stability function ``Lambda(alpha)`` of identical coupled nodes.
 
@@ -350,6 +355,8 @@ def master_stability_function(
             and the tangent map is ``xi -> [DF(s) - alpha DH(s)] xi``.
         batch_size: at most this many ``alpha`` per call (bounds memory).
         devices: as in :func:`lyapax.sweep.sweep_lyapunov_spectrum`.
+        progress: True for a progress bar (tqdm) on stderr, or a text file to
+            draw it in, moved after each chunk of ``batch_size`` values.
 
     Returns:
         :class:`MSFResult`.
@@ -376,4 +383,5 @@ def master_stability_function(
         integrator=integrator,
         batch_size=batch_size,
         devices=devices,
+        progress=progress,
     )

@@ -5,6 +5,7 @@ Batch, devices and multi-host use: see :mod:`lyapax.sweep`.
 
 from __future__ import annotations
 
+import os
 from functools import partial
 from typing import Any
 
@@ -14,12 +15,15 @@ import numpy as np
 from jaxtyping import ArrayLike, Float, PyTree, Shaped
 
 from lyapax._engine import finite, run
+from lyapax._engine import progress as _progress
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.summary import keep_rows
 from lyapax._engine.tree import split_static
 from lyapax._internal import batching
+from lyapax.sweep._checkpoint import chunk_hook
 from lyapax.sweep._kernels import spectrum_kernel
 from lyapax.sweep._rows import ProblemFamily
 from lyapax.sweep._setup import min_transient, setup, warn_trajectory
@@ -46,6 +50,8 @@ def sweep_lyapunov_spectrum(
     devices: Any = None,
     pad: bool = True,
     qr: str = "auto",
+    progress: bool | TextSink = False,
+    checkpoint: str | os.PathLike[str] | None = None,
 ) -> LyapunovResult:
     """Lyapunov spectra of a batch of parameter sets and/or initial states.
 
@@ -104,6 +110,16 @@ def sweep_lyapunov_spectrum(
             here is the fused Householder QR for frames with ``k <= 8`` and
             ``d <= 256`` (one vectorised computation for all rows) and LAPACK
             for larger ones.
+        progress: True for a progress bar (tqdm) on stderr, or a text file to
+            draw it in, moved after each chunk of ``batch_size`` rows (pass
+            ``batch_size`` for a bar that moves during the sweep).
+        checkpoint: a folder: each chunk of ``batch_size`` rows is saved
+            there (``chunk-NNNNN.npz``, atomically) once computed, and the
+            same call after a kill or a Ctrl-C loads the chunks found there
+            and computes the rest, with the numbers of an uninterrupted
+            sweep. Chunks of another sweep (problem, numbers, settings,
+            chunking, devices) or lyapax version are refused. Single-process
+            sweeps only.
 
     Returns:
         :class:`~lyapax.core.LyapunovResult` with a leading batch axis ``n`` on
@@ -115,6 +131,9 @@ def sweep_lyapunov_spectrum(
         ``stderr (n, k)``.
 
     Raises:
+        CheckpointError: (a ``ValueError``) a chunk file in ``checkpoint``
+            that is truncated or belongs to another sweep (left unchanged).
+        OSError: the checkpoint folder cannot be created or written.
         ValueError: batched leaves with different leading sizes, a scalar leaf
             in ``params_batch``, ``state0_batch`` not ``(n, d)`` or not matching
             ``state0``, ``batch_size`` < 1, a batch that cannot be split over
@@ -156,13 +175,34 @@ def sweep_lyapunov_spectrum(
         n_rows = sizes["save_capacity"]
         warn_trajectory(plan, n_rows, found.n_state, found.dtype, trajectory_to_host)
     dynamic, static = split_static(batch.builder)
-    kernel = partial(
-        spectrum_kernel, dynamic, static=static, mesh=plan.mesh, k=args.k, qr=method
-    )
+
+    def kernel_of(dyn: Any) -> Any:
+        return partial(
+            spectrum_kernel, dyn, static=static, mesh=plan.mesh, k=args.k, qr=method
+        )
+
+    kernel = kernel_of(dynamic)
     to_host = ("trajectory",) if save_states and trajectory_to_host else ()
-    raw = plan.run(
-        lambda *rows: kernel(*rows, batch.dt, lengths, **sizes), batch.batched, to_host
-    )
+    with _progress.Bar(
+        options.progress, plan.n, "sweep_lyapunov_spectrum", "row"
+    ) as bar:
+        first = batching.take(batch.batched, 0, plan.chunk, plan.padded)
+        hook = chunk_hook(
+            checkpoint,
+            bar,
+            plan,
+            lambda dyn, *rows: kernel_of(dyn)(*rows, batch.dt, lengths, **sizes),
+            (dynamic, *first),
+            batch.batched,
+            {"kind": "spectrum", "to_host": bool(to_host)},
+            to_host,
+        )
+        raw = plan.run(
+            lambda *rows: kernel(*rows, batch.dt, lengths, **sizes),
+            batch.batched,
+            to_host,
+            hook,
+        )
     return _finish(raw, args, batch.dt, plan, trajectory_to_host)
 
 

@@ -10,6 +10,7 @@ from jaxtyping import ArrayLike, Float, PyTree, Shaped
 from lyapax._engine import run, validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.options import RunOptions
+from lyapax._engine.progress import Bar, TextSink
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax._engine.tree import split_static
 from lyapax.sweep._kernels import trajectory_kernel
@@ -35,6 +36,7 @@ def sweep_trajectory(
     *,
     devices: Any = None,
     pad: bool = True,
+    progress: bool | TextSink = False,
 ) -> Trajectory:
     """The trajectories of a sweep, without tangents.
 
@@ -86,4 +88,8 @@ def sweep_trajectory(
         decimate=decimate,
     )
     to_host = ("states",) if trajectory_to_host else ()
-    return plan.run(lambda *rows: kernel(*rows, batch.dt), batch.batched, to_host)
+    with Bar(progress, plan.n, "sweep_trajectory", "row") as bar:
+        hook = bar.by_chunks if bar.active else None
+        return plan.run(
+            lambda *rows: kernel(*rows, batch.dt), batch.batched, to_host, hook
+        )

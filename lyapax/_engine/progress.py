@@ -1,0 +1,139 @@
+"""Progress bars of long runs: a tqdm bar moved by the host between pieces.
+
+A run asked for ``progress=True`` (or given a text file) shows a ``tqdm`` bar
+on stderr (or in that file), moved between pieces of work: a single run
+(``lyapunov_spectrum``) runs its blocks in pieces of about half a second,
+each continuing the last (the same program and the same numbers as one
+call); sweeps move it after each chunk of rows, ``run_until_converged``
+after each chunk of steps. A bar never lives inside a compiled program.
+
+Progress is silent by default: library calls print nothing unless asked.
+Under a caller's ``jax.jit``/``jax.vmap``/``jax.grad`` trace a run cannot
+report (its loop is part of the caller's program); the entry points then
+warn and run without a bar.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+
+__all__ = ["Bar", "TextSink", "sink"]
+
+
+@runtime_checkable
+class TextSink(Protocol):
+    """Where a progress bar goes: anything with ``write(str)`` and
+    ``flush()`` (a text file, ``sys.stderr``, ``io.StringIO``)."""
+
+    def write(self, text: str, /) -> Any: ...
+
+    def flush(self) -> Any: ...
+
+
+def sink(progress: Any) -> Any:
+    """Where a bar goes: ``sys.stderr`` for True, None for False/None, else
+    ``progress`` itself when it has ``write`` and ``flush``.
+
+    Raises:
+        TypeError: anything else.
+    """
+    if progress is True:
+        return sys.stderr
+    if progress is False or progress is None:
+        return None
+    if isinstance(progress, TextSink):
+        return progress
+    raise TypeError(
+        "progress must be True, False or a text file (with write and flush); got "
+        f"{progress!r} of type {type(progress).__name__}"
+    )
+
+
+class Bar:
+    """A progress bar of ``total`` units (a no-op when ``progress`` is off).
+
+    ``initial``: units already done (a resumed run). ``postfix(text)`` sets
+    the text after the bar (e.g. the worst stderr against the tolerance);
+    ``to(n)`` moves it to ``n`` units (never back); ``close()`` ends it. A
+    context manager that closes on exit.
+    """
+
+    def __init__(
+        self, progress: Any, total: float, desc: str, unit: str, initial: float = 0
+    ) -> None:
+        out = sink(progress)
+        self._bar = None
+        self._n = initial
+        self._pending: tuple[float, Any] | None = None
+        if out is not None:
+            from tqdm import tqdm  # imported only when a bar is shown
+
+            self._bar = tqdm(
+                total=total,
+                initial=initial,
+                desc=desc,
+                unit=unit,
+                file=out,
+                leave=True,
+                mininterval=0.2,
+                unit_scale=total >= 10_000,
+            )
+
+    @property
+    def active(self) -> bool:
+        return self._bar is not None
+
+    def to(self, n: float) -> None:
+        if self._bar is None:
+            return
+        delta = n - self._n
+        if delta > 0:
+            self._n = n
+            self._bar.update(delta)
+
+    def done(self, n: float, out: Any) -> Any:
+        """Wait for the arrays of ``out`` (when a bar is shown), move to
+        ``n``, and return ``out``: a chunk's bar moves when it is computed,
+        not when it is dispatched."""
+        if self._bar is not None:
+            jax.block_until_ready(out)
+            self.to(n)
+        return out
+
+    def by_chunks(self, index: int, start: int, stop: int, compute: Any) -> Any:
+        """A hook of :meth:`~lyapax._internal.batching.Plan.run` (rows
+        ``start:stop`` of a batch): once the next chunk is dispatched, waits
+        for the previous one and moves the bar to its last row, so the
+        device is never idle while the host waits (the last chunk is waited
+        for by :meth:`close`)."""
+        del index, start
+        out = compute()
+        if self._bar is not None:
+            self._settle()
+            self._pending = (stop, out)
+        return out
+
+    def _settle(self) -> None:
+        if self._pending is not None:
+            n, out = self._pending
+            self._pending = None
+            self.done(n, out)
+
+    def postfix(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.set_postfix_str(text, refresh=False)  # drawn by the next move
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._settle()
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Bar:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
