@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree, Shaped
+from jaxtyping import ArrayLike, Bool, Float, Int, PyTree, Shaped
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
@@ -64,7 +64,8 @@ class GALIOptions(NamedTuple):
         threshold = positive_float("threshold", threshold)
         if threshold >= 1:
             raise ValueError(
-                f"threshold must lie in (0, 1) (GALI_k <= 1); got threshold={threshold!r}"
+                "threshold must lie in (0, 1) (GALI_k <= 1); got "
+                f"threshold={threshold!r}"
             )
         every = 0 if record_every is None else record_every
         every = validate.as_int("record_every", every, minimum=0)

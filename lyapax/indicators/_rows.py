@@ -29,7 +29,7 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractStep, as_step
-from lyapax._engine.problem import as_problem, is_problem, plain_problem
+from lyapax._engine.problem import as_problem, is_problem
 from lyapax._engine.tree import Bound
 from lyapax._internal import batching
 from lyapax.sweep import ProblemFamily

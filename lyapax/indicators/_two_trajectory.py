@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Float, Int, PyTree, Shaped
+from jaxtyping import ArrayLike, Float, Int, PyTree, Shaped
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
