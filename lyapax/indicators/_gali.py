@@ -19,6 +19,7 @@ chaotic when GALI_k falls below ``threshold`` within the run.
 from __future__ import annotations
 
 from functools import partial
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -98,7 +99,7 @@ class GALIResult(NamedTuple):
 
 def gali(
     step_fn_or_problem: AbstractProblem | StepFn | ProblemFamily,
-    state0: StateLike | None = None,
+    state0: StateLike | int | None = None,
     dt: Scalar | None = None,
     n_steps: int | None = None,
     k: int = 2,
@@ -107,7 +108,7 @@ def gali(
     record_every: int | None = None,
     seed: Seed = 0,
     params_batch: PyTree[Shaped[ArrayLike, "n ..."]] | None = None,
-    state0_batch: Float[ArrayLike, "n d"] | None = None,
+    state0_batch: Float[ArrayLike, "n d"] | Sequence[Any] | None = None,
     batch_size: int | None = None,
     devices: Any = None,
 ) -> GALIResult:

@@ -23,6 +23,7 @@ magnitude.
 from __future__ import annotations
 
 from functools import partial
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
@@ -93,7 +94,7 @@ class TwoTrajectoryResult(NamedTuple):
 
 def two_trajectory_exponent(
     step_fn_or_problem: AbstractProblem | StepFn | ProblemFamily,
-    state0: StateLike | None = None,
+    state0: StateLike | int | None = None,
     dt: Scalar | None = None,
     n_steps: int | None = None,
     *,
@@ -104,7 +105,7 @@ def two_trajectory_exponent(
     t_transient: float = 0.0,
     seed: Seed = 0,
     params_batch: PyTree[Shaped[ArrayLike, "n ..."]] | None = None,
-    state0_batch: Float[ArrayLike, "n d"] | None = None,
+    state0_batch: Float[ArrayLike, "n d"] | Sequence[Any] | None = None,
     batch_size: int | None = None,
     devices: Any = None,
 ) -> TwoTrajectoryResult:
