@@ -13,9 +13,6 @@ the tent map, the logistic map at r = 4 and the leaking tent map of slope 3
 from __future__ import annotations
 
 import jax
-
-jax.config.update("jax_enable_x64", True)
-
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -25,6 +22,8 @@ from lyapax import lyapunov_spectrum, ode_problem
 from lyapax.indicators import expansion_entropy, gali, two_trajectory_exponent
 from lyapax.sweep import problem_family
 from lyapax.systems import linear_system, logistic_map, lorenz, tent_map
+
+jax.config.update("jax_enable_x64", True)
 
 LN2 = np.log(2.0)
 

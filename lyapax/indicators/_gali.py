@@ -18,8 +18,8 @@ chaotic when GALI_k falls below ``threshold`` within the run.
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
@@ -201,7 +201,7 @@ def alignment(W: jax.Array) -> tuple[jax.Array, jax.Array]:
     sali = jnp.minimum(minus, plus)
     if W.shape[1] == 2:
         return minus * plus / 2, sali
-    R = qr_factor(W, "small")[1]
+    R = qr_factor(W, "lapack")[1]
     return jnp.abs(jnp.prod(jnp.diagonal(R))), sali
 
 

@@ -22,8 +22,8 @@ magnitude.
 
 from __future__ import annotations
 
-from functools import partial
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import jax
