@@ -138,8 +138,11 @@ def gali(
     Raises:
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
-    if n_steps is None and state0 is not None and is_count(state0):
-        n_steps, state0 = state0, None  # gali(problem, 1000)
+    if n_steps is None and is_count(state0):
+        n_steps, state0 = (
+            validate.as_int("n_steps", state0),
+            None,
+        )  # gali(problem, 1000)
     rows = resolve_rows(
         "gali",
         step_fn_or_problem,
@@ -181,7 +184,9 @@ def gali(
     }
     out = unbatch(_Rows(**fields), rows)
     times = dt_value * every * np.arange(1, n_records + 1)
-    return GALIResult(*out, times=times, k=options.k, threshold=options.threshold)
+    return GALIResult(
+        **out._asdict(), times=times, k=options.k, threshold=options.threshold
+    )
 
 
 class _Rows(NamedTuple):

@@ -134,8 +134,11 @@ def two_trajectory_exponent(
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
     options = TwoTrajectoryOptions.of(d0, d_lower, d_upper, check_every)
-    if n_steps is None and state0 is not None and is_count(state0):
-        n_steps, state0 = state0, None  # two_trajectory_exponent(problem, 1000)
+    if n_steps is None and is_count(state0):
+        n_steps, state0 = (
+            validate.as_int("n_steps", state0),
+            None,
+        )  # two_trajectory_exponent(problem, 1000)
     rows = resolve_rows(
         "two_trajectory_exponent",
         step_fn_or_problem,
