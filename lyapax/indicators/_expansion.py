@@ -139,10 +139,19 @@ def expansion_entropy(
                 f"{getattr(out, 'dtype', None)}"
             )
     dynamic, static = split_static(rows.builder)
-    kernel = partial(_kernel, dynamic, static=static, inside=inside, n_steps=n_steps)
-    log_g, kept = rows.plan.run(lambda *r: kernel(*r, rows.dt), rows.batched_inputs)
-    log_g = np.asarray(log_g).reshape(n_batches, n_points, n_steps)
-    kept = np.asarray(kept).reshape(n_batches, n_points, n_steps)
+    kernel = partial(
+        _kernel,
+        dynamic,
+        static=static,
+        inside=inside,
+        capacity=record_capacity(n_steps),
+    )
+    steps = np.int32(n_steps)
+    log_g, kept = rows.plan.run(
+        lambda *r: kernel(*r, rows.dt, steps), rows.batched_inputs
+    )
+    log_g = np.asarray(log_g)[:, :n_steps].reshape(n_batches, n_points, n_steps)
+    kept = np.asarray(kept)[:, :n_steps].reshape(n_batches, n_points, n_steps)
     log_e = _log_mean_exp(np.where(kept, log_g, -np.inf), n_points)
     dt_value = float(np.asarray(rows.dt))
     times = dt_value * np.arange(1, n_steps + 1)
@@ -177,9 +186,16 @@ def log_expanding_volume(Y: jax.Array) -> jax.Array:
     return jnp.sum(jnp.log(jnp.maximum(sigma, 1.0)))
 
 
-@partial(jax.jit, static_argnames=("static", "inside", "n_steps"))
-def _kernel(dynamic, params, states, seeds, dt, *, static, inside, n_steps):
-    """``(ln G (n, n_steps), inside so far (n, n_steps))`` per sample point."""
+def record_capacity(n_steps: int) -> int:
+    """Columns compiled for ``n_steps`` records: the next power of two, so
+    runs of nearby lengths share one program."""
+    return 1 << (n_steps - 1).bit_length()
+
+
+@partial(jax.jit, static_argnames=("static", "inside", "capacity"))
+def _kernel(dynamic, params, states, seeds, dt, n_steps, *, static, inside, capacity):
+    """``(ln G (n, capacity), inside so far (n, capacity))`` per sample point;
+    the first ``n_steps`` (data) columns are recorded."""
     del seeds  # the frame is the identity: no random start
 
     def one(p, x0):
@@ -187,16 +203,17 @@ def _kernel(dynamic, params, states, seeds, dt, *, static, inside, n_steps):
         step, z0 = view.step, view.z0
         Y0 = jnp.eye(z0.shape[0], dtype=z0.dtype)
 
-        def advance(c, i):
-            z, Y, ok = c
+        def advance(i, c):
+            z, Y, ok, log_gs, oks = c
             z, Y = step.tangent(z, Y, i)
             ok = ok & jnp.all(jnp.isfinite(z)) & jnp.all(jnp.isfinite(Y))
             if inside is not None:
                 ok = ok & inside(z)
             log_g = jnp.where(ok, log_expanding_volume(jnp.where(ok, Y, 0.0)), 0.0)
-            return (z, Y, ok), (log_g, ok)
+            return z, Y, ok, log_gs.at[i].set(log_g), oks.at[i].set(ok)
 
-        steps = jnp.arange(n_steps, dtype=jnp.int32)
-        return jax.lax.scan(advance, (z0, Y0, jnp.array(True)), steps)[1]
+        buffers = (jnp.zeros(capacity, z0.dtype), jnp.zeros(capacity, bool))
+        start = (z0, Y0, jnp.array(True), *buffers)
+        return jax.lax.fori_loop(0, n_steps, advance, start)[3:]
 
     return jax.vmap(one, in_axes=(0, 0))(params, states)
