@@ -256,7 +256,7 @@ def test_points_that_leave_the_region_count_zero():
     ("points", "kwargs", "error", "match"),
     [
         (np.zeros((10, 1)), {}, ValueError, "points must have shape"),
-        (np.full((2, 3, 1), np.nan), {}, ValueError, "must be finite"),
+        (np.full((2, 3, 1), np.nan), {}, ValueError, "points must be finite"),
         (np.zeros((2, 3, 1)), dict(fit_from=10), ValueError, "fit_from=10"),
         (np.zeros((2, 3, 1)), dict(inside=1), TypeError, "inside must be"),
         (
@@ -275,3 +275,10 @@ def test_expansion_entropy_bad_input(points, kwargs, error, match):
 def test_the_indicators_are_exported():
     for name in ("two_trajectory_exponent", "gali", "expansion_entropy"):
         assert name in lyapax.__all__
+
+
+def test_a_step_of_the_wrong_shape_is_refused():
+    with pytest.raises(ValueError, match="same shape and dtype"):
+        gali(lambda x: x[:1], jnp.ones(2), 1.0, 10)
+    with pytest.raises(ValueError, match="same shape and dtype"):
+        two_trajectory_exponent(lambda x: x[:1], jnp.ones(2), 1.0, 10)

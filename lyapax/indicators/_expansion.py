@@ -35,7 +35,7 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.shapes import Scalar, StepFn
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import resolve_rows
+from lyapax.indicators._rows import resolve_rows, row_view
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["ExpansionEntropy", "expansion_entropy"]
@@ -109,6 +109,8 @@ def expansion_entropy(
             f"points of the region; got shape {arr.shape}"
         )
     n_batches, n_points, d = arr.shape
+    if not np.issubdtype(arr.dtype, np.number) or not np.isfinite(arr).all():
+        raise ValueError("points must be finite numbers; they hold nan or inf")
     n_steps = validate.as_int("n_steps", n_steps, minimum=2)
     fit_from = validate.as_int("fit_from", fit_from, minimum=1)
     if fit_from > n_steps - 1:
@@ -199,7 +201,7 @@ def _kernel(dynamic, params, states, seeds, dt, n_steps, *, static, inside, capa
     del seeds  # the frame is the identity: no random start
 
     def one(p, x0):
-        view = merge_static(dynamic, static).view(p, x0, dt)
+        view = row_view(merge_static(dynamic, static), p, x0, dt)
         step, z0 = view.step, view.z0
         Y0 = jnp.eye(z0.shape[0], dtype=z0.dtype)
 

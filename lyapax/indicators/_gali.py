@@ -32,7 +32,7 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis, qr_factor
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import positive_float, resolve_rows, unbatch
+from lyapax.indicators._rows import positive_float, resolve_rows, row_view, unbatch
 from lyapax.indicators._two_trajectory import is_count
 from lyapax.sweep import ProblemFamily
 
@@ -228,7 +228,7 @@ def _kernel(
     stop_when_chaotic = every == 0
 
     def one(p, x0, seed):
-        view = merge_static(dynamic, static).view(p, x0, dt)
+        view = row_view(merge_static(dynamic, static), p, x0, dt)
         step, z0 = view.step, view.z0
         W0 = initial_basis(seed, d=z0.shape[0], k=k, dtype=z0.dtype)
         g0, s0 = alignment(W0)

@@ -28,11 +28,23 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
-from lyapax._engine.abstract import AbstractStep, as_step
+from lyapax._engine.abstract import AbstractStep, as_step, check_step_output
 from lyapax._engine.problem import as_problem, is_problem
 from lyapax._engine.tree import Bound
 from lyapax._internal import batching
 from lyapax.sweep import ProblemFamily
+
+
+def row_view(builder: RowBuilder, params: Any, state: Any, dt: Any) -> RowView:
+    """The row's :class:`RowView`, its step checked (at trace time) to map
+    the state to its own shape and dtype.
+
+    Raises:
+        IncompatibleStepError: a step returning another shape or dtype.
+    """
+    view = builder.view(params, state, dt)
+    check_step_output(view.step, view.z0)
+    return view
 
 
 class RowView(NamedTuple):

@@ -38,7 +38,7 @@ from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import positive_float, resolve_rows, unbatch
+from lyapax.indicators._rows import positive_float, resolve_rows, row_view, unbatch
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["TwoTrajectoryOptions", "TwoTrajectoryResult", "two_trajectory_exponent"]
@@ -191,7 +191,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, bounds, *, static, capa
     d0, lower, upper = bounds[0], bounds[1], bounds[2]
 
     def one(p, x0, seed):
-        view = merge_static(dynamic, static).view(p, x0, dt)
+        view = row_view(merge_static(dynamic, static), p, x0, dt)
         step, z0 = view.step, view.z0
         u = jax.random.normal(jax.random.PRNGKey(seed), z0.shape, z0.dtype)
         zero = jnp.zeros((), z0.dtype)
