@@ -63,6 +63,10 @@ def test_linear_flows_give_p():
 def test_tent_map_gives_ln2():
     res = two_trajectory_exponent(tent_map(), jnp.array([0.1]), 1.0, 2000)
     np.testing.assert_allclose(res.exponent, LN2, rtol=1e-9)
+    # The problem form, n_steps as the second positional argument.
+    problem = lyapax.ODEProblem(tent_map(), jnp.array([0.1]), 1.0)
+    again = two_trajectory_exponent(problem, 2000)
+    assert again.exponent == res.exponent and again.state.shape == (1,)
 
 
 def skew_tent(x, a=0.3):
