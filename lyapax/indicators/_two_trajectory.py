@@ -17,7 +17,9 @@ direction when averaging starts.
 
 Distances are Euclidean in the flat state (for delay equations, the state and
 its history buffer): scale the coordinates first if they differ by orders of
-magnitude.
+magnitude. ``d0`` must stay far above the rounding of the state (``|x| *
+2.2e-16``): the separation carries about ``d0 / (|x| eps)`` distinct values,
+and an orbit pair that rounds onto one point gives a non-finite estimate.
 """
 
 from __future__ import annotations
