@@ -49,8 +49,8 @@ parser.add_argument(
     help="figure path (PNG)",
 )
 args, _ = parser.parse_known_args()
-side = 100 if args.quick else 400
-n_steps = 500 if args.quick else 10_000
+side = 100 if args.quick else 300
+n_steps = 500 if args.quick else 2000
 K = 1.0
 
 
