@@ -138,11 +138,8 @@ def gali(
     Raises:
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
-    if n_steps is None and is_count(state0):
-        n_steps, state0 = (
-            validate.as_int("n_steps", state0),
-            None,
-        )  # gali(problem, 1000)
+    if n_steps is None and is_count(state0):  # gali(problem, 1000)
+        n_steps, state0 = validate.as_int("n_steps", state0), None
     rows = resolve_rows(
         "gali",
         step_fn_or_problem,

@@ -136,11 +136,8 @@ def two_trajectory_exponent(
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
     options = TwoTrajectoryOptions.of(d0, d_lower, d_upper, check_every)
-    if n_steps is None and is_count(state0):
-        n_steps, state0 = (
-            validate.as_int("n_steps", state0),
-            None,
-        )  # two_trajectory_exponent(problem, 1000)
+    if n_steps is None and is_count(state0):  # two_trajectory_exponent(problem, 1000)
+        n_steps, state0 = validate.as_int("n_steps", state0), None
     rows = resolve_rows(
         "two_trajectory_exponent",
         step_fn_or_problem,
