@@ -45,6 +45,7 @@ MODULES = [
     "lyapax.covariant",
     "lyapax.checks",
     "lyapax.finite_time",
+    "lyapax.indicators",
 ]
 for name in MODULES:
     module = importlib.import_module(name)
@@ -135,3 +136,12 @@ print(
     clv.exponents,
     f"storage={clv.storage!r}",
 )
+
+# 8. Chaos indicators: the largest exponent from two trajectories (the step
+# is only called, never differentiated) and GALI_2's regular/chaotic verdict.
+from lyapax import gali, two_trajectory_exponent
+
+two = two_trajectory_exponent(henon_map(), jnp.array([0.1, 0.1]), 1.0, 20_000)
+print(f"Hénon, two trajectories: {two.exponent:.4f} +- {two.stderr:.4f} (0.419)")
+g = gali(henon_map(), jnp.array([0.1, 0.1]), 1.0, 200)
+print(f"Hénon GALI_2: chaotic={g.chaotic} after {g.steps_to_threshold} steps")

@@ -38,6 +38,14 @@ from lyapax.finite_time import (
     finite_time_exponents,
     ftle_field,
 )
+from lyapax.indicators import (
+    ExpansionEntropy,
+    GALIResult,
+    TwoTrajectoryResult,
+    expansion_entropy,
+    gali,
+    two_trajectory_exponent,
+)
 from lyapax.integrators import (
     euler_step,
     get_integrator,
@@ -109,4 +117,11 @@ __all__ = [
     "Check",
     "InvariantReport",
     "check_invariants",
+    # chaos indicators
+    "ExpansionEntropy",
+    "GALIResult",
+    "TwoTrajectoryResult",
+    "expansion_entropy",
+    "gali",
+    "two_trajectory_exponent",
 ]
