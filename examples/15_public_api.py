@@ -45,6 +45,7 @@ MODULES = [
     "lyapax.covariant",
     "lyapax.checks",
     "lyapax.finite_time",
+    "lyapax.indicators",
 ]
 for name in MODULES:
     module = importlib.import_module(name)

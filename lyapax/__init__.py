@@ -33,6 +33,14 @@ from lyapax.finite_time import (
     finite_time_exponents,
     ftle_field,
 )
+from lyapax.indicators import (
+    DivergenceResult,
+    ZeroOneResult,
+    delay_embedding,
+    lyapunov_kantz,
+    lyapunov_rosenstein,
+    zero_one_test,
+)
 from lyapax.integrators import (
     euler_step,
     get_integrator,
@@ -103,4 +111,11 @@ __all__ = [
     "Check",
     "InvariantReport",
     "check_invariants",
+    # chaos indicators: the 0-1 test, exponents from a measured series
+    "DivergenceResult",
+    "ZeroOneResult",
+    "delay_embedding",
+    "lyapunov_kantz",
+    "lyapunov_rosenstein",
+    "zero_one_test",
 ]

@@ -24,6 +24,7 @@ import lyapax.core
 import lyapax.covariant
 import lyapax.dde
 import lyapax.diagnostics
+import lyapax.indicators
 import lyapax.network
 import lyapax.sweep
 import lyapax.utils
@@ -46,6 +47,11 @@ ENTRY_POINTS = (
     lyapax.covariant.covariant_vectors,
     lyapax.covariant.sweep_covariant_vectors,
     lyapax.covariant.subspace_angles,
+    lyapax.indicators.zero_one_test,
+    lyapax.indicators.delay_embedding,
+    lyapax.indicators.lyapunov_rosenstein,
+    lyapax.indicators.lyapunov_kantz,
+    lyapax.indicators.linear_region,
 )
 
 

@@ -28,6 +28,7 @@ PUBLIC_MODULES = (
     "lyapax.covariant",
     "lyapax.checks",
     "lyapax.finite_time",
+    "lyapax.indicators",
     "lyapax.utils",
 )
 

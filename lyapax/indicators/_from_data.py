@@ -99,8 +99,10 @@ class _Settings(NamedTuple):
     fit: LinearRegionOptions
 
 
-def _settings(x, dimension, lag, horizon, theiler, dt, fit, n_neighbours) -> _Settings:
-    """Every option checked against the series, once, before any work."""
+def _settings(x: Any, args: tuple, n_neighbours: int) -> _Settings:
+    """Every option ``args = (dimension, lag, horizon, theiler, dt, fit)``
+    checked against the series, once, before any work."""
+    dimension, lag, horizon, theiler, dt, fit = args
     dimension, lag, n_vectors = embedding_size(x.shape[0], dimension, lag)
     horizon = validate.as_int("horizon", horizon, minimum=1)
     if theiler is None:
@@ -127,7 +129,7 @@ def _settings(x, dimension, lag, horizon, theiler, dt, fit, n_neighbours) -> _Se
 
 def _estimate(series, method, n_neighbours, radius, n_reference, args) -> Any:
     x = as_series("series", series, minimum=4)
-    s = _settings(x, *args, n_neighbours)
+    s = _settings(x, args, n_neighbours)
     X = embed(x, s.dimension, s.lag, s.n_vectors)
     n_candidates = s.n_vectors - s.horizon
     if n_reference is None:
