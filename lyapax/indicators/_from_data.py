@@ -213,6 +213,13 @@ def lyapunov_rosenstein(
         NoLinearRegionWarning: no linear region (noise, a regular signal, or
             too little data); ``exponent`` is then ``nan``.
 
+    .. warning:: An exponent is a rate (per unit time; per sample with
+       ``dt=1``), a dimension a pure number: do not compare one with the
+       other. The standard Lorenz system (sigma=10, rho=28, beta=8/3) has
+       lambda_1 = 0.906 per time unit and a Kaplan-Yorke dimension of 2.06;
+       a "largest exponent" reference near 2 for it (nolds' own Lorenz test
+       of ``lyap_r`` accepts 2.4 +- 0.5) is dimension-sized, not lambda_1.
+
     Rosenstein, Collins & De Luca, Physica D 65, 117 (1993).
     """
     args = (dimension, lag, horizon, theiler, dt, fit)
