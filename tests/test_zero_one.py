@@ -4,6 +4,7 @@ frequencies, and clear errors for bad input."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -104,3 +105,13 @@ def test_bad_input_names_the_argument(kwargs, match):
 def test_complex_series_is_rejected():
     with pytest.raises(TypeError, match="real"):
         zero_one_test(np.ones(100, dtype=complex))
+
+
+def test_works_under_jit_and_vmap():
+    """A pure function of the series: jit and vmap give the eager numbers."""
+    x = jnp.asarray(np.random.default_rng(2).normal(size=(3, 400)))
+    eager = zero_one_test(x, n_frequencies=8).K
+    jitted = jax.jit(lambda s: zero_one_test(s, n_frequencies=8).K)(x)
+    mapped = jax.vmap(lambda s: zero_one_test(s, n_frequencies=8).K)(x)
+    np.testing.assert_allclose(jitted, eager, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(mapped, eager, rtol=0, atol=1e-12)
