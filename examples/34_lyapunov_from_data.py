@@ -104,6 +104,20 @@ print(
 )
 
 # %%
+# An exponent is not a dimension
+# ------------------------------
+# The standard Lorenz system has lambda_1 = 0.906 per time unit and a
+# Kaplan-Yorke dimension of 2.06. nolds' own Lorenz test of ``lyap_r``
+# accepts 2.4 +- 0.5 for these parameters: a number the size of the
+# dimension, not of the exponent.
+std = simulate_trajectory(rk4_step(lorenz(), 0.01), jnp.ones(3), n, dt=0.01)
+res = lyapunov_rosenstein(std.states[2000:, 0], 5, 11, horizon=400, dt=0.01)
+print(
+    f"standard Lorenz (10, 28, 8/3), Rosenstein: {res.exponent:.3f} per time "
+    "unit; compare with lambda_1 = 0.906, not with the dimension 2.06"
+)
+
+# %%
 # The spread over embeddings (full run)
 # -------------------------------------
 if not args.quick:
