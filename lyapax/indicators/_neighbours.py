@@ -66,11 +66,12 @@ def nearest_neighbours(
         d2 = jnp.where(far, jnp.maximum(d2, 0.0), jnp.inf)
         # k passes of argmin: on a CPU, lax.top_k over long rows is ~50x slower.
         found, dists = [], []
-        for _ in range(n_neighbours):
+        for step in range(n_neighbours):
             j = jnp.argmin(d2, axis=1)
             found.append(j)
             dists.append(jnp.take_along_axis(d2, j[:, None], axis=1)[:, 0])
-            d2 = d2.at[jnp.arange(chunk), j].set(jnp.inf)
+            if step + 1 < n_neighbours:
+                d2 = d2.at[jnp.arange(chunk), j].set(jnp.inf)
         return jnp.stack(found, axis=1), jnp.sqrt(jnp.stack(dists, axis=1))
 
     idx, dist = jax.lax.map(one_chunk, padded)
