@@ -127,7 +127,9 @@ def _settings(x: Any, args: tuple, n_neighbours: int) -> _Settings:
     )
 
 
-def _estimate(series, method, n_neighbours, radius, n_reference, args) -> Any:
+def _estimate(
+    series, method, n_neighbours, radius, n_reference, args
+) -> DivergenceResult:
     x = as_series("series", series, minimum=4)
     s = _settings(x, args, n_neighbours)
     X = embed(x, s.dimension, s.lag, s.n_vectors)
@@ -135,7 +137,6 @@ def _estimate(series, method, n_neighbours, radius, n_reference, args) -> Any:
     if n_reference is None:
         refs = jnp.arange(n_candidates)
     else:
-        n_reference = validate.as_int("n_reference", n_reference, minimum=1)
         count = min(n_reference, n_candidates)
         refs = jnp.asarray(np.linspace(0, n_candidates - 1, count).round().astype(int))
     chunk = chunk_rows(n_candidates, int(refs.shape[0]))
@@ -260,6 +261,8 @@ def lyapunov_kantz(
     Kantz, Phys. Lett. A 185, 77 (1994).
     """
     n_neighbours = validate.as_int("n_neighbours", n_neighbours, minimum=1)
+    if n_reference is not None:
+        n_reference = validate.as_int("n_reference", n_reference, minimum=1)
     if radius is not None:
         radius = validate.concrete_float("radius", radius, why="(a distance)")
         if not np.isfinite(radius) or radius <= 0:
