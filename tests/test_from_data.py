@@ -194,6 +194,8 @@ def test_kantz_options():
         lyapunov_kantz(x, 2, n_neighbours=0)
     with pytest.raises(ValueError, match="radius"):
         lyapunov_kantz(x, 2, radius=-1.0)
+    with pytest.raises(ValueError, match="n_reference must be >= 1"):
+        lyapunov_kantz(x, 2, n_reference=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NoLinearRegionWarning)
         few = lyapunov_kantz(x, 2, horizon=5, n_reference=20, radius=1e-9)
