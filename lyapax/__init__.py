@@ -45,6 +45,12 @@ from lyapax.indicators import (
     expansion_entropy,
     gali,
     two_trajectory_exponent,
+    DivergenceResult,
+    ZeroOneResult,
+    delay_embedding,
+    lyapunov_kantz,
+    lyapunov_rosenstein,
+    zero_one_test,
 )
 from lyapax.integrators import (
     euler_step,
@@ -124,4 +130,11 @@ __all__ = [
     "expansion_entropy",
     "gali",
     "two_trajectory_exponent",
+    # chaos indicators: the 0-1 test, exponents from a measured series
+    "DivergenceResult",
+    "ZeroOneResult",
+    "delay_embedding",
+    "lyapunov_kantz",
+    "lyapunov_rosenstein",
+    "zero_one_test",
 ]

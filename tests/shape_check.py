@@ -50,6 +50,11 @@ ENTRY_POINTS = (
     lyapax.indicators.two_trajectory_exponent,
     lyapax.indicators.gali,
     lyapax.indicators.expansion_entropy,
+    lyapax.indicators.zero_one_test,
+    lyapax.indicators.delay_embedding,
+    lyapax.indicators.lyapunov_rosenstein,
+    lyapax.indicators.lyapunov_kantz,
+    lyapax.indicators.linear_region,
 )
 
 

@@ -1,27 +1,42 @@
-"""Chaos indicators beyond the spectrum: the two-trajectory largest exponent,
-GALI/SALI, expansion entropy.
+"""Chaos indicators beyond the spectrum.
 
 - :func:`two_trajectory_exponent`: Benettin's 1976 two-trajectory estimate of
   the largest exponent, for any step (differentiable or not);
 - :func:`gali`: GALI_k and SALI from ``k`` deviation vectors, with a
   regular/chaotic verdict, batched over initial conditions;
 - :func:`expansion_entropy`: Hunt & Ott's expansion entropy with its batch
-  mean and spread.
+  mean and spread;
+- :func:`zero_one_test`: Gottwald & Melbourne's 0-1 test for chaos on an
+  observable's time series, batched over series;
+- :func:`delay_embedding`, :func:`lyapunov_rosenstein`, :func:`lyapunov_kantz`:
+  the largest exponent of a measured time series, with the linear region of
+  the divergence curve exposed (:func:`linear_region`).
 
-Every indicator runs one orbit per row, all rows in one vmapped program
-(``state0_batch`` / ``params_batch``, chunked by ``batch_size`` and split over
-the visible devices like the sweeps).
+The trajectory-based indicators run one orbit per row, all rows in one vmapped
+program (``state0_batch`` / ``params_batch``, chunked by ``batch_size`` and
+split over the visible devices like the sweeps).
 """
 
+from lyapax.indicators._embedding import delay_embedding
 from lyapax.indicators._expansion import ExpansionEntropy, expansion_entropy
+from lyapax.indicators._from_data import (
+    DivergenceResult,
+    NoLinearRegionWarning,
+    lyapunov_kantz,
+    lyapunov_rosenstein,
+    mean_period,
+)
 from lyapax.indicators._gali import GALIOptions, GALIResult, gali
+from lyapax.indicators._linear_fit import LinearFit, LinearRegionOptions, linear_region
 from lyapax.indicators._two_trajectory import (
     TwoTrajectoryOptions,
     TwoTrajectoryResult,
     two_trajectory_exponent,
 )
+from lyapax.indicators._zero_one import ZeroOneResult, zero_one_test
 
 __all__ = [
+    # trajectory-based indicators
     "ExpansionEntropy",
     "expansion_entropy",
     "GALIOptions",
@@ -30,4 +45,17 @@ __all__ = [
     "TwoTrajectoryOptions",
     "TwoTrajectoryResult",
     "two_trajectory_exponent",
+    # the 0-1 test
+    "ZeroOneResult",
+    "zero_one_test",
+    # exponents from a measured series
+    "DivergenceResult",
+    "LinearFit",
+    "LinearRegionOptions",
+    "NoLinearRegionWarning",
+    "delay_embedding",
+    "linear_region",
+    "lyapunov_kantz",
+    "lyapunov_rosenstein",
+    "mean_period",
 ]
