@@ -39,17 +39,17 @@ from lyapax.finite_time import (
     ftle_field,
 )
 from lyapax.indicators import (
+    DivergenceResult,
     ExpansionEntropy,
     GALIResult,
     TwoTrajectoryResult,
-    expansion_entropy,
-    gali,
-    two_trajectory_exponent,
-    DivergenceResult,
     ZeroOneResult,
     delay_embedding,
+    expansion_entropy,
+    gali,
     lyapunov_kantz,
     lyapunov_rosenstein,
+    two_trajectory_exponent,
     zero_one_test,
 )
 from lyapax.integrators import (
