@@ -6,6 +6,10 @@ least one benchmark; a run that measured nothing writes and creates nothing):
 ``benchmark.json``   the latest run (replaced by each run that measured)
 ``crossover.png``    its figure (written after the JSON; a figure failure
                      never costs the JSON)
+``summary.md``       the report in GitHub-flavoured markdown, and
+``report.html``      as one self-contained page (figure embedded); both are
+                     drawn from the JSON alone, so ``pytest-lyapax summary``
+                     and ``html`` regenerate them byte for byte
 ``runs/NNNN.json``   every run that measured, numbered from 0001, never
                      overwritten: the history that ``pytest-lyapax history``
                      reads
@@ -32,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from . import analysis, stats, tables
+from . import analysis, costmodel, details, stats, tables
 from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE
 from .figure import BackendLegend, render_png
 from .identity import machine_of, record_label
@@ -146,6 +150,7 @@ def build_document(
     except ImportError:
         bench_version = None
     benches = analysis.group_sized(session.records, session.labels, info)
+    models = costmodel.cost_models(benches)
     crossing = [
         {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
         for b in benches
@@ -165,6 +170,7 @@ def build_document(
             "backends": backend_summary(session),
             "run_order": list(session.labels),
             "crossovers": crossing,
+            "cost_model": [m.to_json() for m in models],
             "noise_test": stats.describe_test(),
             "dispatch_only": dispatch_only(session),
             "comparison": None
@@ -234,6 +240,8 @@ def write_reports(
             legends_for(session),
             str(machine_of({}, info)),
             analysis.unsized_medians(session.records, info),
+            costmodel.by_key(costmodel.cost_models(benches)),
+            details.panel_notes(session.records, info, details.failed_points(document)),
         )
         atomic_write(report_dir / FIGURE_NAME, png)
     except ImportError as exc:  # matplotlib is optional: the JSON still matters
@@ -242,7 +250,26 @@ def write_reports(
         session.figure_error = f"no {FIGURE_NAME}: {type(exc).__name__}: {exc}"
     else:
         written.append(report_dir / FIGURE_NAME)
+    written += write_readable(report_dir, text, session)
     return written
+
+
+def write_readable(report_dir: Path, text: bytes, session: LyapaxSession) -> list[Path]:
+    """``summary.md`` and ``report.html`` from the JSON text just written
+    (read back, as ``pytest-lyapax summary|html`` will read it)."""
+    from .render import outputs
+
+    try:
+        files = outputs(json.loads(text))
+    except Exception as exc:  # noqa: BLE001 - must not cost the JSON or figure
+        problem = f"no summary.md/report.html: {type(exc).__name__}: {exc}"
+        session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
+        return []
+    paths = []
+    for name, data in files.items():
+        atomic_write(report_dir / name, data)
+        paths.append(report_dir / name)
+    return paths
 
 
 def check_regressions(
@@ -307,9 +334,12 @@ def summary_lines(
         s.backend.label: s.status for s in session.states.values() if s.status != OK
     }
     benches = analysis.group_sized(session.records, labels, info)
+    models = costmodel.by_key(costmodel.cost_models(benches))
     for bench in benches:
         table = tables.sized_table(bench, labels, missing)
         table += [c.describe(bench.size_label) for c in analysis.crossovers(bench)]
+        if bench.key in models:
+            table += [f"cost model {line}" for line in models[bench.key].lines()]
         sections.append((f"{bench.name}: median wall time per call", table))
     unsized = analysis.unsized_medians(session.records, info)
     table = tables.unsized_table(unsized, labels, missing)
