@@ -65,25 +65,34 @@ def _solve(sizes: np.ndarray, medians: np.ndarray) -> tuple[np.ndarray, ...]:
     import numpy as np
 
     grid = _p_grid()
-    u = sizes[None, None, :] ** grid[None, :, None] / medians[:, None, :]  # (R,P,k)
-    v = np.broadcast_to(1.0 / medians[:, None, :], u.shape)  # weight of a
-    suu, svv, suv = (u * u).sum(-1), (v * v).sum(-1), (u * v).sum(-1)
-    su, sv = u.sum(-1), v.sum(-1)
+    powers = sizes[None, :] ** grid[:, None]  # (P, k)
+    inv = 1.0 / medians  # (R, k): the weight of a
+    # einsum, not @: a threaded BLAS call costs more than these small sums.
+    su = np.einsum("rk,pk->rp", inv, powers)  # (R, P) sums of u = n^p / m
+    suu = np.einsum("rk,pk->rp", inv * inv, powers * powers)
+    suv = np.einsum("rk,pk->rp", inv * inv, powers)
+    sv = np.broadcast_to(inv.sum(-1)[:, None], su.shape)
+    svv = np.broadcast_to((inv * inv).sum(-1)[:, None], su.shape)
     det = svv * suu - suv * suv
     with np.errstate(divide="ignore", invalid="ignore"):
         a2 = (sv * suu - su * suv) / det
         b2 = (su * svv - sv * suv) / det
     b1 = su / suu  # a = 0
     a0 = sv / svv  # b = 0 (no growth: p is then meaningless)
-    k = sizes.size
+    k = float(sizes.size)
 
     def cost(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        r = 1.0 - a[..., None] * v - b[..., None] * u
-        return (r * r).sum(-1)
+        # sum((1 - a v - b u)^2), expanded into the sums already at hand
+        return k - 2 * a * sv - 2 * b * su + a * a * svv + b * b * suu + 2 * a * b * suv
 
     both_ok = np.isfinite(a2) & np.isfinite(b2) & (a2 >= 0) & (b2 >= 0)
-    c2 = np.where(both_ok, cost(np.nan_to_num(a2), np.nan_to_num(b2)), np.inf)
-    c1 = cost(np.zeros_like(b1), b1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        c2 = np.where(
+            both_ok, cost(np.where(both_ok, a2, 0), np.where(both_ok, b2, 0)), np.inf
+        )
+        c1 = cost(np.zeros_like(b1), b1)
+    c2 = np.where(np.isfinite(c2), c2, np.inf)
+    c1 = np.where(np.isfinite(c1), c1, np.inf)
     a = np.where(c2 <= c1, a2, 0.0)
     b = np.where(c2 <= c1, b2, b1)
     c = np.minimum(c2, c1)
@@ -91,9 +100,10 @@ def _solve(sizes: np.ndarray, medians: np.ndarray) -> tuple[np.ndarray, ...]:
     rows = np.arange(medians.shape[0])
     a, b, c = a[rows, best], b[rows, best], c[rows, best]
     p = grid[best]
-    flat = cost(a0[:, :1], np.zeros_like(a0[:, :1]))[:, 0]
-    flat_better = flat <= c * (1 + 1e-9) if k else np.ones_like(c, dtype=bool)
-    a = np.where(flat_better, a0[:, 0], a)
+    a0, sv0, svv0 = a0[:, 0], sv[:, 0], svv[:, 0]
+    flat = k - 2 * a0 * sv0 + a0 * a0 * svv0
+    flat_better = flat <= c + 1e-12 * k
+    a = np.where(flat_better, a0, a)
     b = np.where(flat_better, 0.0, b)
     p = np.where(flat_better, np.nan, p)
     return a, b, p, np.where(flat_better, flat, c)

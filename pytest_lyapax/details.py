@@ -58,7 +58,9 @@ class Warmup:
                 text += f" (cache {self.cache})"
             return text
         if self.first_call_s is not None:
-            return f"first-call overhead {format_seconds(self.first_call_s)}"
+            # Not "compile": it also holds first transfers and anything else
+            # that ran first (e.g. programs shared with later tests).
+            return f"first call {format_seconds(self.first_call_s)} (no compile split)"
         return NOT_MEASURED
 
 

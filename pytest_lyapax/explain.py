@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import analysis, costmodel, details, stats, tables
+from . import analysis, costmodel, details, tables
 from .figure import BackendLegend
 from .identity import machine_of, record_label, record_size, series_id
 from .schema import REPORT_KEY
@@ -151,7 +151,7 @@ def _header(view: ReportView) -> Section:
         ("commit", _text(commit.get("id"))),
         ("pytest-lyapax", _text(key.get("plugin_version"))),
         ("report schema", _text(key.get("schema"))),
-        ("complete", {True: "yes", False: "NO"}.get(complete, "-")),  # type: ignore[call-overload]
+        ("complete", "yes" if complete is True else "NO" if complete is False else "-"),
     ]
     if key.get("merged_from"):
         rows.append(("merged from", f"{len(key['merged_from'])} report(s)"))
@@ -343,8 +343,11 @@ def report_sections(
         if optional is not None:
             sections.append(optional)
     noise = view.key.get("noise_test")
-    if isinstance(noise, Mapping):
-        sections.append(Section("Noise test", [Lines((stats.rule_text(),))]))
+    if isinstance(noise, Mapping) and noise:
+        stored = ", ".join(f"{k} {_text(v)}" for k, v in noise.items())
+        sections.append(
+            Section("Noise test (faster / within noise)", [Lines((stored,))])
+        )
     if machine:
         sections.append(_machine(view))
     return sections

@@ -103,6 +103,16 @@ def build_figure(
             ),
             chars,
         )
+    keys = [
+        ("thin dashed: fitted cost model t(n) = a + b*n^p", _any_fit(drawn, models)),
+        ("x at the top: out of memory", any(n.failed for n in (notes or {}).values())),
+        (
+            "bottom right: untimed warm-up at the largest size",
+            any(n.warmups for n in (notes or {}).values()),
+        ),
+    ]
+    if any(shown for _, shown in keys):
+        lines.append("; ".join(text for text, shown in keys if shown))
     if len(benches) > len(drawn):
         lines.append(
             f"{len(drawn)} of {len(benches)} sized benchmarks drawn; all are in "
@@ -174,6 +184,14 @@ def build_figure(
         wspace=0.3,
     )
     return fig
+
+
+def _any_fit(
+    benches: Sequence[SizedBenchmark], models: Mapping[str, BenchmarkModel] | None
+) -> bool:
+    return any(
+        f.fits for b in benches for f in getattr((models or {}).get(b.key), "fits", ())
+    )
 
 
 def render_png(
