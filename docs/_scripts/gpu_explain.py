@@ -15,7 +15,9 @@ import json
 import sys
 from pathlib import Path
 
-REPORT = Path(__file__).resolve().parents[1] / "_static" / "gpu_acceleration_reference.json"
+REPORT = (
+    Path(__file__).resolve().parents[1] / "_static" / "gpu_acceleration_reference.json"
+)
 
 
 def _rst(text: str) -> str:
