@@ -22,6 +22,7 @@ where and by how much it missed.  Fewer than :data:`MIN_SIZES` sizes: no fit.
 
 from __future__ import annotations
 
+import functools
 import math
 import zlib
 from collections.abc import Mapping, Sequence
@@ -192,10 +193,19 @@ def _interval(values: np.ndarray) -> tuple[float, float] | None:
 
 
 def fit_series(label: str, points: Sequence[Point], name: str = "") -> SeriesFit:
-    """Fit the model to one series; ``name`` (the benchmark) seeds the bootstrap."""
+    """Fit the model to one series; ``name`` (the benchmark) seeds the bootstrap.
+
+    The result depends on its arguments only, so it is remembered: the JSON,
+    the figure, the terminal and the summaries of one run fit each series once.
+    """
+    ordered = sorted((p for p in points if p.median > 0), key=lambda p: p.size)
+    return _fit(label, tuple(ordered), name)
+
+
+@functools.lru_cache(maxsize=256)
+def _fit(label: str, points: tuple[Point, ...], name: str) -> SeriesFit:
     import numpy as np
 
-    points = sorted((p for p in points if p.median > 0), key=lambda p: p.size)
     sizes = tuple(p.size for p in points)
     if len(points) < MIN_SIZES:
         return SeriesFit(label, FEW_SIZES, sizes)

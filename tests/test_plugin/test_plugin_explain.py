@@ -90,7 +90,9 @@ def test_too_few_sizes_and_determinism():
     few = costmodel.fit_series("cpu", series("cpu", sizes=(10, 20, 50)))
     assert few.status == costmodel.FEW_SIZES and few.a is None
     one = costmodel.fit_series("gpu", series("gpu", 7), "b")
+    costmodel._fit.cache_clear()  # refit, do not recall
     two = costmodel.fit_series("gpu", series("gpu", 7), "b")
+    assert one is not two
     assert one == two  # seeded bootstrap: the same numbers every time
 
 
@@ -163,6 +165,15 @@ def synthetic_report(oom=True):
         ],
         "run_order": ["cpu", "gpu"],
         "noise_test": {"test": "Mann-Whitney U", "alpha": 0.01},
+        "comparison": {
+            "with": "saved.json",
+            "gates": ["median:25%"],
+            "refused": None,
+            "compared": 12,
+            "regressions": ["perf/test_k.py::test_k[gpu-500]"],
+            "missing": [],
+            "verdicts": {"perf/test_k.py::test_k[gpu-500]": "slower"},
+        },
     }
     if oom:
         key["points"] = [
@@ -204,6 +215,8 @@ def test_summary_markdown_says_it_in_words(rendered):
     assert "cost model cpu: fixed " in md and "grows like n^2.0" in md
     assert re.search(r"cost model gpu faster from n \\~ 1[34]\d \\\[", md)
     assert "gpu at 1000: oom" in md
+    assert "gate median:25%: FAILED: 1 regression(s)" in md
+    assert "| perf/test\\_k.py::test\\_k\\[gpu-500\\] | slower |" in md
     # compile / memory table, one row per benchmark, with the measured bytes
     assert "compile 250 ms + trace/lower 125 ms (cache miss)" in md
     assert "| 78.1 KiB |" in md  # 8 * 100**2 bytes of arguments at n = 100
