@@ -94,10 +94,9 @@ class ReportView:
             )
         return out
 
-    def figure_png(self) -> bytes:
-        from .figure import render_png
-
-        return render_png(
+    def figure_args(self) -> tuple[Any, ...]:
+        """The arguments of :func:`pytest_lyapax.figure.render_png` for this report."""
+        return (
             self.benches,
             self.legends(),
             self.machine,
@@ -105,6 +104,11 @@ class ReportView:
             costmodel.by_key(self.models),
             details.panel_notes(self.records, self.machine_info, self.failed),
         )
+
+    def figure_png(self) -> bytes:
+        from .figure import render_png
+
+        return render_png(*self.figure_args())
 
 
 def view_of(data: Mapping[str, Any]) -> ReportView:
@@ -325,19 +329,17 @@ def _machine(view: ReportView) -> Section:
 
 
 def report_sections(
-    view: ReportView, *, figure: bool = False, machine: bool = False
+    view: ReportView, *, figure: bytes | str | None = None, machine: bool = False
 ) -> list[Section]:
-    """The report's sections in reading order; ``figure`` adds the drawn
-    figure (needs matplotlib), ``machine`` the full machine description."""
+    """The report's sections in reading order: ``figure`` is the figure's PNG
+    (or why there is none; None: no figure section), ``machine`` adds the full
+    machine description."""
     sections = [_header(view), _backends(view)]
-    if figure:
-        try:
-            png = view.figure_png()
-        except ImportError as exc:
-            sections.append(Section("Figure", [Lines((f"no figure: {exc}",))]))
-        else:
-            alt = "wall time per call against problem size, one curve per backend"
-            sections.append(Section("Figure", [Figure(png, alt)]))
+    if isinstance(figure, bytes):
+        alt = "wall time per call against problem size, one curve per backend"
+        sections.append(Section("Figure", [Figure(figure, alt)]))
+    elif figure is not None:
+        sections.append(Section("Figure", [Lines((f"no figure: {figure}",))]))
     sections += _sized(view)
     for optional in (_unsized(view), _resources(view), _comparison(view)):
         if optional is not None:

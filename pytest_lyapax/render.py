@@ -120,14 +120,28 @@ def summary_markdown(view: ReportView) -> bytes:
     return render_markdown(report_sections(view)).encode()
 
 
-def report_html(view: ReportView) -> bytes:
-    """``report.html`` of a report (with its figure when matplotlib is there)."""
-    return render_html(report_sections(view, figure=True, machine=True)).encode()
+def figure_of(view: ReportView) -> bytes | str:
+    """The report's figure as PNG bytes, or why it could not be drawn."""
+    try:
+        return view.figure_png()
+    except ImportError as exc:  # matplotlib is optional
+        return f"{exc} (pip install matplotlib)"
 
 
-def outputs(data: Mapping[str, Any]) -> dict[str, bytes]:
+def report_html(view: ReportView, figure: bytes | str | None = None) -> bytes:
+    """``report.html`` of a report; ``figure`` as :func:`figure_of` gives it
+    (drawn here when not given)."""
+    if figure is None:
+        figure = figure_of(view)
+    sections = report_sections(view, figure=figure, machine=True)
+    return render_html(sections).encode()
+
+
+def outputs(
+    data: Mapping[str, Any], figure: bytes | str | None = None
+) -> dict[str, bytes]:
     """Both files of one report document, by file name."""
     from .explain import view_of
 
     view = view_of(data)
-    return {SUMMARY_NAME: summary_markdown(view), HTML_NAME: report_html(view)}
+    return {SUMMARY_NAME: summary_markdown(view), HTML_NAME: report_html(view, figure)}

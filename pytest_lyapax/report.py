@@ -36,10 +36,11 @@ from typing import Any
 
 import pytest
 
-from . import analysis, costmodel, details, stats, tables
+from . import analysis, costmodel, explain, stats, tables
 from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE
-from .figure import BackendLegend, render_png
-from .identity import machine_of, record_label
+from .figure import render_png
+from .identity import record_label
+from .render import HTML_NAME, SUMMARY_NAME, report_html, summary_markdown
 from .schema import REPORT_KEY, SCHEMA_VERSION
 from .session import LyapaxSession
 
@@ -180,18 +181,6 @@ def build_document(
     }
 
 
-def legends_for(session: LyapaxSession) -> list[BackendLegend]:
-    entries = []
-    for entry in backend_summary(session):
-        status = entry["status"]
-        if status == OK and not entry["n_benchmarks"]:
-            status = "no timings"
-        entries.append(
-            BackendLegend(entry["label"], status, entry.get("device"), entry["reason"])
-        )
-    return entries
-
-
 def next_run_path(runs: Path, text: bytes) -> Path:
     """Store ``text`` as the next ``runs/NNNN.json``; never replaces a file."""
     runs.mkdir(parents=True, exist_ok=True)
@@ -233,36 +222,39 @@ def write_reports(
     written = [next_run_path(runs, text)]
     atomic_write(latest, text)
     written.append(latest)
-    benches = analysis.group_sized(session.records, session.labels, info)
+    # The figure is drawn from the JSON just written, as ``pytest-lyapax
+    # html`` will draw it, so report.html embeds these very bytes.
+    view = explain.view_of(json.loads(text))
+    figure: bytes | str
     try:
-        png = render_png(
-            benches,
-            legends_for(session),
-            str(machine_of({}, info)),
-            analysis.unsized_medians(session.records, info),
-            costmodel.by_key(costmodel.cost_models(benches)),
-            details.panel_notes(session.records, info, details.failed_points(document)),
-        )
-        atomic_write(report_dir / FIGURE_NAME, png)
+        figure = render_png(*view.figure_args())
+        atomic_write(report_dir / FIGURE_NAME, figure)
     except ImportError as exc:  # matplotlib is optional: the JSON still matters
-        session.figure_error = f"no {FIGURE_NAME}: {exc} (pip install matplotlib)"
+        figure = f"{exc} (pip install matplotlib)"
+        session.figure_error = f"no {FIGURE_NAME}: {figure}"
     except Exception as exc:  # noqa: BLE001 - a figure bug must not cost the JSON
-        session.figure_error = f"no {FIGURE_NAME}: {type(exc).__name__}: {exc}"
+        figure = f"{type(exc).__name__}: {exc}"
+        session.figure_error = f"no {FIGURE_NAME}: {figure}"
     else:
         written.append(report_dir / FIGURE_NAME)
-    written += write_readable(report_dir, text, session)
+    written += write_readable(report_dir, view, figure, session)
     return written
 
 
-def write_readable(report_dir: Path, text: bytes, session: LyapaxSession) -> list[Path]:
-    """``summary.md`` and ``report.html`` from the JSON text just written
-    (read back, as ``pytest-lyapax summary|html`` will read it)."""
-    from .render import outputs
-
+def write_readable(
+    report_dir: Path,
+    view: explain.ReportView,
+    figure: bytes | str,
+    session: LyapaxSession,
+) -> list[Path]:
+    """``summary.md`` and ``report.html`` (with ``figure`` embedded)."""
     try:
-        files = outputs(json.loads(text))
+        files = {
+            SUMMARY_NAME: summary_markdown(view),
+            HTML_NAME: report_html(view, figure),
+        }
     except Exception as exc:  # noqa: BLE001 - must not cost the JSON or figure
-        problem = f"no summary.md/report.html: {type(exc).__name__}: {exc}"
+        problem = f"no {SUMMARY_NAME}/{HTML_NAME}: {type(exc).__name__}: {exc}"
         session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
         return []
     paths = []
