@@ -49,6 +49,14 @@ class Warmup:
     compile_s: float | None = None
     cache: str | None = None  # "hit", "miss", "off" or None (unknown)
 
+    def short(self) -> str:
+        """One number, for a figure: compile time, else the first call's."""
+        if self.kind == "compile" and self.compile_s is not None:
+            return f"compile {format_seconds(self.compile_s)}"
+        if self.first_call_s is not None:
+            return f"first call {format_seconds(self.first_call_s)}"
+        return NOT_MEASURED
+
     def describe(self) -> str:
         if self.kind == "compile" and self.compile_s is not None:
             text = f"compile {format_seconds(self.compile_s)}"

@@ -112,7 +112,7 @@ def build_figure(
         ),
     ]
     if any(shown for _, shown in keys):
-        lines.append("; ".join(text for text, shown in keys if shown))
+        lines += textwrap.wrap("; ".join(text for text, shown in keys if shown), chars)
     if len(benches) > len(drawn):
         lines.append(
             f"{len(drawn)} of {len(benches)} sized benchmarks drawn; all are in "
@@ -329,7 +329,7 @@ def _draw_extras(
         ax.set_xticks(ticks, [str(s) for s in ticks])
         ax.margins(x=0.12)
     for label, (size, warm) in notes.warmups.items():
-        lines.append(f"{label} at {size}: {warm.describe()}")
+        lines.append(f"{label} at {size}: {warm.short()}")
     if lines:
         ax.text(
             0.98,
