@@ -125,12 +125,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
         dict.fromkeys(str(b["extra_info"]["machine"]) for b in merged.benchmarks)
     )
     failed = [point for r in reports for point in details.failed_points(r.data)]
+    models = costmodel.by_key(costmodel.cost_models(benches))
     png = render_png(
         benches,
         _legends(merged),
         machines,
         analysis.unsized_medians(merged.benchmarks),
-        costmodel.by_key(costmodel.cost_models(benches)),
+        models,
         details.panel_notes(merged.benchmarks, None, failed),
     )
     _write(args.output, png)
@@ -140,6 +141,8 @@ def cmd_plot(args: argparse.Namespace) -> int:
     for bench in benches[:MAX_TABLE_ROWS]:
         for c in analysis.crossovers(bench):
             print(f"{bench.name}: {c.describe(bench.size_label)}")
+        for line in models[bench.key].lines():
+            print(f"{bench.name}: cost model {line}")
     return 0
 
 

@@ -504,6 +504,8 @@ def test_summary_and_html_regenerated_equal_what_the_run_wrote(
     }
     assert {s["status"] for m in models for s in m["series"]} == {"too-few-sizes"}
     assert "cost model needs 4 sizes" in (path / "stdout.txt").read_text()
+    proc = cli("plot", saved, "-o", "p.png", cwd=tmp_path, env=clean_environment)
+    assert "test_perf.py::test_matmul: cost model needs 4 sizes" in proc.stdout
     # A merged report (two machines) gets a summary too.
     a = write(tmp_path / "a.json", report)
     b = write(tmp_path / "b.json", second_machine(report))
