@@ -451,4 +451,5 @@ def cost_models(benches: Sequence[SizedBenchmark]) -> list[BenchmarkModel]:
 
 
 def by_key(models: Sequence[BenchmarkModel]) -> Mapping[str, BenchmarkModel]:
+    """The models by benchmark key (what the figure looks them up by)."""
     return {m.key: m for m in models}

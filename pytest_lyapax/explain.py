@@ -11,7 +11,7 @@ from the document as stored.  The renderers (``render.py``) only format.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,11 +353,3 @@ def report_sections(
     if machine:
         sections.append(_machine(view))
     return sections
-
-
-def cost_model_json(view: ReportView) -> list[dict[str, Any]]:
-    return [m.to_json() for m in view.models]
-
-
-def section_titles(sections: Sequence[Section]) -> list[str]:
-    return [s.title for s in sections]
