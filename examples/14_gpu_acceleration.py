@@ -59,6 +59,22 @@ merged benchmark report, is ``pytest perf_tests --jax-backend=cpu,gpu``.
 # Each point is the median of the timed rounds and the band their
 # interquartile range; a wide band, or a curve that dips as the network
 # grows, means other work shared the machine while it was measured.
+#
+# Why the curves cross, in the report's own numbers
+# ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+#
+# pytest-lyapax fits each backend's series with the cost model
+# ``t(d) = a + b * d**p``: ``a`` is the fixed price of one call (the launch
+# and transfer price above), ``b * d**p`` the arithmetic that grows with the
+# network, ``p`` close to 2 for this all-to-all coupling.  A GPU loses while
+# its larger ``a`` dominates and wins once ``b * d**p`` does; the predicted
+# crossover is where the two fitted curves meet, with a bootstrap interval.
+# A series that one power law cannot describe (for instance a jump where the
+# working set outgrows a cache) is reported as not fitting, without numbers.
+# The lines below are written from the stored report when the documentation
+# is built (``docs/_scripts/gpu_explain.py``); nothing in them is typed in.
+#
+# .. include:: /_generated/gpu_explained.rst
 
 # %%
 # The script

@@ -4,6 +4,8 @@ Subcommands::
 
     merge   A.json B.json ... -o OUT.json    one report from several runs/machines
     plot    REPORT.json [...] -o crossover.png   the plugin's figure, re-drawn
+    summary REPORT.json [...] -o summary.md      the run's markdown summary
+    html    REPORT.json [...] -o report.html     the run's self-contained page
     history DIR_OR_FILES... -o history.png   median per series over runs
     compare A.json B.json [--fail=median:25%]   the regression gate, without pytest
 
@@ -25,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import analysis, stats, tables
+from . import analysis, costmodel, details, stats, tables
 from .history import find_steps, history_series, render_history
 from .merge import Merged, merge_reports, merged_document
 from .schema import Report, ReportError
@@ -122,8 +124,15 @@ def cmd_plot(args: argparse.Namespace) -> int:
     machines = "; ".join(
         dict.fromkeys(str(b["extra_info"]["machine"]) for b in merged.benchmarks)
     )
+    failed = [point for r in reports for point in details.failed_points(r.data)]
+    models = costmodel.by_key(costmodel.cost_models(benches))
     png = render_png(
-        benches, _legends(merged), machines, analysis.unsized_medians(merged.benchmarks)
+        benches,
+        _legends(merged),
+        machines,
+        analysis.unsized_medians(merged.benchmarks),
+        models,
+        details.panel_notes(merged.benchmarks, None, failed),
     )
     _write(args.output, png)
     print(
@@ -132,6 +141,31 @@ def cmd_plot(args: argparse.Namespace) -> int:
     for bench in benches[:MAX_TABLE_ROWS]:
         for c in analysis.crossovers(bench):
             print(f"{bench.name}: {c.describe(bench.size_label)}")
+        for line in models[bench.key].lines():
+            print(f"{bench.name}: cost model {line}")
+    return 0
+
+
+def _document(items: Sequence[str]) -> dict[str, Any]:
+    """One report as stored, or several merged (as ``merge`` writes them)."""
+    paths = expand_inputs(items)
+    reports = [load_report(p, need_plot_stats=True) for p in paths]
+    if len(reports) == 1:
+        return reports[0].data
+    merged = merge_reports(reports)
+    if not merged.benchmarks:
+        raise InputError("no benchmark with a pytest-lyapax backend label")
+    return merged_document(reports, merged)
+
+
+def cmd_readable(args: argparse.Namespace) -> int:
+    from .explain import view_of
+    from .render import report_html, summary_markdown
+
+    view = view_of(_document(args.reports))
+    render = summary_markdown if args.command == "summary" else report_html
+    _write(args.output, render(view))
+    print(f"wrote {args.output} ({len(view.records)} benchmarks)")
     return 0
 
 
@@ -238,6 +272,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("reports", nargs="+")
     p.add_argument("-o", "--output", type=Path, default=Path("crossover.png"))
     p.set_defaults(func=cmd_plot)
+    for name, default, what in (
+        ("summary", "summary.md", "GitHub-flavoured markdown summary"),
+        ("html", "report.html", "self-contained HTML report (figure embedded)"),
+    ):
+        p = sub.add_parser(name, help=f"write the {what} of saved reports")
+        p.add_argument("reports", nargs="+", help="a report, or several to merge")
+        p.add_argument("-o", "--output", type=Path, default=Path(default))
+        p.set_defaults(func=cmd_readable)
     p = sub.add_parser("history", help="median per series over saved runs")
     p.add_argument(
         "inputs", nargs="+", help="report dirs (their runs/*.json) or JSON files"

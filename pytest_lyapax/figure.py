@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from .costmodel import BenchmarkModel
+    from .details import PanelNotes
+
 _MARKERS = "osD^v<>p"
 MAX_PANELS = 24  # sized panels drawn; the bar chart comes on top
 MAX_BARS = 20  # unsized benchmarks drawn in the bar chart
@@ -55,8 +58,14 @@ def build_figure(
     legends: Sequence[BackendLegend],
     machine: str,
     unsized: Mapping[str, Mapping[str, Point]] | None = None,
+    models: Mapping[str, BenchmarkModel] | None = None,
+    notes: Mapping[str, PanelNotes] | None = None,
 ) -> Figure:
-    """Draw the crossover grid (see the module docstring for its bounds)."""
+    """Draw the crossover grid (see the module docstring for its bounds).
+
+    ``models`` (per benchmark key) adds each fitted cost model as a thin
+    dashed curve; ``notes`` marks out-of-memory sizes and writes each
+    series' compile (or first-call) time at its largest size."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -94,6 +103,16 @@ def build_figure(
             ),
             chars,
         )
+    keys = [
+        ("thin dashed: fitted cost model t(n) = a + b*n^p", _any_fit(drawn, models)),
+        ("x at the top: out of memory", any(n.failed for n in (notes or {}).values())),
+        (
+            "bottom right: untimed warm-up at the largest size",
+            any(n.warmups for n in (notes or {}).values()),
+        ),
+    ]
+    if any(shown for _, shown in keys):
+        lines += textwrap.wrap("; ".join(text for text, shown in keys if shown), chars)
     if len(benches) > len(drawn):
         lines.append(
             f"{len(drawn)} of {len(benches)} sized benchmarks drawn; all are in "
@@ -117,6 +136,13 @@ def build_figure(
             _draw_bars(ax, unsized, legends, colors)
         elif isinstance(panel, SizedBenchmark):
             _draw_sized(ax, panel, colors, markers)
+            _draw_extras(
+                ax,
+                panel,
+                colors,
+                (models or {}).get(panel.key),
+                (notes or {}).get(panel.key),
+            )
         else:
             _draw_empty(ax)
     for ax in axes[len(panels) :]:
@@ -160,14 +186,24 @@ def build_figure(
     return fig
 
 
+def _any_fit(
+    benches: Sequence[SizedBenchmark], models: Mapping[str, BenchmarkModel] | None
+) -> bool:
+    return any(
+        f.fits for b in benches for f in getattr((models or {}).get(b.key), "fits", ())
+    )
+
+
 def render_png(
     benches: Sequence[SizedBenchmark],
     legends: Sequence[BackendLegend],
     machine: str,
     unsized: Mapping[str, Mapping[str, Point]] | None = None,
+    models: Mapping[str, BenchmarkModel] | None = None,
+    notes: Mapping[str, PanelNotes] | None = None,
 ) -> bytes:
-    """The crossover figure as PNG bytes."""
-    fig = build_figure(benches, legends, machine, unsized)
+    """The crossover figure as PNG bytes (arguments as :func:`build_figure`)."""
+    fig = build_figure(benches, legends, machine, unsized, models, notes)
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
@@ -236,6 +272,75 @@ def _draw_sized(
     ax.set_ylabel("s per call", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.grid(True, which="both", alpha=0.3)
+
+
+def _draw_extras(
+    ax: Axes,
+    bench: SizedBenchmark,
+    colors: Mapping[str, str],
+    model: BenchmarkModel | None,
+    notes: PanelNotes | None,
+) -> None:
+    """Fitted cost models (thin dashed), out-of-memory sizes (x at the top
+    edge) and the warm-up time of each series at its largest size."""
+    if model is not None:
+        for fit in model.fits:
+            if not fit.fits:
+                continue
+            lo, hi = fit.sizes[0], fit.sizes[-1]
+            xs = [lo * (hi / lo) ** (i / 40) for i in range(41)]
+            ax.plot(
+                xs,
+                [fit.predict(x) for x in xs],
+                color=colors.get(fit.label, "0.3"),
+                linestyle="--",
+                linewidth=0.8,
+                alpha=0.8,
+            )
+    if notes is None:
+        return
+    lines = []
+    for point in notes.failed:
+        if point.size is None:
+            continue
+        ax.plot(
+            [point.size],
+            [0.96],
+            transform=ax.get_xaxis_transform(),
+            marker="x",
+            markersize=7,
+            color=colors.get(point.backend, "red"),
+            linestyle="none",
+        )
+        ax.annotate(
+            "out of memory" if point.status == "oom" else "skipped",
+            (point.size, 0.96),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, -10),
+            textcoords="offset points",
+            fontsize=6,
+            ha="center",
+            color=colors.get(point.backend, "red"),
+        )
+    failed_sizes = {p.size for p in notes.failed if p.size is not None}
+    if failed_sizes - set(bench.sizes):
+        ticks = sorted(set(bench.sizes) | failed_sizes)
+        ticks = ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)]
+        ax.set_xticks(ticks, [str(s) for s in ticks])
+        ax.margins(x=0.12)
+    for label, (size, warm) in notes.warmups.items():
+        lines.append(f"{label} at {size}: {warm.short()}")
+    if lines:
+        ax.text(
+            0.98,
+            0.02,
+            "\n".join(_short(line, 48, 1) for line in lines[:4]),
+            transform=ax.transAxes,
+            ha="right",
+            va="bottom",
+            fontsize=6,
+            color="0.25",
+        )
 
 
 def _draw_bars(

@@ -6,6 +6,10 @@ least one benchmark; a run that measured nothing writes and creates nothing):
 ``benchmark.json``   the latest run (replaced by each run that measured)
 ``crossover.png``    its figure (written after the JSON; a figure failure
                      never costs the JSON)
+``summary.md``       the report in GitHub-flavoured markdown, and
+``report.html``      as one self-contained page (figure embedded); both are
+                     drawn from the JSON alone, so ``pytest-lyapax summary``
+                     and ``html`` regenerate them byte for byte
 ``runs/NNNN.json``   every run that measured, numbered from 0001, never
                      overwritten: the history that ``pytest-lyapax history``
                      reads
@@ -32,10 +36,11 @@ from typing import Any
 
 import pytest
 
-from . import analysis, stats, tables
+from . import analysis, costmodel, explain, stats, tables
 from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE
-from .figure import BackendLegend, render_png
-from .identity import machine_of, record_label
+from .figure import render_png
+from .identity import record_label
+from .render import HTML_NAME, SUMMARY_NAME, report_html, summary_markdown
 from .schema import REPORT_KEY, SCHEMA_VERSION
 from .session import LyapaxSession
 
@@ -146,6 +151,7 @@ def build_document(
     except ImportError:
         bench_version = None
     benches = analysis.group_sized(session.records, session.labels, info)
+    models = costmodel.cost_models(benches)
     crossing = [
         {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
         for b in benches
@@ -165,6 +171,7 @@ def build_document(
             "backends": backend_summary(session),
             "run_order": list(session.labels),
             "crossovers": crossing,
+            "cost_model": [m.to_json() for m in models],
             "noise_test": stats.describe_test(),
             "dispatch_only": dispatch_only(session),
             "comparison": None
@@ -172,19 +179,6 @@ def build_document(
             else {"with": str(session.settings.compare_path), **compared.to_json()},
         },
     }
-
-
-def legends_for(session: LyapaxSession) -> list[BackendLegend]:
-    entries = []
-    for entry in backend_summary(session):
-        status = entry["status"]
-        if status == OK and not entry["n_benchmarks"]:
-            status = "no timings"
-        device = entry.get("device")
-        if entry.get("gateway") and entry.get("host"):
-            device = f"{device or '?'} @ {entry['host']}"
-        entries.append(BackendLegend(entry["label"], status, device, entry["reason"]))
-    return entries
 
 
 def next_run_path(runs: Path, text: bytes) -> Path:
@@ -228,22 +222,46 @@ def write_reports(
     written = [next_run_path(runs, text)]
     atomic_write(latest, text)
     written.append(latest)
-    benches = analysis.group_sized(session.records, session.labels, info)
+    # The figure is drawn from the JSON just written, as ``pytest-lyapax
+    # html`` will draw it, so report.html embeds these very bytes.
+    view = explain.view_of(json.loads(text))
+    figure: bytes | str
     try:
-        png = render_png(
-            benches,
-            legends_for(session),
-            str(machine_of({}, info)),
-            analysis.unsized_medians(session.records, info),
-        )
-        atomic_write(report_dir / FIGURE_NAME, png)
+        figure = render_png(*view.figure_args())
+        atomic_write(report_dir / FIGURE_NAME, figure)
     except ImportError as exc:  # matplotlib is optional: the JSON still matters
-        session.figure_error = f"no {FIGURE_NAME}: {exc} (pip install matplotlib)"
+        figure = f"{exc} (pip install matplotlib)"
+        session.figure_error = f"no {FIGURE_NAME}: {figure}"
     except Exception as exc:  # noqa: BLE001 - a figure bug must not cost the JSON
-        session.figure_error = f"no {FIGURE_NAME}: {type(exc).__name__}: {exc}"
+        figure = f"{type(exc).__name__}: {exc}"
+        session.figure_error = f"no {FIGURE_NAME}: {figure}"
     else:
         written.append(report_dir / FIGURE_NAME)
+    written += write_readable(report_dir, view, figure, session)
     return written
+
+
+def write_readable(
+    report_dir: Path,
+    view: explain.ReportView,
+    figure: bytes | str,
+    session: LyapaxSession,
+) -> list[Path]:
+    """``summary.md`` and ``report.html`` (with ``figure`` embedded)."""
+    try:
+        files = {
+            SUMMARY_NAME: summary_markdown(view),
+            HTML_NAME: report_html(view, figure),
+        }
+    except Exception as exc:  # noqa: BLE001 - must not cost the JSON or figure
+        problem = f"no {SUMMARY_NAME}/{HTML_NAME}: {type(exc).__name__}: {exc}"
+        session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
+        return []
+    paths = []
+    for name, data in files.items():
+        atomic_write(report_dir / name, data)
+        paths.append(report_dir / name)
+    return paths
 
 
 def check_regressions(
@@ -311,9 +329,12 @@ def summary_lines(
         s.backend.label: s.status for s in session.states.values() if s.status != OK
     }
     benches = analysis.group_sized(session.records, labels, info)
+    models = costmodel.by_key(costmodel.cost_models(benches))
     for bench in benches:
         table = tables.sized_table(bench, labels, missing)
         table += [c.describe(bench.size_label) for c in analysis.crossovers(bench)]
+        if bench.key in models:
+            table += [f"cost model {line}" for line in models[bench.key].lines()]
         sections.append((f"{bench.name}: median wall time per call", table))
     unsized = analysis.unsized_medians(session.records, info)
     table = tables.unsized_table(unsized, labels, missing)

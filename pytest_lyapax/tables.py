@@ -48,10 +48,11 @@ def render_table(
     return [line(header), "  ".join("-" * w for w in widths), *map(line, rows)]
 
 
-def sized_table(
+def sized_rows(
     bench: SizedBenchmark, labels: Sequence[str], missing: Mapping[str, str]
-) -> list[str]:
-    """Size x backend median table with speedups against the first backend."""
+) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the size x backend median table, with speedups
+    against the first backend (a missing backend shows its status)."""
     with_data = [label for label in labels if label in bench.series]
     ref = with_data[0] if with_data else None
     others = [label for label in with_data if label != ref]
@@ -71,18 +72,25 @@ def sized_table(
             t_other = bench.medians(other).get(size)
             row.append(f"{t_ref / t_other:.3g}x" if t_ref and t_other else "-")
         rows.append(row)
-    return render_table(header, rows)
+    return header, rows
 
 
-def unsized_table(
+def sized_table(
+    bench: SizedBenchmark, labels: Sequence[str], missing: Mapping[str, str]
+) -> list[str]:
+    """Size x backend median table with speedups against the first backend."""
+    return render_table(*sized_rows(bench, labels, missing))
+
+
+def unsized_rows(
     medians: Mapping[str, Mapping[str, Point]],
     labels: Sequence[str],
     missing: Mapping[str, str],
-) -> list[str]:
-    """Benchmark x backend median table for benchmarks without a size axis
-    (``medians`` as :func:`pytest_lyapax.analysis.unsized_medians` gives them)."""
+) -> tuple[list[str], list[list[str]]] | None:
+    """Header and rows of the benchmark x backend median table (None: no
+    benchmark without a size axis)."""
     if not medians:
-        return []
+        return None
     rows = []
     for name, by_label in medians.items():
         row = [name]
@@ -93,7 +101,18 @@ def unsized_table(
             else:
                 row.append(format_seconds(point.median if point else None))
         rows.append(row)
-    return render_table(["benchmark", *labels], rows)
+    return ["benchmark", *labels], rows
+
+
+def unsized_table(
+    medians: Mapping[str, Mapping[str, Point]],
+    labels: Sequence[str],
+    missing: Mapping[str, str],
+) -> list[str]:
+    """Benchmark x backend median table for benchmarks without a size axis
+    (``medians`` as :func:`pytest_lyapax.analysis.unsized_medians` gives them)."""
+    found = unsized_rows(medians, labels, missing)
+    return render_table(*found) if found else []
 
 
 def comparison_table(

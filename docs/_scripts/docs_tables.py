@@ -362,6 +362,9 @@ REPORT_FIELDS = {
     "dispatch only)",
     "comparison": "with --jax-compare: gates, per-backend machine match, "
     "whether the gate was refused, regressions",
+    "cost_model": "per sized benchmark: t(n) = a + b*n^p fitted per backend "
+    "(a, p, bootstrap intervals, or why it does not fit) and the predicted "
+    "crossover next to the measured one",
     "backends[].label": "the label given to --jax-backend",
     "backends[].platform": "the JAX_PLATFORMS value its worker ran with",
     "backends[].expected_backend": "what jax.default_backend() had to return",
@@ -444,6 +447,13 @@ def differences_section(root: Path) -> str:
     return body
 
 
+def gpu_explanation(report_path: Path) -> str:
+    """The GPU page's reading of the stored report (``gpu_explain.py``)."""
+    from gpu_explain import explanation
+
+    return explanation(report_path)
+
+
 def write_generated_pages(outdir: Path, root: Path) -> None:
     """Write the generated Markdown fragments into ``outdir``."""
     outdir.mkdir(parents=True, exist_ok=True)
@@ -457,6 +467,9 @@ def write_generated_pages(outdir: Path, root: Path) -> None:
             root / "docs" / "_static" / "gpu_acceleration_reference.json"
         ),
         "report_excerpt.md": report_excerpt(
+            root / "docs" / "_static" / "gpu_acceleration_reference.json"
+        ),
+        "gpu_explained.rst": gpu_explanation(
             root / "docs" / "_static" / "gpu_acceleration_reference.json"
         ),
     }

@@ -476,3 +476,39 @@ def test_the_docs_reference_figure_is_redrawn_from_its_committed_report(
     statuses = {b["label"]: b["status"] for b in data["pytest_lyapax"]["backends"]}
     # Every timing in the stored report was measured on a backend marked ok.
     assert measured and all(statuses[label] == "ok" for label in measured)
+
+
+def test_summary_and_html_regenerated_equal_what_the_run_wrote(
+    real_run, tmp_path, clean_environment
+):
+    path, report = real_run
+    written = path / "lyapax-report"
+    saved = written / "benchmark.json"
+    for command, name in (("summary", "summary.md"), ("html", "report.html")):
+        out = tmp_path / name
+        proc = cli(command, saved, "-o", out, cwd=tmp_path, env=clean_environment)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert out.read_bytes() == (written / name).read_bytes(), name
+    md = (written / "summary.md").read_text()
+    # Two modules hold a test_matmul: each is named by its full id.
+    assert "## test\\_perf.py::test\\_matmul: median wall time per call" in md
+    assert "cost model needs 4 sizes per backend (2 measured)" in md
+    assert "| warm-up (untimed) |" in md
+    html = (written / "report.html").read_text()
+    assert html.count("<table>") >= 4 and "data:image/png;base64," in html
+    # The run's JSON holds the cost model and its terminal summary says it.
+    models = report["pytest_lyapax"]["cost_model"]
+    assert {m["name"] for m in models} == {
+        "test_perf.py::test_matmul",
+        "test_other.py::test_matmul",
+    }
+    assert {s["status"] for m in models for s in m["series"]} == {"too-few-sizes"}
+    assert "cost model needs 4 sizes" in (path / "stdout.txt").read_text()
+    proc = cli("plot", saved, "-o", "p.png", cwd=tmp_path, env=clean_environment)
+    assert "test_perf.py::test_matmul: cost model needs 4 sizes" in proc.stdout
+    # A merged report (two machines) gets a summary too.
+    a = write(tmp_path / "a.json", report)
+    b = write(tmp_path / "b.json", second_machine(report))
+    proc = cli("summary", a, b, "-o", "m.md", cwd=tmp_path, env=clean_environment)
+    assert proc.returncode == 0, proc.stderr
+    assert "cpu @ gpu-server" in (tmp_path / "m.md").read_text()

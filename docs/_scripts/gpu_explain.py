@@ -1,0 +1,89 @@
+"""The GPU page's explanation of the crossover, written from the stored report.
+
+Every number in the fragment is read from (or fitted to)
+``docs/_static/gpu_acceleration_reference.json`` with pytest-lyapax's own
+functions -- the cost model, the crossover, the warm-up reader -- so the page
+cannot disagree with the report it shows.  Nothing is typed in: a backend
+that was not measured there is said to be not measured.
+
+Run on its own with ``python docs/_scripts/gpu_explain.py`` to print it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+REPORT = (
+    Path(__file__).resolve().parents[1] / "_static" / "gpu_acceleration_reference.json"
+)
+
+
+def _rst(text: str) -> str:
+    for char in "\\*`|_":
+        text = text.replace(char, "\\" + char)
+    return text
+
+
+def explanation(report_path: Path = REPORT) -> str:
+    """The fragment, as reStructuredText paragraphs and a bullet list."""
+    from pytest_lyapax import analysis, details
+    from pytest_lyapax.explain import view_of
+    from pytest_lyapax.tables import format_seconds
+
+    data = json.loads(report_path.read_text())
+    view = view_of(data)
+    out = []
+    backends = {str(b["label"]): b for b in view.backends}
+    for bench, model in zip(view.benches, view.models, strict=True):
+        out.append(f"**{_rst(bench.name)}** ({_rst(bench.size_label)}):")
+        out.append("")
+        for label, points in bench.series.items():
+            first, last = points[0], points[-1]
+            growth = last.median / first.median
+            span = last.size / first.size
+            out.append(
+                f"- {_rst(label)}: {format_seconds(first.median)} per call at "
+                f"{first.size}, {format_seconds(last.median)} at {last.size}: "
+                f"{growth:.3g} times the time for {span:.3g} times the size."
+            )
+        out += [f"- cost model, {_rst(line)}." for line in model.lines()]
+        for c in analysis.crossovers(bench):
+            out.append(f"- measured: {_rst(c.describe(bench.size_label))}.")
+        for label, b in backends.items():
+            if label not in bench.series:
+                out.append(
+                    f"- {_rst(label)}: not measured on that machine "
+                    f"({_rst(str(b.get('status')))}: "
+                    f"{_rst(str(b.get('reason') or 'no reason recorded'))}); no "
+                    "fixed cost, exponent or crossover is given for it."
+                )
+        out.append("")
+    warm = [
+        (r, w)
+        for r in view.records
+        if (w := details.warmup_of(r)) is not None and w.kind == "first_call"
+    ]
+    if warm:
+        record, w = warm[0]
+        out.append(
+            f"The untimed first call of the first benchmark "
+            f"({_rst(str(record['fullname']))}) took "
+            f"{format_seconds(w.first_call_s)}: compilation, and programs that "
+            "later sizes share.  This report predates separate compile timing "
+            "(report schema 3), so that is all it says about compilation."
+        )
+        out.append("")
+    if not any(len(b.series) > 1 for b in view.benches):
+        out.append(
+            "Only one backend has timings in this report, so the report itself "
+            "shows no crossover: the fixed price per call of a GPU and the size "
+            "where it starts to pay off are for a report measured with a GPU to "
+            "say."
+        )
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(explanation(Path(sys.argv[1]) if len(sys.argv) > 1 else REPORT))

@@ -1,0 +1,209 @@
+"""Tolerant readers of the per-benchmark measurements beyond wall time.
+
+Reports of schema 3 carry, per benchmark in ``extra_info``, ``warmup``
+(compile or first-call time), ``memory`` (device peak, compiled argument,
+output and temporary bytes, host peak RSS), ``time_split`` (dispatch vs
+device time) and ``args_on`` (where the arguments lived), and, in the
+plugin's key, ``points``: sizes that ran out of memory or were skipped after
+one did.  Older reports lack them, and every report is untrusted input, so
+each reader here returns None (shown as "-") for a missing or malformed
+value instead of raising.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .identity import record_label, record_size, series_id
+from .schema import REPORT_KEY
+from .tables import format_seconds
+
+MISSING = "-"
+NOT_MEASURED = "not measured"
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _mapping(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    info = record.get("extra_info")
+    value = info.get(key) if isinstance(info, Mapping) else None
+    return value if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class Warmup:
+    """What the untimed first call cost: ``kind`` is ``compile`` (trace+lower
+    and XLA compile timed apart) or ``first_call`` (one number, not called
+    compile: it also holds first transfers and whatever else ran first)."""
+
+    kind: str
+    first_call_s: float | None = None
+    trace_lower_s: float | None = None
+    compile_s: float | None = None
+    cache: str | None = None  # "hit", "miss", "off" or None (unknown)
+
+    def short(self) -> str:
+        """One number, for a figure: compile time, else the first call's."""
+        if self.kind == "compile" and self.compile_s is not None:
+            return f"compile {format_seconds(self.compile_s)}"
+        if self.first_call_s is not None:
+            return f"first call {format_seconds(self.first_call_s)}"
+        return NOT_MEASURED
+
+    def describe(self) -> str:
+        if self.kind == "compile" and self.compile_s is not None:
+            text = f"compile {format_seconds(self.compile_s)}"
+            if self.trace_lower_s is not None:
+                text += f" + trace/lower {format_seconds(self.trace_lower_s)}"
+            if self.cache:
+                text += f" (cache {self.cache})"
+            return text
+        if self.first_call_s is not None:
+            # Not "compile": it also holds first transfers and anything else
+            # that ran first (e.g. programs shared with later tests).
+            return f"first call {format_seconds(self.first_call_s)} (no compile split)"
+        return NOT_MEASURED
+
+
+def warmup_of(record: Mapping[str, Any]) -> Warmup | None:
+    """The record's warm-up (None: not recorded).  A report from before
+    schema 3 holds only ``first_call_s``: read as first-call overhead."""
+    w = _mapping(record, "warmup")
+    if w:
+        cache = w.get("cache") if isinstance(w.get("cache"), Mapping) else {}
+        state = None
+        if cache.get("enabled") is False:
+            state = "off"
+        elif cache.get("hit") is True:
+            state = "hit"
+        elif cache.get("hit") is False:
+            state = "miss"
+        kind = "compile" if w.get("kind") == "compile" else "first_call"
+        return Warmup(
+            kind,
+            _number(w.get("first_call_s")),
+            _number(w.get("trace_lower_s")),
+            _number(w.get("compile_s")),
+            state,
+        )
+    info = record.get("extra_info")
+    old = _number(info.get("first_call_s")) if isinstance(info, Mapping) else None
+    return None if old is None else Warmup("first_call", old)
+
+
+MEMORY_FIELDS = (
+    ("device_peak_bytes", "device peak"),
+    ("argument_bytes", "arguments"),
+    ("output_bytes", "outputs"),
+    ("temp_bytes", "temporaries"),
+    ("host_peak_rss_bytes", "host peak RSS"),
+)
+
+
+def memory_of(record: Mapping[str, Any]) -> dict[str, float | None]:
+    """Each memory field of :data:`MEMORY_FIELDS` in bytes (None: not measured)."""
+    m = _mapping(record, "memory")
+    return {key: _number(m.get(key)) for key, _ in MEMORY_FIELDS}
+
+
+def time_split_of(record: Mapping[str, Any]) -> tuple[float, float] | None:
+    """(dispatch, device) seconds per call, or None."""
+    t = _mapping(record, "time_split")
+    dispatch, device = _number(t.get("dispatch_s")), _number(t.get("device_s"))
+    return None if dispatch is None or device is None else (dispatch, device)
+
+
+def args_on(record: Mapping[str, Any]) -> str | None:
+    info = record.get("extra_info")
+    value = info.get("args_on") if isinstance(info, Mapping) else None
+    return value if value in ("host", "device", "mixed", "none") else None
+
+
+def format_bytes(value: float | None) -> str:
+    """Bytes with a binary unit (``-`` when unknown)."""
+    if value is None:
+        return MISSING
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if value >= scale:
+            return f"{value / scale:.3g} {unit}"
+    return f"{value:.0f} B"
+
+
+@dataclass(frozen=True)
+class FailedPoint:
+    """A size that gave no timing: ``oom`` or ``skipped_after_oom``."""
+
+    fullname: str
+    benchmark: str  # the benchmark identity (series_id(...).benchmark)
+    backend: str
+    size: int | None
+    status: str
+    message: str
+
+
+def failed_points(data: Mapping[str, Any]) -> list[FailedPoint]:
+    """The report's out-of-memory and skipped points (malformed ones dropped)."""
+    key = data.get(REPORT_KEY)
+    entries = key.get("points") if isinstance(key, Mapping) else None
+    out = []
+    for e in entries if isinstance(entries, list) else []:
+        if not isinstance(e, Mapping) or not isinstance(e.get("fullname"), str):
+            continue
+        if not isinstance(e.get("backend"), str):
+            continue
+        size = record_size({"extra_info": {"size": e.get("size")}})
+        sid = series_id({"fullname": e["fullname"], "params": e.get("params")})
+        out.append(
+            FailedPoint(
+                e["fullname"],
+                sid.benchmark,
+                e["backend"],
+                size,
+                str(e.get("status") or "failed"),
+                str(e.get("message") or ""),
+            )
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class PanelNotes:
+    """What a sized benchmark's panel shows besides its curves."""
+
+    warmups: Mapping[str, tuple[int, Warmup]]  # label -> (largest size, warm-up)
+    failed: tuple[FailedPoint, ...] = ()
+
+
+def panel_notes(
+    records: Iterable[Mapping[str, Any]],
+    machine_info: Mapping[str, Any] | None,
+    failed: Iterable[FailedPoint] = (),
+) -> dict[str, PanelNotes]:
+    """Per benchmark identity: each series' warm-up at its largest size and
+    the failed points (matched by test id when the point has no parameters)."""
+    warm: dict[str, dict[str, tuple[int, Warmup]]] = {}
+    for record in records:
+        size, label = record_size(record), record_label(record)
+        w = warmup_of(record)
+        if size is None or label is None or w is None:
+            continue
+        key = series_id(record, machine_info).benchmark
+        current = warm.setdefault(key, {}).get(label)
+        if current is None or size > current[0]:
+            warm[key][label] = (size, w)
+    notes = {k: PanelNotes(v) for k, v in warm.items()}
+    for point in failed:
+        key = next(
+            (k for k in notes if k == point.benchmark or k.startswith(point.benchmark)),
+            point.benchmark,
+        )
+        old = notes.get(key, PanelNotes({}))
+        notes[key] = PanelNotes(old.warmups, (*old.failed, point))
+    return notes
