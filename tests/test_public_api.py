@@ -22,6 +22,7 @@ PUBLIC_MODULES = [
     "lyapax.covariant",
     "lyapax.checks",
     "lyapax.finite_time",
+    "lyapax.distributed",
 ]
 
 

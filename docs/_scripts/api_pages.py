@@ -29,6 +29,7 @@ PUBLIC_MODULES = (
     "lyapax.checks",
     "lyapax.finite_time",
     "lyapax.utils",
+    "lyapax.distributed",
 )
 
 

@@ -261,7 +261,20 @@ class Plan:
 
 
 def _to_host(x: Any) -> Any:
-    return None if x is None else np.asarray(x)
+    return None if x is None else host_array(x)
+
+
+def host_array(x: Any) -> Any:
+    """``x`` as a NumPy array with all its rows. A ``jax.Array`` with shards on
+    other processes (a multi-process job) is gathered from them, a collective
+    that every process must reach; other leaves pass through unchanged."""
+    if not isinstance(x, jax.Array):
+        return x
+    if x.is_fully_addressable:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def _concat(*xs: Any) -> Any:
