@@ -37,6 +37,12 @@ CALM = np.linspace(2.0, 20.0, 64)
 MIXED = np.concatenate([np.linspace(2.0, 20.0, 53), np.linspace(28.0, 42.0, 8)])
 SWEEP = dict(dt=0.01, n_steps=2000, renorm_every=10, t_transient=5.0, batch_size=24)
 FTLE_POINTS = np.linspace(-1.0, 1.0, 63 * 2).reshape(63, 2)
+#: A damped rotation: the master stability function of x' = A x coupled
+#: through H = I is exactly -0.5 - alpha.
+ROTATION = np.array([[-0.5, 1.0], [-1.0, -0.5]])
+ALPHAS = np.linspace(0.0, 2.0, 13)
+#: Rows of a covariant-vector sweep: x' = diag(-a, -2a) x, exponents -a, -2a.
+DECAYS = np.linspace(0.5, 1.5, 5)
 
 
 def lorenz_step(x, p):
@@ -48,10 +54,22 @@ def saddle(x):
     return jnp.stack([x[0], -x[1]])
 
 
+def rotation(x):
+    return jnp.asarray(ROTATION) @ x
+
+
+def decay_problem(a):
+    from lyapax import ode_problem
+
+    return ode_problem(lambda x: jnp.stack([-a * x[0], -2 * a * x[1]]), X0[:2], 0.01)
+
+
 def compute() -> dict[str, np.ndarray]:
     """Every batched entry point on the problems above, as NumPy arrays."""
+    from lyapax.covariant import sweep_covariant_vectors
     from lyapax.distributed import gather
     from lyapax.finite_time import ftle_field
+    from lyapax.network import master_stability_function
     from lyapax.sweep import sweep_lyapunov_spectrum, sweep_trajectory
 
     out: dict[str, np.ndarray] = {}
@@ -72,6 +90,21 @@ def compute() -> dict[str, np.ndarray]:
     out["ftle_max"] = np.asarray(field.ftle_max)
     out["ftle_min"] = np.asarray(field.ftle_min)
     out["flow_map"] = np.asarray(field.flow_map)
+    msf = master_stability_function(
+        rotation, np.eye(2), ALPHAS, X0[:2], dt=0.01, n_steps=500, renorm_every=10
+    )
+    out["msf"] = gather(msf).exponent
+    clv = sweep_covariant_vectors(
+        decay_problem,
+        DECAYS,
+        200,
+        renorm_every=5,
+        save_every=5,
+        t_backward=0.5,
+        t_transient=10.0,
+    )
+    out["clv_exponents"] = clv.exponents
+    out["clv_vectors"] = clv.vectors
     # What a process holds before gathering: global arrays, spread over all.
     calm = sweeps["calm"].exponents
     out["spread_over"] = np.array(len(calm.sharding.device_set))

@@ -113,6 +113,13 @@ def test_two_processes_split_the_batch_and_match_one_process(
     bar = np.hypot(p0["mixed_stderr"][chaos], ref["mixed_stderr"][chaos])
     print("chaotic rows, two - one process:", lam0 - lam1, "stderr", bar)
     assert (np.abs(lam0 - lam1) <= 3 * bar).all(), (lam0 - lam1, bar)
+    # Master stability function and covariant vectors of linear problems.
+    np.testing.assert_allclose(p0["msf"], ref["msf"], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(p0["msf"], -0.5 - worker.ALPHAS, atol=1e-6)
+    np.testing.assert_allclose(p0["clv_exponents"], ref["clv_exponents"], atol=1e-10)
+    np.testing.assert_allclose(p0["clv_vectors"], ref["clv_vectors"], atol=1e-10)
+    exact = -np.outer(worker.DECAYS, [1.0, 2.0])
+    np.testing.assert_allclose(p0["clv_exponents"], exact, atol=2e-3)
     # FTLE field of the saddle: exact, and the same in every process.
     np.testing.assert_allclose(p0["ftle_max"], 1.0, atol=1e-6)
     np.testing.assert_allclose(p0["ftle_min"], -1.0, atol=1e-6)

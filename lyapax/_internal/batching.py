@@ -215,6 +215,16 @@ def shard(tree: Any, sharding: NamedSharding) -> Any:
     return jax.tree.map(one, tree)
 
 
+def split_rows(f: Any, mesh: Mesh | None) -> Any:
+    """``f(*batched)`` split over ``mesh`` along the leading row axis of every
+    argument and output (unchanged when ``mesh`` is None); rows must be
+    independent (no collective inside)."""
+    if mesh is None:
+        return f
+    rows = PartitionSpec(BATCH_AXIS)
+    return jax.shard_map(f, mesh=mesh, in_specs=rows, out_specs=rows, check_vma=False)
+
+
 class Plan:
     """How a batch of ``n`` rows runs: chunk length, padding and sharding.
 
