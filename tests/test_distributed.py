@@ -198,7 +198,6 @@ def test_a_process_with_another_process_count_fails_clearly(tmp_path):
     assert "started with num_processes=3" in err and "job of 2 processes" in err
 
 
-@pytest.mark.slow
 def test_a_job_missing_a_process_ends_after_the_timeout(tmp_path):
     envs = _torchrun(3, _free_port(), TEST_TIMEOUT="3", TEST_HEARTBEAT="3")[:2]
     results = _launch("join", envs, tmp_path, limit=120)
