@@ -16,9 +16,10 @@ timed ``--repeats`` times, every call started together in all processes
 (``multihost_utils.sync_global_devices``) and ended by
 ``jax.block_until_ready``; a job's time is its slowest process's, the median
 over repeats is reported. ``gather`` (the result to NumPy on every process)
-is timed apart (after one untimed call). Efficiency = T(1 process) / (processes x T). The gathered
-exponents are compared with the one-process run: calm rows agree to
-rounding, chaotic rows within their stderr (not bitwise).
+is timed apart (after one untimed call). Efficiency = speed-up / devices,
+speed-up = T(1 process) / T. The gathered exponents are compared with the
+one-process run: calm rows agree to rounding, chaotic rows within their
+stderr (not bitwise).
 
     python benchmarks/distributed_bench.py            # 256 rows x 20 000 steps
     python benchmarks/distributed_bench.py --quick    # smoke run

@@ -111,7 +111,7 @@ calm = RHOS < 24.0
 diff = np.abs(two["exponents"] - one.exponents)
 bar = np.hypot(two["stderr"], one.stderr)
 print(f"two processes: {N_ROWS} rows x {N_STEPS} steps in {wall:.1f} s (compile incl.)")
-print(f"calm rows (rho < 24): max |two - one| = {diff[calm].max():.1e} (expect < 1e-10)")
+print(f"calm rows (rho < 24): max |two - one| = {diff[calm].max():.1e} (< 1e-10)")
 print(
     f"chaotic rows: max |two - one| = {diff[~calm].max():.1e}, "
     f"max of diff / combined stderr = {(diff[~calm] / bar[~calm]).max():.2f} "
