@@ -82,8 +82,16 @@ def compute() -> dict[str, np.ndarray]:
         out[f"{name}_stderr"] = got.stderr
         out[f"{name}_state"] = got.checkpoint.state
         out[f"{name}_history"] = got.history
+    # Host copies (trajectory_to_host) are gathered chunk by chunk.
     traj = sweep_trajectory(
-        lorenz_step, X0, {"rho": MIXED}, 0.01, 200, decimate=10, batch_size=24
+        lorenz_step,
+        X0,
+        {"rho": MIXED},
+        0.01,
+        200,
+        decimate=10,
+        batch_size=24,
+        trajectory_to_host=True,
     )
     out["trajectory"] = gather(traj).states
     field = ftle_field(saddle, FTLE_POINTS, 0.0, 1.0, 0.05)
