@@ -215,7 +215,7 @@ def shard(tree: Any, sharding: NamedSharding) -> Any:
     return jax.tree.map(one, tree)
 
 
-def split_rows(f: Any, mesh: Mesh | None) -> Any:
+def split_rows(f: Any, mesh: Any) -> Any:
     """``f(*batched)`` split over ``mesh`` along the leading row axis of every
     argument and output (unchanged when ``mesh`` is None); rows must be
     independent (no collective inside)."""
