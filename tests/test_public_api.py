@@ -23,6 +23,7 @@ PUBLIC_MODULES = [
     "lyapax.checks",
     "lyapax.finite_time",
     "lyapax.indicators",
+    "lyapax.distributed",
 ]
 
 

@@ -30,6 +30,7 @@ PUBLIC_MODULES = (
     "lyapax.finite_time",
     "lyapax.indicators",
     "lyapax.utils",
+    "lyapax.distributed",
 )
 
 

@@ -215,6 +215,16 @@ def shard(tree: Any, sharding: NamedSharding) -> Any:
     return jax.tree.map(one, tree)
 
 
+def split_rows(f: Any, mesh: Any) -> Any:
+    """``f(*batched)`` split over ``mesh`` along the leading row axis of every
+    argument and output (unchanged when ``mesh`` is None); rows must be
+    independent (no collective inside)."""
+    if mesh is None:
+        return f
+    rows = PartitionSpec(BATCH_AXIS)
+    return jax.shard_map(f, mesh=mesh, in_specs=rows, out_specs=rows, check_vma=False)
+
+
 class Plan:
     """How a batch of ``n`` rows runs: chunk length, padding and sharding.
 
@@ -278,7 +288,20 @@ class Plan:
 
 
 def _to_host(x: Any) -> Any:
-    return None if x is None else np.asarray(x)
+    return None if x is None else host_array(x)
+
+
+def host_array(x: Any) -> Any:
+    """``x`` as a NumPy array with all its rows. A ``jax.Array`` with shards on
+    other processes (a multi-process job) is gathered from them, a collective
+    that every process must reach; other leaves pass through unchanged."""
+    if not isinstance(x, jax.Array):
+        return x
+    if x.is_fully_addressable:
+        return np.asarray(x)
+    from jax.experimental import multihost_utils
+
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
 
 
 def _concat(*xs: Any) -> Any:

@@ -7,11 +7,11 @@ from collections.abc import Callable
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._internal import batching
 from lyapax.covariant import _memory as memory
 from lyapax.covariant._run import CovariantResult, covariant_vectors
 
@@ -101,37 +101,23 @@ def sweep_covariant_vectors(
             "batch_size, a larger save_every or a smaller k"
         )
 
-    @jax.jit
-    def chunk(rows):
-        out, t_back = jax.vmap(one)(rows)
-        return out, t_back
+    plan = batching.Plan(n, size, None, True)
+    spread = batching.split_rows(jax.vmap(one), plan.mesh)
+    compiled = jax.jit(spread)
 
-    parts: list[dict[str, np.ndarray]] = []
-    extra: Any = None
-    for start in range(0, n, size):
-        count = min(size, n - start)
-        out, extra = chunk(_padded(params_batch, start, count, size))
-        parts.append({key: np.asarray(v)[:count] for key, v in out.items()})
-    fields = {key: np.concatenate([p[key] for p in parts]) for key in _ARRAYS}
+    def chunk(rows):
+        # NumPy rows, as single runs return (gathered from every process in a
+        # multi-process job).
+        return jax.tree.map(batching.host_array, compiled(rows))
+
+    out, extra = plan.run(chunk, (params_batch,))
     t_back, steps = (np.asarray(x)[0] for x in extra)
     return CovariantResult(
         storage="device",
         t_backward=float(t_back),
         steps=steps,
-        **fields,  # type: ignore[arg-type]  # NumPy rows, as single runs return
+        **{key: out[key] for key in _ARRAYS},  # type: ignore[arg-type]
     )
 
 
 _ARRAYS = ("exponents", "times", "states", "vectors", "local_growth", "stderr")
-
-
-def _padded(tree: Any, start: int, count: int, size: int) -> Any:
-    """Rows ``start .. start + count`` of every leaf, padded to ``size`` rows
-    with copies of the last (one program for every chunk)."""
-
-    def take(x):
-        rows = jnp.asarray(x[start : start + count])
-        pad = jnp.repeat(rows[-1:], size - count, axis=0)
-        return jnp.concatenate([rows, pad])
-
-    return jax.tree.map(take, tree)

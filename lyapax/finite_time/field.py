@@ -21,7 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine import validate
 from lyapax._engine.tree import merge_static, split_static
-from lyapax._internal.batching import BATCH_AXIS, Plan
+from lyapax._internal.batching import BATCH_AXIS, Plan, host_array
 from lyapax.finite_time import _memory
 from lyapax.finite_time._flow import (
     Autonomous,
@@ -227,7 +227,7 @@ def ftle_field(
         # can exceed the in-process rendezvous timeout) and device memory for
         # one chunk only, whatever N is.
         out = kernel(rows, scalars[0], scalars[1], count, scalars[2])
-        return _Rows(*(np.asarray(x) for x in out))
+        return _Rows(*(host_array(x) for x in out))
 
     out = plan.run(chunk, (pts,))
     return FTLEField(

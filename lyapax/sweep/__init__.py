@@ -19,18 +19,17 @@ forced with ``XLA_FLAGS=--xla_force_host_platform_device_count=N``), the batch
 axis is split over a 1-D mesh with ``jax.sharding`` and each device runs its
 share through ``jax.shard_map``; the numbers are those of a single-device run.
 The same code scales to several hosts: start every process with
-``jax.distributed.initialize()`` and call the sweep with the same arguments in
-each; ``jax.devices()`` then lists every host's devices, each process places
-its own shards, and the returned arrays are global ``jax.Array`` s (gather them
-with ``jax.experimental.multihost_utils.process_allgather``). Keep the batch a
-multiple of the global device count there, so no padding slice is needed::
+:func:`lyapax.distributed.initialize` and call the sweep with the same
+arguments in each; ``jax.devices()`` then lists every process's devices, each
+process places and computes its own rows (a batch that does not divide over
+them is padded), and the returned arrays are global ``jax.Array`` s, which
+:func:`lyapax.distributed.gather` brings to NumPy::
 
-    import jax
-    jax.distributed.initialize()        # one process per host (or per GPU)
+    from lyapax.distributed import gather, initialize
+    initialize()                        # one process per host (or per GPU)
     from lyapax.sweep import sweep_lyapunov_spectrum
     res = sweep_lyapunov_spectrum(step, x0, {"rho": rhos}, dt, n_steps)
-    from jax.experimental import multihost_utils
-    lam = multihost_utils.process_allgather(res.exponents, tiled=True)
+    lam = gather(res.exponents)         # (n, k) NumPy in every process
 """
 
 from lyapax.sweep._rows import ProblemFamily, problem_family
