@@ -16,12 +16,11 @@ from typing import Any, NamedTuple
 
 import jax
 import numpy as np
-from jax.sharding import PartitionSpec
 from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine import validate
 from lyapax._engine.tree import merge_static, split_static
-from lyapax._internal.batching import BATCH_AXIS, Plan
+from lyapax._internal.batching import resolve_devices, take
 from lyapax.finite_time import _memory
 from lyapax.finite_time._flow import (
     Autonomous,
@@ -119,30 +118,50 @@ def _check_rhs(rhs: Any, d: int, dtype: Any, time_dependent: bool) -> None:
         )
 
 
-@partial(jax.jit, static_argnames=("static", "tableau", "mesh"))
-def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau, mesh):
+@partial(jax.jit, static_argnames=("static", "tableau"))
+def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau):
     """Flow map, FTLEs and direction of every row of ``points``."""
+    rhs = merge_static(dynamic, static)
 
-    def rows(dyn, pts, t0, h, n, inv_T):
-        rhs = merge_static(dyn, static)
+    def one(x0):
+        x, F = flow_and_jacobian(rhs, tableau, x0, t0, h, n)
+        hi, lo, v = singular_summary(F)
+        return _Rows(x, hi * inv_T, lo * inv_T, v)
 
-        def one(x0):
-            x, F = flow_and_jacobian(rhs, tableau, x0, t0, h, n)
-            hi, lo, v = singular_summary(F)
-            return _Rows(x, hi * inv_T, lo * inv_T, v)
+    return jax.vmap(one)(points)
 
-        return jax.vmap(one)(pts)
 
-    if mesh is not None:
-        whole, split = PartitionSpec(), PartitionSpec(BATCH_AXIS)
-        rows = jax.shard_map(
-            rows,
-            mesh=mesh,
-            in_specs=(whole, split, whole, whole, whole, whole),
-            out_specs=split,
-            check_vma=False,
+def _run_chunks(kernel: Any, pts: np.ndarray, chunk: int, devices: list) -> _Rows:
+    """``kernel`` on ``pts`` in chunks of ``chunk`` rows (the last one padded
+    with copies of the last point), chunk ``k`` on ``devices[k % len]``.
+
+    Each chunk is a whole single-device call, dispatched without waiting, and
+    at most two per device are in flight before the oldest is copied to the
+    host: every device keeps working whatever the others do (no per-chunk
+    rendezvous of a split chunk, which on a loaded 2-core CPU left one core
+    waiting for the other), and device memory holds two chunks at most.
+    """
+    n = pts.shape[0]
+    pending: list[tuple[int, Any]] = []
+    parts: list[_Rows] = []
+
+    def collect() -> None:
+        rows, out = pending.pop(0)
+        parts.append(_Rows(*(np.asarray(x)[:rows] for x in out)))
+
+    for k, start in enumerate(range(0, n, chunk)):
+        stop = min(n, start + chunk)
+        rows = take(pts, start, stop, chunk)
+        pending.append(
+            (stop - start, kernel(jax.device_put(rows, devices[k % len(devices)])))
         )
-    return rows(dynamic, points, t0, h, n, inv_T)
+        if len(pending) > 2 * len(devices):
+            collect()
+    while pending:
+        collect()
+    if len(parts) == 1:
+        return parts[0]
+    return _Rows(*(np.concatenate(xs) for xs in zip(*parts, strict=True)))
 
 
 def ftle_field(
@@ -174,11 +193,15 @@ def ftle_field(
         integrator: ``"euler"``, ``"heun"``, ``"rk4"``, ``"rk6"`` or a
             :class:`~lyapax.integrators.ButcherTableau`.
         batch_size: at most this many points per compiled call (None:
-            32 768); the points are cut into equal chunks (the last one
-            padded by at most one point per chunk), so every chunk reuses
-            one program and almost no padding is computed.
-        devices: devices to split each chunk over, as in the sweeps (None:
-            all visible).
+            32 768, and at least one chunk per device); the points are cut
+            into equal chunks (the last one padded by at most one point per
+            chunk), so every chunk reuses one program and almost no padding
+            is computed.
+        devices: devices to deal the chunks to, round-robin (None: all
+            visible; an int: the first n; or a list). Each chunk runs whole
+            on one device, so devices never wait for each other (on a CPU,
+            ``--xla_force_host_platform_device_count=2`` gives two devices
+            that run on two cores).
         memory_limit: bytes the run may use (None: what the device reports
             free); checked before anything runs.
 
@@ -210,26 +233,27 @@ def ftle_field(
     field = rhs if time_dependent else Autonomous(rhs)
     _check_rhs(field, d, pts.dtype, time_dependent)
     n_steps = n_steps_for(T, dt)
-    plan = Plan(n, _memory.even_chunk(n, batch_size), devices, True)
-    _memory.check_fits(
-        n, plan.padded, d, len(tableau.a), pts.dtype, plan.devices, memory_limit
-    )
+    devs = resolve_devices(devices)
+    chunk = _memory.even_chunk(n, batch_size, len(devs))
+    # Each device runs whole chunks: the estimate is per chunk, on one device.
+    _memory.check_fits(n, chunk, d, len(tableau.a), pts.dtype, devs[:1], memory_limit)
     dynamic, static = split_static(field)
     scalars = [np.asarray(x, pts.dtype) for x in (t0, T / n_steps, 1.0 / abs(T))]
-    kernel = partial(
-        _field_kernel, dynamic, static=static, tableau=tableau, mesh=plan.mesh
-    )
     count = np.int32(n_steps)
 
-    def chunk(rows: Any) -> _Rows:
-        # Each chunk's rows go to the host as they are done: no cross-device
-        # gather of sharded chunks (an XLA collective, which on a loaded CPU
-        # can exceed the in-process rendezvous timeout) and device memory for
-        # one chunk only, whatever N is.
-        out = kernel(rows, scalars[0], scalars[1], count, scalars[2])
-        return _Rows(*(np.asarray(x) for x in out))
+    def kernel(rows: Any) -> Any:
+        return _field_kernel(
+            dynamic,
+            rows,
+            scalars[0],
+            scalars[1],
+            count,
+            scalars[2],
+            static=static,
+            tableau=tableau,
+        )
 
-    out = plan.run(chunk, (pts,))
+    out = _run_chunks(kernel, pts, chunk, devs)
     return FTLEField(
         out.ftle_max, out.ftle_min, out.direction, out.flow_map, t0, T, n_steps
     )
