@@ -184,14 +184,19 @@ def main():
     # One rhs object for every call: the compiled program is cached by the
     # field's structure, and a new closure is a new structure.
     rhs, steady = gyre(EPS), gyre(0.0)
-    for integ, dt in [("rk4", 0.05), ("rk6", 0.25)]:
+    configs = [("rk4", 0.05, None), ("rk6", 0.25, None), ("rk6", 0.25, 1)]
+    for integ, dt, devs in configs:
+        if devs == 1 and len(jax.devices()) == 1:
+            continue
 
-        def run(integ=integ, dt=dt):
-            return ftle_field(rhs, points, 0.0, T, dt, True, integ).ftle_max
+        def run(integ=integ, dt=dt, devs=devs):
+            field = ftle_field(rhs, points, 0.0, T, dt, True, integ, devices=devs)
+            return field.ftle_max
 
         seconds, cpu, field = best_of(run, args.repeat)
         check = ftle_field(steady, CHECK, 0.0, T, dt, True, integ).ftle_max
-        label = f"lyapax ftle_field {integ} dt={dt}"
+        where = "1 device" if devs == 1 else f"{len(jax.devices())} device(s)"
+        label = f"lyapax ftle_field {integ} dt={dt}, {where}"
         report(label, (seconds, cpu), np.asarray(field)[subset], check)
 
     # The dt = 0.01 floor takes ~5x longer: on the full grid only with --slow-floor.

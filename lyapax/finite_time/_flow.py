@@ -50,10 +50,10 @@ def _stacked_stage(rhs: Any, t: Any, Y: Any) -> Any:
     """``[rhs(t, x) | J(t, x) F]`` for the stacked state ``Y = [x | F] (d, 1 + d)``.
 
     The primal and its tangents leave a stage as one array, so every value of
-    the stage (the field's sin, cos, exp, ...) has one consumer: XLA on CPU
-    then computes it once, where separate primal and tangent outputs make its
-    fusion pass duplicate the elementwise work into both (measured: half the
-    transcendental calls, about 12% less CPU time on the double gyre).
+    the stage has one consumer fusion, where separate primal and tangent
+    outputs make XLA's CPU fusion pass copy the stage's work into both
+    (measured on the double gyre, RK6: 24 sin / 16 cos ops in the compiled
+    program instead of 48 / 32, about 12% less CPU time).
     """
     fx, JF = stage_tangents(rhs, t, Y[:, 0], Y[:, 1:])
     return jnp.concatenate([fx[:, None], JF], axis=1)

@@ -28,6 +28,7 @@ from lyapax.finite_time._flow import (
     n_steps_for,
     singular_summary,
 )
+from lyapax.finite_time._shared import shared_transcendentals
 from lyapax.integrators import TABLEAUS, ButcherTableau, fixed_stage_method
 
 __all__ = ["FTLEField", "ftle_field", "ftle_grid", "grid_points"]
@@ -118,10 +119,13 @@ def _check_rhs(rhs: Any, d: int, dtype: Any, time_dependent: bool) -> None:
         )
 
 
-@partial(jax.jit, static_argnames=("static", "tableau"))
-def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau):
-    """Flow map, FTLEs and direction of every row of ``points``."""
+@partial(jax.jit, static_argnames=("static", "tableau", "share"))
+def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau, share):
+    """Flow map, FTLEs and direction of every row of ``points`` (``share``:
+    transcendental values computed once per point and stage, for XLA:CPU)."""
     rhs = merge_static(dynamic, static)
+    if share:
+        rhs = shared_transcendentals(rhs)
 
     def one(x0):
         x, F = flow_and_jacobian(rhs, tableau, x0, t0, h, n)
@@ -251,6 +255,7 @@ def ftle_field(
             scalars[2],
             static=static,
             tableau=tableau,
+            share=devs[0].platform == "cpu",
         )
 
     out = _run_chunks(kernel, pts, chunk, devs)
