@@ -89,10 +89,11 @@ def shared_transcendentals(rhs: Any) -> Any:
         for eqn in jaxpr.eqns:
             args = [read(v) for v in eqn.invars]
             rule = _RULES.get(eqn.primitive.name)
-            floating = rule is not None and jnp.issubdtype(
-                jnp.result_type(args[0]), jnp.floating
-            )
-            if floating and not eqn.params.get("accuracy"):
+            if (
+                rule is not None
+                and jnp.issubdtype(jnp.result_type(args[0]), jnp.floating)
+                and not eqn.params.get("accuracy")
+            ):
                 out = rule(args[0], keep)
             else:
                 params = eqn.primitive.get_bind_params(eqn.params)
