@@ -19,7 +19,9 @@ on a random subset of interior grid points: max and median |error|.
 
 Run: ``python benchmarks/ftle_bench.py`` (about 5 * 10^5 points) or
 ``--quick`` (CI smoke run, a small grid). ``--devices 2`` (default: the CPU
-count, at most 2) splits lyapax's chunks over that many forced host devices.
+count, at most 2) deals lyapax's chunks to that many forced host devices (one
+core each). Each row also gives CPU / wall time of the process: the cores the
+program kept busy (numbacs: numba's thread count is printed).
 """
 
 from __future__ import annotations
@@ -64,13 +66,16 @@ def gyre(eps):
 
 
 def best_of(fn, repeat):
+    """(wall seconds, CPU seconds of this process, result) of the fastest of
+    ``repeat`` warm calls; CPU / wall says how many cores a program kept busy."""
     jax.block_until_ready(fn())  # compile and warm up
     times = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        cpu, start = time.process_time(), time.perf_counter()
         out = jax.block_until_ready(fn())
-        times.append(time.perf_counter() - start)
-    return min(times), out
+        times.append((time.perf_counter() - start, time.process_time() - cpu))
+    wall, cpu = min(times)
+    return wall, cpu, out
 
 
 def floor_program(dt):
@@ -147,7 +152,8 @@ def main():
     subset = iy * args.nx + ix
     print(
         f"double gyre, T={T}, {args.ny} x {args.nx} = {n} points, min of "
-        f"{args.repeat}, {len(jax.devices())} CPU device(s) for lyapax"
+        f"{args.repeat}, {len(jax.devices())} CPU device(s) for lyapax, "
+        f"{os.cpu_count()} CPUs, load average (1 min) {os.getloadavg()[0]:.1f}"
     )
 
     ref = ftle_field(gyre(EPS), points[subset], 0.0, T, 0.005, True, "rk6")
@@ -158,41 +164,60 @@ def main():
 
     rows = []
 
-    def report(name, seconds, field_sub, check_vals):
+    def report(name, timing, field_sub, check_vals):
+        seconds, cpu = timing
         err = np.abs(np.asarray(field_sub) - ref)
         check = np.max(np.abs(np.asarray(check_vals) - EXACT))
-        rows.append((name, n / seconds, seconds, check, err.max(), np.median(err)))
+        rows.append(
+            (
+                name,
+                n / seconds,
+                seconds,
+                cpu / seconds,
+                check,
+                err.max(),
+                np.median(err),
+            )
+        )
         print(f"  {name}: {n / seconds:,.0f} points/s", flush=True)
 
     # One rhs object for every call: the compiled program is cached by the
     # field's structure, and a new closure is a new structure.
     rhs, steady = gyre(EPS), gyre(0.0)
-    for integ, dt in [("rk4", 0.05), ("rk6", 0.25)]:
+    configs = [("rk4", 0.05, None), ("rk6", 0.25, None), ("rk6", 0.25, 1)]
+    for integ, dt, devs in configs:
+        if devs == 1 and len(jax.devices()) == 1:
+            continue
 
-        def run(integ=integ, dt=dt):
-            return ftle_field(rhs, points, 0.0, T, dt, True, integ).ftle_max
+        def run(integ=integ, dt=dt, devs=devs):
+            field = ftle_field(rhs, points, 0.0, T, dt, True, integ, devices=devs)
+            return field.ftle_max
 
-        seconds, field = best_of(run, args.repeat)
+        seconds, cpu, field = best_of(run, args.repeat)
         check = ftle_field(steady, CHECK, 0.0, T, dt, True, integ).ftle_max
-        label = f"lyapax ftle_field {integ} dt={dt}"
-        report(label, seconds, np.asarray(field)[subset], check)
+        where = "1 device" if devs == 1 else f"{len(jax.devices())} device(s)"
+        label = f"lyapax ftle_field {integ} dt={dt}, {where}"
+        report(label, (seconds, cpu), np.asarray(field)[subset], check)
 
     # The dt = 0.01 floor takes ~5x longer: on the full grid only with --slow-floor.
     for dt in (0.05, 0.01) if (args.quick or args.slow_floor) else (0.05,):
         run = floor_program(dt)
         pts = jnp.asarray(points)
-        seconds, field = best_of(lambda run=run, pts=pts: run(pts), args.repeat)
+        seconds, cpu, field = best_of(lambda run=run, pts=pts: run(pts), args.repeat)
         check = ftle_field(gyre(0.0), CHECK, 0.0, T, dt, True, "rk4").ftle_max
         report(
             f"hand-written jax.vmap RK4 dt={dt}",
-            seconds,
+            (seconds, cpu),
             np.asarray(field)[subset],
             check,
         )
 
     missing = numbacs_available()
     if missing is None:
-        seconds, field = best_of(lambda: numbacs_field(x, y, EPS), args.repeat)
+        import numba
+
+        print(f"numbacs: numba {numba.__version__}, {numba.get_num_threads()} threads")
+        seconds, cpu, field = best_of(lambda: numbacs_field(x, y, EPS), args.repeat)
         dx, dy = x[1] - x[0], y[1] - y[0]
         check = []
         for px, py in CHECK:
@@ -202,7 +227,7 @@ def main():
             check.append(sub[1, 1])
         report(
             "numbacs 0.2.0 DOP853 rtol=atol=1e-8 + grid differences",
-            seconds,
+            (seconds, cpu),
             field.reshape(-1)[subset],
             check,
         )
@@ -213,15 +238,16 @@ def main():
     else:
         print(f"numbacs not measured: {missing}")
 
+    print(f"load average (1 min) at the end: {os.getloadavg()[0]:.1f}")
     print(
-        "\n| program | points/s | seconds | check-point error | field error max"
-        " | field error median |"
+        "\n| program | points/s | seconds | cores busy (CPU/wall) | check-point error"
+        " | field error max | field error median |"
     )
-    print("|---|---|---|---|---|---|")
-    for name, rate, seconds, check, emax, emed in rows:
+    print("|---|---|---|---|---|---|---|")
+    for name, rate, seconds, cores, check, emax, emed in rows:
         print(
-            f"| {name} | {rate:,.0f} | {seconds:.2f} | {check:.1e} | {emax:.1e}"
-            f" | {emed:.1e} |"
+            f"| {name} | {rate:,.0f} | {seconds:.2f} | {cores:.2f} | {check:.1e}"
+            f" | {emax:.1e} | {emed:.1e} |"
         )
 
 

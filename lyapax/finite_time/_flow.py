@@ -46,21 +46,38 @@ def stage_tangents(rhs: Any, t: Any, x: Any, V: Any) -> tuple[Any, Any]:
     return jax.vmap(one, in_axes=1, out_axes=(None, 1))(V)
 
 
+def _stacked_stage(rhs: Any, t: Any, Y: Any) -> Any:
+    """``[rhs(t, x) | J(t, x) F]`` for the stacked state ``Y = [x | F] (d, 1 + d)``.
+
+    The primal and its tangents leave a stage as one array, so every value of
+    the stage has one consumer fusion, where separate primal and tangent
+    outputs make XLA's CPU fusion pass copy the stage's work into both
+    (measured on the double gyre, RK6: 24 sin / 16 cos ops in the compiled
+    program instead of 48 / 32, about 12% less CPU time).
+    """
+    fx, JF = stage_tangents(rhs, t, Y[:, 0], Y[:, 1:])
+    return jnp.concatenate([fx[:, None], JF], axis=1)
+
+
 def flow_and_jacobian(
     rhs: Any, tableau: ButcherTableau, x0: Any, t0: Any, h: Any, n: Any
 ) -> tuple[Any, Any]:
     """``(phi(x0) (d,), D phi(x0) (d, d))`` after ``n`` steps of ``h`` from
-    ``t0`` (``n`` may be traced: the loop's trip count is data)."""
+    ``t0`` (``n`` may be traced: the loop's trip count is data). The point and
+    its tangents are carried stacked, ``[x | F] (d, 1 + d)``: one Runge-Kutta
+    update of one array per stage (see :func:`_stacked_stage`)."""
     c = tableau.c
 
-    def body(i, carry):
+    def body(i, Y):
         t = t0 + i * h
         return rk_stage_update(
-            tableau, lambda y, j: stage_tangents(rhs, t + c[j] * h, *y), carry, h
+            tableau, lambda y, j: _stacked_stage(rhs, t + c[j] * h, y), Y, h
         )
 
-    F0 = jnp.eye(x0.shape[0], dtype=x0.dtype)
-    return jax.lax.fori_loop(0, n, body, (x0, F0))
+    d = x0.shape[0]
+    Y0 = jnp.concatenate([x0[:, None], jnp.eye(d, dtype=x0.dtype)], axis=1)
+    Y = jax.lax.fori_loop(0, n, body, Y0)
+    return Y[:, 0], Y[:, 1:]
 
 
 def _sign_fixed(v: Any) -> Any:

@@ -14,16 +14,20 @@ from lyapax._internal.memory import device_free, host_available
 DEFAULT_CHUNK = 1 << 15
 
 
-def even_chunk(n: int, batch_size: Any) -> int:
+def even_chunk(n: int, batch_size: Any, n_devices: int = 1) -> int:
     """Points per chunk: ``n`` cut into ``ceil(n / batch_size)`` chunks of
     equal size (so the padded last chunk wastes at most a few points, where
-    chunks of exactly ``batch_size`` could waste almost a whole one).
+    chunks of exactly ``batch_size`` could waste almost a whole one). With
+    ``batch_size=None`` there are at least ``n_devices`` chunks, so that every
+    device gets work.
 
     Raises:
         ValueError / TypeError: ``batch_size`` not an integer >= 1.
     """
-    limit = DEFAULT_CHUNK if batch_size is None else batch_size
-    limit = validate.as_int("batch_size", limit, minimum=1)
+    if batch_size is None:
+        limit = min(DEFAULT_CHUNK, -(-n // max(1, n_devices)))
+    else:
+        limit = validate.as_int("batch_size", batch_size, minimum=1)
     pieces = -(-n // limit)
     return -(-n // pieces)
 

@@ -29,6 +29,7 @@ from lyapax.finite_time._flow import (
     n_steps_for,
     singular_summary,
 )
+from lyapax.finite_time._shared import shared_transcendentals
 from lyapax.integrators import TABLEAUS, ButcherTableau, fixed_stage_method
 
 __all__ = ["FTLEField", "ftle_field", "ftle_grid", "grid_points"]
@@ -119,12 +120,15 @@ def _check_rhs(rhs: Any, d: int, dtype: Any, time_dependent: bool) -> None:
         )
 
 
-@partial(jax.jit, static_argnames=("static", "tableau", "mesh"))
-def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau, mesh):
-    """Flow map, FTLEs and direction of every row of ``points``."""
+@partial(jax.jit, static_argnames=("static", "tableau", "mesh", "share"))
+def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau, mesh, share):
+    """Flow map, FTLEs and direction of every row of ``points`` (``share``:
+    transcendental values computed once per point and stage, for XLA:CPU)."""
 
     def rows(dyn, pts, t0, h, n, inv_T):
         rhs = merge_static(dyn, static)
+        if share:
+            rhs = shared_transcendentals(rhs)
 
         def one(x0):
             x, F = flow_and_jacobian(rhs, tableau, x0, t0, h, n)
@@ -217,7 +221,12 @@ def ftle_field(
     dynamic, static = split_static(field)
     scalars = [np.asarray(x, pts.dtype) for x in (t0, T / n_steps, 1.0 / abs(T))]
     kernel = partial(
-        _field_kernel, dynamic, static=static, tableau=tableau, mesh=plan.mesh
+        _field_kernel,
+        dynamic,
+        static=static,
+        tableau=tableau,
+        mesh=plan.mesh,
+        share=plan.devices[0].platform == "cpu",
     )
     count = np.int32(n_steps)
 

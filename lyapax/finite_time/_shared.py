@@ -1,0 +1,108 @@
+"""Transcendental values computed once per point and stage on XLA:CPU.
+
+XLA's CPU loop fusion evaluates a fused expression once per *output element*:
+the stage's tangents ``J V (d, m)`` read the field's ``sin``, ``cos``, ``exp``
+... of the point, and each of the ``d m`` tangent entries recomputes them
+(measured on the double gyre: about 20 transcendental calls per point and
+stage where the primal needs 4). No HLO op is duplicated, so counting ops in
+the compiled text does not show it, and ``lax.optimization_barrier`` is
+removed before fusion.
+
+:func:`shared_transcendentals` re-evaluates ``rhs(t, x)`` from its jaxpr with
+each ``sin``, ``cos``, ``exp``, ``tanh`` replaced by a version whose value and
+derivative leave through a ``lax.cond`` on a predicate that XLA cannot fold
+(``t == t``): a conditional's operands are materialised, so each value is
+computed once per point and the tangents only multiply and add. The same
+operations in a different order: results agree to rounding (about 1e-13 in
+the FTLE, measured), not bit for bit. Measured on the double gyre (RK6,
+8192 points, one core): about 15% less CPU time. Used for CPU devices only
+(on a GPU a conditional would cost a host round trip per stage).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.extend.core import Literal
+
+
+def _barrier(keep: Any, *values: Any) -> tuple[Any, ...]:
+    """``values`` unchanged (``keep`` is always true at run time) through a
+    conditional, which XLA materialises instead of fusing into consumers."""
+    return jax.lax.cond(keep, lambda v: v, lambda v: tuple(-x for x in v), values)
+
+
+def _shared(value_and_slope: Any) -> Any:
+    """``f(z, keep)`` with ``f(z)`` and its jvp ``f'(z) dz`` from
+    ``value_and_slope(z) -> (f(z), f'(z))``, both through one barrier."""
+
+    @jax.custom_jvp
+    def f(z: Any, keep: Any) -> Any:
+        return _barrier(keep, value_and_slope(z)[0])[0]
+
+    @f.defjvp
+    def _jvp(primals: Any, tangents: Any) -> Any:
+        z, keep = primals
+        value, slope = _barrier(keep, *value_and_slope(z))
+        return value, slope * tangents[0]
+
+    return f
+
+
+def _tanh(z: Any) -> tuple[Any, Any]:
+    y = jnp.tanh(z)
+    return y, 1.0 - y * y
+
+
+def _exp(z: Any) -> tuple[Any, Any]:
+    y = jnp.exp(z)
+    return y, y
+
+
+_RULES = {
+    "sin": _shared(lambda z: (jnp.sin(z), jnp.cos(z))),
+    "cos": _shared(lambda z: (jnp.cos(z), -jnp.sin(z))),
+    "exp": _shared(_exp),
+    "tanh": _shared(_tanh),
+}
+
+
+def shared_transcendentals(rhs: Any) -> Any:
+    """``rhs(t, x)`` with its ``sin``/``cos``/``exp``/``tanh`` values (and
+    their derivatives) computed once per point: see the module docstring.
+    Other primitives are bound as they are (inside nested calls, such as a
+    ``jax.jit``-decorated helper, nothing changes)."""
+
+    def shared_rhs(t: Any, x: Any) -> Any:
+        closed = jax.make_jaxpr(rhs)(t, x)
+        keep = t == t  # true for every finite time; XLA does not fold it
+        env: dict[Any, Any] = {}
+
+        def read(v: Any) -> Any:
+            return v.val if isinstance(v, Literal) else env[v]
+
+        jaxpr = closed.jaxpr
+        env.update(zip(jaxpr.constvars, closed.consts, strict=True))
+        env.update(zip(jaxpr.invars, (t, x), strict=True))
+        for eqn in jaxpr.eqns:
+            args = [read(v) for v in eqn.invars]
+            rule = _RULES.get(eqn.primitive.name)
+            if (
+                rule is not None
+                and jnp.issubdtype(jnp.result_type(args[0]), jnp.floating)
+                and not eqn.params.get("accuracy")
+            ):
+                out = rule(args[0], keep)
+            else:
+                params = eqn.primitive.get_bind_params(eqn.params)
+                out = eqn.primitive.bind(*args, **params)
+            if eqn.primitive.multiple_results:
+                env.update(zip(eqn.outvars, out, strict=True))
+            else:
+                env[eqn.outvars[0]] = out
+        (result,) = [read(v) for v in jaxpr.outvars]
+        return result
+
+    return shared_rhs
