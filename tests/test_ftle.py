@@ -177,7 +177,10 @@ def test_two_devices_give_the_single_device_field(tmp_path):
         "kw = dict(time_dependent=True, integrator='rk6', batch_size=20)\n"
         "a = ftle_field(systems.double_gyre(), pts, 0.0, 5.0, 0.25, **kw)\n"
         "b = ftle_field(systems.double_gyre(), pts, 0.0, 5.0, 0.25, devices=1, **kw)\n"
-        "assert np.array_equal(a.ftle_max, b.ftle_max), 'fields differ'\n"
+        # Equal to rounding, not bitwise: each device's chunk has another
+        # shape, and XLA vectorises the stacked point+tangent carry per shape.
+        "err = float(np.max(np.abs(a.ftle_max - b.ftle_max)))\n"
+        "assert err <= 1e-11, f'fields differ by {err}'\n"
         "print('ok', a.ftle_max.shape)\n"
     )
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
