@@ -42,6 +42,7 @@ class Settings:
     compare_across_machines: bool = False
     required: tuple[str, ...] = ()
     processes: int = 1  # fresh worker processes per backend (--jax-processes)
+    extras: bool = True  # untimed compile/memory/split measurements (--jax-no-extras)
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
 
@@ -235,6 +236,7 @@ NEED_BACKEND = {
     "jax_compare_across_machines": "--jax-compare-across-machines",
     "jax_require": "--jax-require",
     "jax_processes": "--jax-processes",
+    "jax_no_extras": "--jax-no-extras",
 }
 
 
@@ -359,5 +361,6 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         compare_across_machines=across,
         required=required,
         processes=processes,
+        extras=not bool(config.getoption("jax_no_extras")),
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
     )
