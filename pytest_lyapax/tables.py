@@ -48,6 +48,18 @@ def _per_label(cells: Sequence[str]) -> str:
     return " / ".join(cells) if any(c != "-" for c in cells) else "-"
 
 
+def _measured_cells(points: Sequence[Point | None]) -> list[str]:
+    """The compile and peak-memory cells of one size, over the backends."""
+    compile_s = [format_seconds(p.compile_s if p else None) for p in points]
+    peaks = [
+        format_bytes(p.peak_bytes) + (" rss" if p.peak_is_rss else "")
+        if p and p.peak_bytes is not None
+        else "-"
+        for p in points
+    ]
+    return [_per_label(compile_s), _per_label(peaks)]
+
+
 def render_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1
 ) -> list[str]:
@@ -72,9 +84,16 @@ def sized_table(
     ref = with_data[0] if with_data else None
     others = [label for label in with_data if label != ref]
     header = ["size", *labels, *(f"{o} speedup" for o in others)]
-    # Compile time and peak memory, one value per backend ("a / b").
+    # Compile time and peak memory, one value per backend ("a / b"), where
+    # the report has them (schema 3, not --jax-no-extras).
+    measured = any(
+        p.compile_s is not None or p.peak_bytes is not None
+        for points in bench.series.values()
+        for p in points
+    )
     each = f" ({'/'.join(with_data)})" if len(with_data) > 1 else ""
-    header += [f"compile{each}", f"peak memory{each}"]
+    if measured:
+        header += [f"compile{each}", f"peak memory{each}"]
     rows = []
     for size in bench.sizes:
         points = [bench.points(label).get(size) for label in with_data]
@@ -90,19 +109,8 @@ def sized_table(
             t_ref = bench.medians(ref).get(size)
             t_other = bench.medians(other).get(size)
             row.append(f"{t_ref / t_other:.3g}x" if t_ref and t_other else "-")
-        row.append(
-            _per_label([format_seconds(p.compile_s if p else None) for p in points])
-        )
-        row.append(
-            _per_label(
-                [
-                    format_bytes(p.peak_bytes) + (" rss" if p.peak_is_rss else "")
-                    if p and p.peak_bytes is not None
-                    else "-"
-                    for p in points
-                ]
-            )
-        )
+        if measured:
+            row += _measured_cells(points)
         rows.append(row)
     return render_table(header, rows)
 

@@ -20,6 +20,7 @@ from pytest_lyapax.backends import Backend
 from pytest_lyapax.options import Settings, read_settings
 from pytest_lyapax.schema import ReportError, check_report
 from pytest_lyapax.session import CONTROLLER, BackendState, LyapaxSession
+from pytest_lyapax.tables import format_bytes
 
 N = 24  # side of the (N, N) float64 argument
 HUGE = 10_000_000  # (HUGE, HUGE) float64 is 800 TB: the allocation fails at once
@@ -172,6 +173,9 @@ def test_out_of_memory_is_a_point_and_larger_sizes_are_skipped(measured):
     assert f"out of memory on backend 'cpu' at size {HUGE}: RESOURCE_EXHAUSTED" in out
     assert "skipped after out of memory: test_measured.py::test_grows[cpu-" in out
     assert "10 passed, 4 skipped" in out
+    # The sized table shows compile time and peak memory per backend.
+    assert "compile (cpu/cpu2)  peak memory (cpu/cpu2)" in out
+    assert " rss / " in out
 
 
 def test_no_extras_reaches_the_workers_and_times_the_first_call_only(pytester):
@@ -216,6 +220,15 @@ def test_host_argument_warning_for_a_non_cpu_platform():
     (warning, name) = sections["pytest-lyapax: host arguments"]
     assert warning.startswith("warning: timed with NumPy (host) arguments")
     assert "jax.device_put" in warning and name == "  t.py::test_x[gpu]"
+
+
+def test_byte_counts_are_formatted_in_binary_units():
+    assert [format_bytes(n) for n in (None, 512, 1536, 3 * 2**30)] == [
+        "-",
+        "512 B",
+        "1.5 KiB",
+        "3 GiB",
+    ]
 
 
 def test_out_of_memory_errors_are_recognised():
