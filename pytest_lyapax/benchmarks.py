@@ -21,8 +21,9 @@ trace/lower and compile steps of a lowerable ``f``, then its first call
 calls split into dispatch and device time (``measure.py``; switched off by
 ``--jax-no-extras``).  ``benchmark.pedantic`` adds no call before its rounds:
 its ``warmup_rounds`` (default 0) decide, so ``pedantic(f, rounds=1,
-iterations=1)`` times one cold call, compilation included; its first call's
-duration and the memory and split figures are read after the rounds.
+iterations=1)`` times one cold call, compilation included, and it calls the
+target exactly as asked; its first call's duration and the memory figures
+are read after the rounds (no dispatch/device split: that takes calls).
 
 A benchmark that runs out of memory (:func:`pytest_lyapax.measure.out_of_memory`)
 is skipped with the error as the reason and recorded as an ``oom`` point;
@@ -260,9 +261,10 @@ def _warm_up(
 def _after_pedantic(
     fixture: Any, target: Callable[..., Any], args: Any, kwargs: Any, first: Any
 ) -> None:
-    """What ``pedantic`` can record after its rounds: its first call, memory,
-    and (when the arguments are known: no ``setup``) the program's bytes, the
-    dispatch/device split and where the arguments live."""
+    """What ``pedantic`` can record after its rounds without calling the
+    target again (it calls exactly what was asked): its first call, memory,
+    and (when the arguments are known: no ``setup``) the program's bytes and
+    where the arguments live.  No dispatch/device split: that needs calls."""
     info = fixture.extra_info
     if first:
         info["warmup"] = first
@@ -276,7 +278,6 @@ def _after_pedantic(
     info["memory"] = measure.memory(compiled)
     del compiled
     if args is not None:
-        info["time_split"] = measure.time_split(target, args, kwargs)
         info["args_on"] = measure.args_on(args, kwargs)
 
 

@@ -294,7 +294,11 @@ def pytest_runtest_call(item: pytest.Item):
             raise
         # Drop the frames (and the device buffers they hold) before going on.
         exc.__traceback__ = None
-    # Out of the except block, so the skip does not keep the error alive.
+    # Out of the except block, so the skip does not keep the error alive;
+    # then free what reference cycles still hold for the next, smaller test.
+    import gc
+
+    gc.collect()
     raise pytest.skip.Exception(reason, _use_item_location=True)
 
 

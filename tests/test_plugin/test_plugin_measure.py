@@ -139,7 +139,6 @@ def test_dispatch_device_split_and_argument_location(measured):
     for name, where in [
         ("test_jitted[cpu]", "device"),
         ("test_host_arguments[cpu2]", "host"),
-        ("test_pedantic[cpu]", "device"),
     ]:
         info = by_name[name]["extra_info"]
         split = info["time_split"]
@@ -149,6 +148,8 @@ def test_dispatch_device_split_and_argument_location(measured):
     pedantic = by_name["test_pedantic[cpu]"]["extra_info"]
     assert pedantic["warmup"]["kind"] == "first_call"
     assert pedantic["memory"]["argument_bytes"] == 4 * 8  # lowered after the rounds
+    assert pedantic["args_on"] == "device"
+    assert "time_split" not in pedantic  # it calls exactly what was asked
 
 
 def test_no_host_argument_warning_where_the_worker_ran_on_the_cpu(measured):
