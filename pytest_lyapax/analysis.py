@@ -113,11 +113,44 @@ class Point:
     q1: float
     q3: float
     samples: tuple[float, ...] = ()
+    # Schema 3 (None in older reports): XLA compile time of the warm-up, and
+    # the peak memory: the device's where reported, else the worker's RSS.
+    compile_s: float | None = None
+    peak_bytes: int | None = None
+    peak_is_rss: bool = False
+
+
+def _warmup_compile(info: Mapping[str, Any]) -> float | None:
+    warmup = info.get("warmup")
+    value = warmup.get("compile_s") if isinstance(warmup, Mapping) else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _peak_memory(info: Mapping[str, Any]) -> tuple[int | None, bool]:
+    memory = info.get("memory")
+    if not isinstance(memory, Mapping):
+        return None, False
+    device = memory.get("device_peak_bytes")
+    if isinstance(device, int):
+        return device, False
+    rss = memory.get("host_peak_rss_bytes")
+    return (rss, True) if isinstance(rss, int) else (None, False)
 
 
 def point_of(record: Mapping[str, Any], size: int = 0) -> Point:
     s = record["stats"]
-    return Point(size, s["median"], s["q1"], s["q3"], stats.round_times(record))
+    info = record.get("extra_info") or {}
+    peak, is_rss = _peak_memory(info)
+    return Point(
+        size,
+        s["median"],
+        s["q1"],
+        s["q3"],
+        stats.round_times(record),
+        _warmup_compile(info),
+        peak,
+        is_rss,
+    )
 
 
 @dataclass

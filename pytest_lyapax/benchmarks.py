@@ -15,12 +15,20 @@ that is not a registered pytree) makes the timing measure the dispatch only,
 so the first result of each benchmark is checked, a
 :class:`DispatchOnlyWarning` names the test, and
 ``extra_info["no_array_leaves"]`` records it.  ``benchmark(f, ...)`` makes
-one untimed first call (tracing and compilation) before pytest-benchmark's
-calibration and rounds, and keeps its duration in
-``extra_info["first_call_s"]``.
-``benchmark.pedantic`` adds no call of its own: its ``warmup_rounds`` (default
-0) decide, so ``pedantic(f, rounds=1, iterations=1)`` times one cold call,
-compilation included.
+an untimed warm-up before pytest-benchmark's calibration and rounds: the
+trace/lower and compile steps of a lowerable ``f``, then its first call
+(together ``extra_info["first_call_s"]``), then the memory figures and a few
+calls split into dispatch and device time (``measure.py``; switched off by
+``--jax-no-extras``).  ``benchmark.pedantic`` adds no call before its rounds:
+its ``warmup_rounds`` (default 0) decide, so ``pedantic(f, rounds=1,
+iterations=1)`` times one cold call, compilation included, and it calls the
+target exactly as asked; its first call's duration and the memory figures
+are read after the rounds (no dispatch/device split: that takes calls).
+
+A benchmark that runs out of memory (:func:`pytest_lyapax.measure.out_of_memory`)
+is skipped with the error as the reason and recorded as an ``oom`` point;
+larger sizes of its series on that backend are then skipped before they start
+(``skipped_after_oom``).  Points travel to the controller like the records.
 
 The pieces of pytest-benchmark used here that are not documented API are the
 ``config._benchmarksession`` object (its ``disabled``/``json``/``save``/...
@@ -40,10 +48,20 @@ from typing import Any
 
 import pytest
 
+from . import measure
+from .identity import PLUGIN_PARAMS
 from .schema import STAT_FIELDS
 from .stats import MIN_ROUNDS
 
 RECORD_ATTR = "pytest_lyapax_benchmark"
+POINT_ATTR = "pytest_lyapax_point"
+# Per worker: (test, other parameters, label) -> smallest size that ran out of
+# memory, and that test's id.
+_OOM_KEY = pytest.StashKey[dict[tuple[str, str, str], tuple[int, str]]]()
+# Per item: its out-of-memory point, until its report carries it.
+_POINT_KEY = pytest.StashKey[dict[str, Any]]()
+# Attribute of the fixture: whether the untimed extras are measured.
+_EXTRAS_ATTR = "_pytest_lyapax_extras"
 # --benchmark-only, hidden from pytest-benchmark's start-up check (see below).
 _ONLY_KEY = pytest.StashKey[bool]()
 # The user's --benchmark-disable, before the plugin disabled it for start-up.
@@ -195,24 +213,72 @@ def _check_result(fixture: Any, result: Any) -> None:
     )
 
 
-def _blocking(fixture: Any, function: Callable[..., Any]) -> Callable[..., Any]:
+def _blocking(
+    fixture: Any, function: Callable[..., Any], first: dict[str, Any] | None = None
+) -> Callable[..., Any]:
+    """``function`` blocked on its result; with ``first``, the first call's
+    ``warmup`` entry is recorded into it (the clock is read around that call
+    only)."""
     import jax
 
     @functools.wraps(function)
     def call(*args: Any, **kwargs: Any) -> Any:
-        result = jax.block_until_ready(function(*args, **kwargs))
+        if first is not None and not first:
+            with measure.first_call_recorder(first):
+                result = jax.block_until_ready(function(*args, **kwargs))
+        else:
+            result = jax.block_until_ready(function(*args, **kwargs))
         _check_result(fixture, result)
         return result
 
     return call
 
 
-def _first_call(
-    fixture: Any, function: Callable[..., Any], args: Any, kwargs: Any
+def _warm_up(
+    fixture: Any,
+    function: Callable[..., Any],
+    blocking: Callable[..., Any],
+    args: Any,
+    kwargs: Any,
 ) -> None:
+    """The untimed calls before ``benchmark(f)``'s rounds (see the module doc)."""
+    info = fixture.extra_info
+    if not getattr(fixture, _EXTRAS_ATTR, True):
+        start = time.perf_counter()
+        blocking(*args, **kwargs)
+        info["first_call_s"] = time.perf_counter() - start
+        return
     start = time.perf_counter()
-    function(*args, **kwargs)
-    fixture.extra_info["first_call_s"] = time.perf_counter() - start
+    warmup, compiled = measure.warm_up(function, blocking, args, kwargs)
+    info["first_call_s"] = time.perf_counter() - start
+    info["warmup"] = warmup
+    info["memory"] = measure.memory(compiled)
+    del compiled
+    info["time_split"] = measure.time_split(function, args, kwargs)
+    info["args_on"] = measure.args_on(args, kwargs)
+
+
+def _after_pedantic(
+    fixture: Any, target: Callable[..., Any], args: Any, kwargs: Any, first: Any
+) -> None:
+    """What ``pedantic`` can record after its rounds without calling the
+    target again (it calls exactly what was asked): its first call, memory,
+    and (when the arguments are known: no ``setup``) the program's bytes and
+    where the arguments live.  No dispatch/device split: that needs calls."""
+    info = fixture.extra_info
+    if first:
+        info["warmup"] = first
+    compiled = None
+    lower = getattr(target, "lower", None)
+    if args is not None and callable(lower):
+        try:
+            compiled = lower(*args, **kwargs).compile()
+        except Exception:  # noqa: BLE001 - then the program's bytes stay unknown
+            compiled = None
+    info["memory"] = measure.memory(compiled)
+    del compiled
+    if args is not None:
+        info["args_on"] = measure.args_on(args, kwargs)
 
 
 @functools.cache
@@ -227,16 +293,28 @@ def jax_fixture_class() -> type:
         def __call__(self, function_to_benchmark: Callable[..., Any], *args, **kwargs):
             blocking = _blocking(self, function_to_benchmark)
             if self.enabled and not getattr(self, "_mode", None):
-                _first_call(self, blocking, args, kwargs)
+                _warm_up(self, function_to_benchmark, blocking, args, kwargs)
             return super().__call__(blocking, *args, **kwargs)
 
         def pedantic(
             self, target, args=(), kwargs=None, setup=None, teardown=None, **rest
         ):
             # No warm-up call here: pedantic's own warmup_rounds decide.
-            return super().pedantic(
-                _blocking(self, target), args, kwargs, setup, teardown, **rest
+            extras = self.enabled and getattr(self, _EXTRAS_ATTR, True)
+            first: dict[str, Any] | None = {} if extras else None
+            result = super().pedantic(
+                _blocking(self, target, first), args, kwargs, setup, teardown, **rest
             )
+            if extras:
+                known = setup is None
+                _after_pedantic(
+                    self,
+                    target,
+                    tuple(args or ()) if known else None,
+                    dict(kwargs or {}),
+                    first,
+                )
+            return result
 
     return JaxBenchmarkFixture
 
@@ -256,8 +334,9 @@ def device_info() -> dict[str, Any]:
     }
 
 
-def instrument(item: pytest.Item, label: str | None) -> None:
-    """Make the item's ``benchmark`` JAX-aware and label it (after fixture setup)."""
+def instrument(item: pytest.Item, label: str | None, extras: bool = True) -> None:
+    """Make the item's ``benchmark`` JAX-aware and label it (after fixture
+    setup); ``extras=False`` (``--jax-no-extras``) measures the first call only."""
     funcargs = getattr(item, "funcargs", None) or {}
     fixture = funcargs.get("benchmark")
     if fixture is None:
@@ -266,6 +345,7 @@ def instrument(item: pytest.Item, label: str | None) -> None:
 
     if type(fixture) is BenchmarkFixture:
         fixture.__class__ = jax_fixture_class()
+    setattr(fixture, _EXTRAS_ATTR, extras)
     params = getattr(getattr(item, "callspec", None), "params", {})
     marker = item.get_closest_marker("jax_sizes")
     info = fixture.extra_info
@@ -282,12 +362,70 @@ def record_of(item: pytest.Item) -> dict[str, Any] | None:
     stats = getattr(fixture, "stats", None)
     if fixture is None or stats is None or not stats or fixture.has_error:
         return None
-    record = stats.as_dict(include_data=True)
-    first = record["extra_info"].get("first_call_s")
-    if first is not None:
-        # What the first call cost beyond a steady-state call: mostly compilation.
-        record["extra_info"]["compile_s"] = max(0.0, first - record["stats"]["median"])
-    return record
+    return stats.as_dict(include_data=True)
+
+
+def _series_of(item: pytest.Item, label: str) -> tuple[tuple[str, str, str], Any]:
+    """The item's series (test id, other parameters, label) and its size."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    others = ",".join(
+        f"{k}={params[k]}" for k in sorted(params) if k not in PLUGIN_PARAMS
+    )
+    return (item.nodeid.split("[", 1)[0], others, label), params.get("jax_size")
+
+
+def _point(item: pytest.Item, label: str, size: Any, status: str, message: str):
+    item.stash[_POINT_KEY] = {
+        "fullname": item.nodeid,
+        "backend": label,
+        "size": size if isinstance(size, int) and not isinstance(size, bool) else None,
+        "status": status,
+        "message": message,
+    }
+
+
+def skip_after_oom(item: pytest.Item, label: str | None) -> None:
+    """Skip (before set-up) a benchmark larger than a size of its series that
+    ran out of memory on this backend in this worker."""
+    if label is None or "benchmark" not in getattr(item, "fixturenames", ()):
+        return
+    key, size = _series_of(item, label)
+    seen = item.config.stash.get(_OOM_KEY, {}).get(key)
+    if seen is None or not isinstance(size, int) or size <= seen[0]:
+        return
+    reason = (
+        f"skipped after out of memory: {seen[1]} ran out of memory at size "
+        f"{seen[0]} on backend {label!r}"
+    )
+    _point(item, label, size, measure.SKIPPED_AFTER_OOM, reason)
+    raise pytest.skip.Exception(reason, _use_item_location=True)
+
+
+def oom_reason(item: pytest.Item, label: str | None, exc: BaseException) -> str | None:
+    """If a benchmark's error says it ran out of memory: record the point,
+    remember the size for its series, and return the skip reason."""
+    if label is None or "benchmark" not in getattr(item, "fixturenames", ()):
+        return None
+    if not measure.out_of_memory(exc):
+        return None
+    key, size = _series_of(item, label)
+    message = measure.short_message(exc)
+    if isinstance(size, int):
+        seen = item.config.stash.setdefault(_OOM_KEY, {})
+        if key not in seen or size < seen[key][0]:
+            seen[key] = (size, item.nodeid)
+    _point(item, label, size, measure.OOM, message)
+    at = f" at size {size}" if size is not None else ""
+    return f"out of memory on backend {label!r}{at}: {message}"
+
+
+def pop_point(item: pytest.Item) -> str | None:
+    """The item's out-of-memory point, encoded for its report, once."""
+    point = item.stash.get(_POINT_KEY, None)
+    if point is None:
+        return None
+    del item.stash[_POINT_KEY]
+    return json.dumps(point)
 
 
 def fold_process(into: dict[str, Any], other: dict[str, Any]) -> None:

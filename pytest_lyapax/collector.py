@@ -18,7 +18,12 @@ import pytest
 from . import report
 from .analysis import ComparisonResult
 from .backends import CRASHED
-from .benchmarks import RECORD_ATTR, fold_process, hand_to_benchmark_session
+from .benchmarks import (
+    POINT_ATTR,
+    RECORD_ATTR,
+    fold_process,
+    hand_to_benchmark_session,
+)
 from .items import LABEL_ATTR, item_label
 from .scheduling import node_label
 from .schema import REPORT_KEY
@@ -78,6 +83,11 @@ class ResultCollector:
                 outcomes["error"] += 1
         if report.when in ("teardown", "???") and runner is not None:
             self.session.finished[runner] += 1
+        point = getattr(report, POINT_ATTR, None)
+        if point:
+            entry = json.loads(point)
+            if entry not in self.session.points:  # another process (--jax-processes)
+                self.session.points.append(entry)
         raw = getattr(report, RECORD_ATTR, None)
         if raw:
             record = json.loads(raw)

@@ -28,6 +28,7 @@ class Merged:
     backends: list[dict[str, Any]] = field(default_factory=list)
     conflicts: list[str] = field(default_factory=list)
     sources: list[dict[str, Any]] = field(default_factory=list)
+    points: list[dict[str, Any]] = field(default_factory=list)  # out of memory
 
     @property
     def order(self) -> list[str]:
@@ -87,6 +88,13 @@ def merge_reports(reports: Sequence[Report]) -> Merged:
             entry["name"] = f"{bench.get('name', bench['fullname'])}@{suffix}"
         merged.benchmarks.append(entry)
     for report in reports:
+        here = machine_of({}, report.machine_info)
+        suffix = suffixes.get(here, here.host if any(suffixes.values()) else "")
+        for point in report.key.get("points") or []:
+            entry = {**point, "backend": _labelled(str(point["backend"]), suffix)}
+            if entry not in merged.points:
+                merged.points.append(entry)
+    for report in reports:
         machines = {
             s.backend: s.machine for r, _, s in ids if r is report and s.backend
         }
@@ -122,5 +130,6 @@ def merged_document(reports: Sequence[Report], merged: Merged) -> dict[str, Any]
             "backends": merged.backends,
             "run_order": merged.order,
             "complete": all(b.get("status") == "ok" for b in merged.backends),
+            "points": merged.points,
         },
     }

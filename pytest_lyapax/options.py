@@ -43,6 +43,7 @@ class Settings:
     compare_across_machines: bool = False
     required: tuple[str, ...] = ()
     processes: int = 1  # fresh worker processes per backend (--jax-processes)
+    extras: bool = True  # untimed compile/memory/split measurements (--jax-no-extras)
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
     # Backends on other hosts (--jax-backend-host): how long to wait for an
@@ -243,6 +244,7 @@ NEED_BACKEND = {
     "jax_backend_host": "--jax-backend-host",
     "jax_backend_host_timeout": "--jax-backend-host-timeout",
     "jax_allow_code_mismatch": "--jax-allow-code-mismatch",
+    "jax_no_extras": "--jax-no-extras",
 }
 
 
@@ -379,6 +381,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         compare_across_machines=across,
         required=required,
         processes=processes,
+        extras=not bool(config.getoption("jax_no_extras")),
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
         host_timeout=host_timeout,
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),

@@ -147,6 +147,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "test, jax/jaxlib/pytest-benchmark/pytest_lyapax versions) differs from "
         "this checkout anyway; the differences are reported (needs --jax-backend).",
     )
+    group.addoption(
+        "--jax-no-extras",
+        dest="jax_no_extras",
+        action="store_true",
+        default=False,
+        help="Measure only the timed rounds and the first call: no compile/lower "
+        "split, memory figures or dispatch/device split (these untimed extras "
+        "cost a few calls per benchmark; needs --jax-backend).",
+    )
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
     parser.addini(
         "jax_backend_host",
@@ -296,15 +305,42 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
-    result = yield
     session = get_session(item.config)
-    # Without --jax-backend the plugin is inert: pytest-benchmark's own
-    # fixture, untouched.
-    if session is not None and "benchmark" in getattr(item, "fixturenames", ()):
+    measured = session is not None and "benchmark" in getattr(item, "fixturenames", ())
+    if measured:
         from . import benchmarks
 
-        benchmarks.instrument(item, item_label(item))
+        benchmarks.skip_after_oom(item, item_label(item))
+    result = yield
+    # Without --jax-backend the plugin is inert: pytest-benchmark's own
+    # fixture, untouched.
+    if measured:
+        assert session is not None
+        benchmarks.instrument(item, item_label(item), session.settings.extras)
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    reason = None
+    try:
+        return (yield)
+    except Exception as exc:
+        if get_session(item.config) is None:
+            raise
+        from . import benchmarks
+
+        reason = benchmarks.oom_reason(item, item_label(item), exc)
+        if reason is None:
+            raise
+        # Drop the frames (and the device buffers they hold) before going on.
+        exc.__traceback__ = None
+    # Out of the except block, so the skip does not keep the error alive;
+    # then free what reference cycles still hold for the next, smaller test.
+    import gc
+
+    gc.collect()
+    raise pytest.skip.Exception(reason, _use_item_location=True)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -314,9 +350,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # Travels with the report to the controller (xdist serialises every
         # attribute), so results are attributed without parsing test ids.
         setattr(report, LABEL_ATTR, item_label(item))
-        if call.when == "call":
-            from . import benchmarks
+        from . import benchmarks
 
+        point = benchmarks.pop_point(item)
+        if point is not None:
+            setattr(report, benchmarks.POINT_ATTR, point)
+        if call.when == "call":
             record = benchmarks.record_of(item)
             if record is not None:
                 setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))

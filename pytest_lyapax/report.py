@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from . import analysis, costmodel, explain, stats, tables
+from . import analysis, costmodel, explain, measure, stats, tables
 from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE
 from .figure import render_png
 from .identity import record_label
@@ -174,6 +174,7 @@ def build_document(
             "cost_model": [m.to_json() for m in models],
             "noise_test": stats.describe_test(),
             "dispatch_only": dispatch_only(session),
+            "points": list(session.points),
             "comparison": None
             if compared is None
             else {"with": str(session.settings.compare_path), **compared.to_json()},
@@ -351,6 +352,21 @@ def summary_lines(
         ]
         lines += [f"  {name}" for name in unblocked[:20]]
         sections.append(("pytest-lyapax: timed by dispatch only", lines))
+    hosted = measure.host_argument_benchmarks(session.records)
+    if hosted:
+        lines = [
+            "warning: timed with NumPy (host) arguments on a non-CPU backend, so "
+            "every call includes the copy to the device; pass jax.device_put(x) "
+            "to time the computation alone (or parametrize to time both):"
+        ]
+        lines += [f"  {name}" for name in hosted[:20]]
+        sections.append(("pytest-lyapax: host arguments", lines))
+    if session.points:
+        lines = [
+            f"{p['fullname']}: {p['status']}: {p['message']}"
+            for p in session.points[:20]
+        ]
+        sections.append(("pytest-lyapax: out of memory", lines))
 
     settings = session.settings
     if compared is not None:

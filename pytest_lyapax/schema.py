@@ -8,8 +8,19 @@ A report is pytest-benchmark's JSON (``machine_info``, ``commit_info``,
 
 Schema history: 1 -- backends, run order, crossovers; 2 -- adds the noise
 test, the comparison with a saved run (machine match, gates) and, per
-benchmark, ``extra_info.jaxlib_version`` and ``extra_info.no_array_leaves``.
-Readers accept every version up to :data:`SCHEMA_VERSION`.
+benchmark, ``extra_info.jaxlib_version`` and ``extra_info.no_array_leaves``;
+3 -- adds, per benchmark, the untimed measurements of ``measure.py``:
+``extra_info.warmup`` (``kind`` "compile" or "first_call", ``first_call_s``,
+``trace_lower_s``, ``compile_s``, ``cache {enabled, hit}``),
+``extra_info.memory`` (``device_peak_bytes``, ``argument_bytes``,
+``output_bytes``, ``temp_bytes``, ``host_peak_rss_bytes``; null where not
+known), ``extra_info.time_split`` (``dispatch_s``, ``device_s``, ``calls``)
+and ``extra_info.args_on`` ("host", "device", "mixed", "none"), drops the
+clamped ``extra_info.compile_s`` (first call minus median) of versions 1-2,
+and adds ``points``: out-of-memory points (``fullname``, ``backend``,
+``size``, ``status`` "oom" or "skipped_after_oom", ``message``).
+Readers accept every version up to :data:`SCHEMA_VERSION`; every field
+added after version 1 may be absent.
 """
 
 from __future__ import annotations
@@ -22,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 REPORT_KEY = "pytest_lyapax"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
 # The statistics pytest-benchmark stores per benchmark, in its own order.
@@ -63,14 +74,95 @@ def _seconds_ok(value: object) -> bool:
     )
 
 
+def _count_ok(value: object) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and value >= 0
+
+
+def _maybe(check: Any) -> Any:
+    return lambda value: value is None or check(value)
+
+
+def _one_of(*allowed: object) -> Any:
+    return lambda value: isinstance(value, str) and value in allowed
+
+
+def _is(kind: type) -> Any:
+    return lambda value: isinstance(value, kind)
+
+
+# Schema 3: the fields of each measurement object in extra_info, and their checks.
+_MEASUREMENTS: dict[str, dict[str, Any]] = {
+    "warmup": {
+        "kind": _one_of("compile", "first_call"),
+        "first_call_s": _seconds_ok,
+        "trace_lower_s": _maybe(_seconds_ok),
+        "compile_s": _maybe(_seconds_ok),
+        "cache": lambda value: (
+            isinstance(value, dict)
+            and isinstance(value.get("enabled"), bool)
+            and _maybe(_is(bool))(value.get("hit"))
+        ),
+    },
+    "memory": {
+        name: _maybe(_count_ok)
+        for name in (
+            "device_peak_bytes",
+            "argument_bytes",
+            "output_bytes",
+            "temp_bytes",
+            "host_peak_rss_bytes",
+        )
+    },
+    "time_split": {
+        "dispatch_s": _seconds_ok,
+        "device_s": _seconds_ok,
+        "calls": lambda value: _count_ok(value) and value > 0,
+    },
+}
+_POINT_FIELDS: dict[str, Any] = {
+    "fullname": _is(str),
+    "backend": _is(str),
+    "size": _maybe(lambda value: _count_ok(value) and value > 0),
+    "status": _one_of("oom", "skipped_after_oom"),
+    "message": _is(str),
+}
+
+
+def _check_fields(value: object, fields: dict[str, Any], what: str) -> None:
+    """``value`` must be an object holding every field, each passing its check."""
+    if not isinstance(value, dict):
+        raise ReportError(f"{what} is not an object")
+    for name, check in fields.items():
+        if name not in value:
+            raise ReportError(f"{what} has no {name!r}")
+        if not check(value[name]):
+            raise ReportError(f"{what} has a malformed {name!r} ({value[name]!r})")
+
+
+def _check_measurements(info: dict[str, Any], where: str) -> None:
+    """Validate the schema-3 measurement fields of one ``extra_info``."""
+    for key, fields in _MEASUREMENTS.items():
+        if key in info:
+            _check_fields(info[key], fields, f"{where}: extra_info.{key}")
+    if "args_on" in info and not _one_of("host", "device", "mixed", "none")(
+        info["args_on"]
+    ):
+        raise ReportError(
+            f"{where}: extra_info.args_on is {info['args_on']!r}; expected one of "
+            "'host', 'device', 'mixed', 'none'"
+        )
+
+
 def check_report(data: object, what: str) -> list[dict[str, Any]]:
     """Validate an untrusted report; return its benchmarks or raise ReportError.
 
     A report is a JSON object with a ``benchmarks`` list whose entries have a
     string ``fullname``, numeric (finite, non-negative) time statistics and,
     if present, a ``stats.data`` list of such numbers (the per-call round
-    times); its :data:`REPORT_KEY` entry, if any, must carry a schema version
-    this reader knows.
+    times) and well-formed schema-3 measurements (``warmup``, ``memory``,
+    ``time_split``, ``args_on``); its :data:`REPORT_KEY` entry, if any, must
+    carry a schema version this reader knows, and its ``points``, if any,
+    must be well formed.
     """
     if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
         raise ReportError(
@@ -86,6 +178,12 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
                 f"{what}: written by a newer pytest-lyapax (report schema {schema}); "
                 f"this one reads schema {SCHEMA_VERSION} and older: upgrade lyapax"
             )
+        points = key.get("points") if isinstance(key, dict) else None
+        if points is not None:
+            if not isinstance(points, list):
+                raise ReportError(f"{what}: '{REPORT_KEY}.points' is not a list")
+            for i, point in enumerate(points):
+                _check_fields(point, _POINT_FIELDS, f"{what}: {REPORT_KEY}.points #{i}")
     benches = data["benchmarks"]
     for i, bench in enumerate(benches):
         if not isinstance(bench, dict) or not isinstance(bench.get("fullname"), str):
@@ -97,6 +195,8 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
             bench["extra_info"], dict
         ):
             raise ReportError(f"{what}: {bench['fullname']} has a malformed extra_info")
+        if bench.get("extra_info"):
+            _check_measurements(bench["extra_info"], f"{what}: {bench['fullname']}")
         for name in (*TIME_FIELDS, "q1", "q3"):
             if name in stats and not _seconds_ok(stats[name]):
                 raise ReportError(

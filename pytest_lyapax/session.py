@@ -64,6 +64,8 @@ class LyapaxSession:
     states: dict[str, BackendState]
     own_label: str | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
+    # Out-of-memory points (measure.OOM, measure.SKIPPED_AFTER_OOM), as reported.
+    points: list[dict[str, Any]] = field(default_factory=list)
     pending_detection: str = ""  # why xdist is not used, until detection ran
     figure_error: str = ""
     gate_failures: list[str] = field(default_factory=list)
@@ -123,6 +125,7 @@ class LyapaxSession:
                 "sizes": self.settings.sizes,
                 "known_labels": self.settings.known_labels,
                 "benchmark_disabled": self.benchmark_disabled,
+                "extras": self.settings.extras,
                 "states": [
                     {
                         "label": s.backend.label,
@@ -149,6 +152,7 @@ class LyapaxSession:
             backends=tuple(s.backend for s in states.values()),
             sizes=sizes,
             known_labels=tuple(data["known_labels"]),
+            extras=bool(data.get("extras", True)),
         )
         return cls(
             settings,

@@ -32,6 +32,34 @@ def format_seconds(value: float | None) -> str:
     return f"{value / 1e-9:.3g} ns"
 
 
+def format_bytes(value: int | None) -> str:
+    """Format a byte count in binary units (B, KiB, MiB, GiB, TiB)."""
+    if value is None:
+        return "-"
+    amount = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if amount < 1024:
+            return f"{amount:.3g} {unit}"
+        amount /= 1024
+    return f"{amount:.3g} TiB"
+
+
+def _per_label(cells: Sequence[str]) -> str:
+    return " / ".join(cells) if any(c != "-" for c in cells) else "-"
+
+
+def _measured_cells(points: Sequence[Point | None]) -> list[str]:
+    """The compile and peak-memory cells of one size, over the backends."""
+    compile_s = [format_seconds(p.compile_s if p else None) for p in points]
+    peaks = [
+        format_bytes(p.peak_bytes) + (" rss" if p.peak_is_rss else "")
+        if p and p.peak_bytes is not None
+        else "-"
+        for p in points
+    ]
+    return [_per_label(compile_s), _per_label(peaks)]
+
+
 def render_table(
     header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1
 ) -> list[str]:
@@ -57,8 +85,19 @@ def sized_rows(
     ref = with_data[0] if with_data else None
     others = [label for label in with_data if label != ref]
     header = ["size", *labels, *(f"{o} speedup" for o in others)]
+    # Compile time and peak memory, one value per backend ("a / b"), where
+    # the report has them (schema 3, not --jax-no-extras).
+    measured = any(
+        p.compile_s is not None or p.peak_bytes is not None
+        for points in bench.series.values()
+        for p in points
+    )
+    each = f" ({'/'.join(with_data)})" if len(with_data) > 1 else ""
+    if measured:
+        header += [f"compile{each}", f"peak memory{each}"]
     rows = []
     for size in bench.sizes:
+        points = [bench.points(label).get(size) for label in with_data]
         row = [str(size)]
         for label in labels:
             value = bench.medians(label).get(size)
@@ -71,6 +110,8 @@ def sized_rows(
             t_ref = bench.medians(ref).get(size)
             t_other = bench.medians(other).get(size)
             row.append(f"{t_ref / t_other:.3g}x" if t_ref and t_other else "-")
+        if measured:
+            row += _measured_cells(points)
         rows.append(row)
     return header, rows
 

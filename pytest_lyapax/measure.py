@@ -1,0 +1,346 @@
+"""Untimed measurements around a benchmark, and out-of-memory points.
+
+Everything here runs outside pytest-benchmark's timed rounds and lands in
+the benchmark's ``extra_info`` (the report schema, version 3, names them):
+
+``warmup``      what the first call cost.  A callable that can be lowered
+                (``jax.jit`` objects, anything with ``.lower``) is traced and
+                lowered, then compiled, through ``jax.stages``, each timed
+                (``kind: "compile"``); any other callable gets its first call
+                timed as *first-call overhead* (``kind: "first_call"``), with
+                the tracing, lowering and XLA compilation time that JAX itself
+                reported during that call (``jax.monitoring``).  The persistent
+                compilation cache is recorded: enabled, and whether it was hit.
+``memory``      the device's peak bytes in use (``Device.memory_stats()``, on
+                GPU/TPU; a high-water mark of the worker process), the
+                compiled program's argument/output/temporary bytes
+                (``Compiled.memory_analysis()``, lowerable callables only) and
+                the worker's peak resident memory.
+``time_split``  medians over a few extra calls: the host time until the call
+                returns (dispatch) and the rest until ``block_until_ready``
+                (device work and synchronisation).
+``args_on``     where the arguments live: ``host`` (NumPy arrays: a GPU call
+                copies them in every time), ``device`` (``jax.Array``),
+                ``mixed`` or ``none`` (no array argument).
+
+A benchmark that fails with an out-of-memory error is not a crash but a
+measurement: :func:`out_of_memory` recognises the error, and the plugin
+records it as an ``oom`` point and skips the larger sizes of the series on
+that backend (``skipped_after_oom``).  Nothing here imports JAX at module
+level (the controller never starts a JAX backend).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+OOM, SKIPPED_AFTER_OOM = "oom", "skipped_after_oom"
+POINT_STATUSES = (OOM, SKIPPED_AFTER_OOM)
+WARMUP_KINDS = ("compile", "first_call")
+ARGS_ON = ("host", "device", "mixed", "none")
+MEMORY_FIELDS = (
+    "device_peak_bytes",
+    "argument_bytes",
+    "output_bytes",
+    "temp_bytes",
+    "host_peak_rss_bytes",
+)
+# Extra calls for the dispatch/device split: at most this many, and no more
+# once they took this long together (slow benchmarks get one).
+SPLIT_CALLS = 3
+SPLIT_BUDGET_S = 0.05
+
+# JAX's own compile events (jax._src.dispatch, jax._src.compiler).
+_TRACE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+)
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+
+
+class _JaxEvents:
+    """Sums JAX's monitoring events while :meth:`recording` is active.
+
+    JAX offers no way to remove a listener in every version, so one is
+    registered per process, on first use, and ignores events when idle.
+    """
+
+    def __init__(self) -> None:
+        self.active = False
+        self.durations: dict[str, float] = {}
+        self.counts: Counter[str] = Counter()
+        self.registered = False
+
+    def _on_duration(self, event: str, duration_secs: float, **_: str | int) -> None:
+        if self.active:
+            self.durations[event] = self.durations.get(event, 0.0) + duration_secs
+
+    def _on_event(self, event: str, **_: str | int) -> None:
+        if self.active:
+            self.counts[event] += 1
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[_JaxEvents]:
+        import jax
+
+        if not self.registered:
+            jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+            jax.monitoring.register_event_listener(self._on_event)
+            self.registered = True
+        self.durations.clear()
+        self.counts.clear()
+        self.active = True
+        try:
+            yield self
+        finally:
+            self.active = False
+
+    @property
+    def trace_lower_s(self) -> float:
+        return float(sum(self.durations.get(e, 0.0) for e in _TRACE_EVENTS))
+
+    @property
+    def compile_s(self) -> float:
+        return float(self.durations.get(_COMPILE_EVENT, 0.0))
+
+    @property
+    def compiled(self) -> bool:
+        return _COMPILE_EVENT in self.durations
+
+    @property
+    def cache_hits(self) -> int:
+        return self.counts[_CACHE_HIT_EVENT]
+
+
+_EVENTS = _JaxEvents()
+
+
+def _cache_state(events: _JaxEvents) -> dict[str, bool | None]:
+    """Whether the persistent compilation cache is on and was hit (None: on,
+    but nothing was compiled or looked up, or off)."""
+    import jax
+
+    enabled = bool(getattr(jax.config, "jax_enable_compilation_cache", False)) and bool(
+        getattr(jax.config, "jax_compilation_cache_dir", None)
+    )
+    hit: bool | None = None
+    if enabled and events.cache_hits:
+        hit = True
+    elif enabled and events.compiled:
+        hit = False
+    return {"enabled": enabled, "hit": hit}
+
+
+def warm_up(
+    function: Callable[..., Any],
+    call: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+) -> tuple[dict[str, Any], Any]:
+    """Make the untimed first call of ``function`` (through ``call``, which
+    blocks on the result); return the ``warmup`` entry and the compiled
+    program (None unless ``function`` could be lowered).
+
+    A ``.lower`` that fails (not a ``jax.jit`` object after all, arguments it
+    cannot trace) falls back to timing the first call; an error of the call
+    itself propagates.
+    """
+    compiled = None
+    kind, trace_lower_s, compile_s = "first_call", None, None
+    with _EVENTS.recording() as events:
+        lower = getattr(function, "lower", None)
+        if callable(lower):
+            try:
+                start = time.perf_counter()
+                lowered = lower(*args, **kwargs)
+                lowered_at = time.perf_counter()
+                compiled = lowered.compile()
+                compile_s = time.perf_counter() - lowered_at
+                trace_lower_s = lowered_at - start
+                kind = "compile"
+            except Exception:  # noqa: BLE001 - then the first call is timed instead
+                compiled = None
+        start = time.perf_counter()
+        call(*args, **kwargs)
+        first_call_s = time.perf_counter() - start
+    if kind == "first_call":
+        # What JAX measured itself during the call (0.0: nothing compiled).
+        trace_lower_s, compile_s = events.trace_lower_s, events.compile_s
+    warmup = {
+        "kind": kind,
+        "first_call_s": first_call_s,
+        "trace_lower_s": trace_lower_s,
+        "compile_s": compile_s,
+        "cache": _cache_state(events),
+    }
+    return warmup, compiled
+
+
+@contextlib.contextmanager
+def first_call_recorder(into: dict[str, Any]) -> Iterator[None]:
+    """Record a ``first_call`` warm-up entry for the call made inside (used
+    by ``pedantic``, whose first round is its first call)."""
+    with _EVENTS.recording() as events:
+        start = time.perf_counter()
+        yield
+        first_call_s = time.perf_counter() - start
+    into.update(
+        kind="first_call",
+        first_call_s=first_call_s,
+        trace_lower_s=events.trace_lower_s,
+        compile_s=events.compile_s,
+        cache=_cache_state(events),
+    )
+
+
+def _program_bytes(compiled: Any) -> dict[str, int | None]:
+    empty: dict[str, int | None] = {
+        "argument_bytes": None,
+        "output_bytes": None,
+        "temp_bytes": None,
+    }
+    if compiled is None:
+        return empty
+    try:
+        stats = compiled.memory_analysis()
+    except Exception:  # noqa: BLE001 - a backend without the analysis
+        return empty
+    if stats is None:
+        return empty
+    out = dict(empty)
+    for key, attr in (
+        ("argument_bytes", "argument_size_in_bytes"),
+        ("output_bytes", "output_size_in_bytes"),
+        ("temp_bytes", "temp_size_in_bytes"),
+    ):
+        value = getattr(stats, attr, None)
+        out[key] = int(value) if isinstance(value, int) and value >= 0 else None
+    return out
+
+
+def _device_peak_bytes() -> int | None:
+    """The largest ``peak_bytes_in_use`` of this process's devices (None where
+    the backend does not report it, as the CPU does not)."""
+    import jax
+
+    peaks = []
+    for device in jax.local_devices():
+        try:
+            stats = device.memory_stats()
+        except Exception:  # noqa: BLE001 - not every backend implements it
+            stats = None
+        value = (stats or {}).get("peak_bytes_in_use")
+        if isinstance(value, int) and value >= 0:
+            peaks.append(value)
+    return max(peaks) if peaks else None
+
+
+def host_peak_rss_bytes() -> int | None:
+    """Peak resident memory of this process (None where unknown)."""
+    try:
+        import resource
+    except ImportError:  # Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) * (1 if sys.platform == "darwin" else 1024)
+
+
+def memory(compiled: Any = None) -> dict[str, int | None]:
+    """The ``memory`` entry, read now (after the warm-up call)."""
+    return {
+        "device_peak_bytes": _device_peak_bytes(),
+        **_program_bytes(compiled),
+        "host_peak_rss_bytes": host_peak_rss_bytes(),
+    }
+
+
+def time_split(
+    function: Callable[..., Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The ``time_split`` entry: medians of dispatch and device time over
+    up to :data:`SPLIT_CALLS` extra calls (fewer once they took
+    :data:`SPLIT_BUDGET_S`)."""
+    import jax
+
+    dispatch: list[float] = []
+    device: list[float] = []
+    spent = 0.0
+    while len(dispatch) < SPLIT_CALLS and (not dispatch or spent < SPLIT_BUDGET_S):
+        start = time.perf_counter()
+        result = function(*args, **kwargs)
+        returned = time.perf_counter()
+        jax.block_until_ready(result)
+        done = time.perf_counter()
+        del result
+        dispatch.append(returned - start)
+        device.append(done - returned)
+        spent += done - start
+    return {
+        "dispatch_s": statistics.median(dispatch),
+        "device_s": statistics.median(device),
+        "calls": len(dispatch),
+    }
+
+
+def args_on(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    """Where the array arguments live: ``host``, ``device``, ``mixed`` or ``none``.
+
+    NumPy arrays are on the host (a call on a GPU copies them to the device
+    every time); ``jax.Array`` values are already on a device.  Scalars do
+    not count.
+    """
+    import jax
+    import numpy as np
+
+    leaves = jax.tree_util.tree_leaves((tuple(args), dict(kwargs)))
+    on_device = any(isinstance(leaf, jax.Array) for leaf in leaves)
+    on_host = any(
+        isinstance(leaf, np.ndarray) and not isinstance(leaf, jax.Array)
+        for leaf in leaves
+    )
+    if on_device and on_host:
+        return "mixed"
+    return "device" if on_device else "host" if on_host else "none"
+
+
+def host_argument_benchmarks(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Full ids of benchmarks timed with host arguments on a non-CPU platform.
+
+    "Non-CPU" is the platform the worker's JAX actually ran on
+    (``extra_info.jax_backend``), not the label: ``cpu2=cpu`` is a CPU.
+    """
+    out = []
+    for record in records:
+        info = record.get("extra_info") or {}
+        platform = info.get("jax_backend")
+        if info.get("args_on") in ("host", "mixed") and platform not in (None, "cpu"):
+            out.append(str(record.get("fullname")))
+    return out
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` says the backend ran out of memory: jaxlib's
+    ``RESOURCE_EXHAUSTED`` runtime error, or Python's ``MemoryError``."""
+    if isinstance(exc, MemoryError):
+        return True
+    jax = sys.modules.get("jax")
+    runtime_error = getattr(getattr(jax, "errors", None), "JaxRuntimeError", None)
+    return (
+        isinstance(runtime_error, type)
+        and isinstance(exc, runtime_error)
+        and "RESOURCE_EXHAUSTED" in str(exc)
+    )
+
+
+def short_message(exc: BaseException, limit: int = 300) -> str:
+    """The first line of an error, at most ``limit`` characters."""
+    text = str(exc).strip().splitlines()
+    line = text[0] if text else type(exc).__name__
+    return line if len(line) <= limit else line[: limit - 3] + "..."
