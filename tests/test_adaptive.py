@@ -138,6 +138,7 @@ def test_jacfwd_of_exponent_matches_exact_derivative():
     assert float(grad) == pytest.approx(-1.0, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_reverse_mode_needs_the_bounded_loop():
     with pytest.raises(ValueError, match="Reverse-mode differentiation"):
         jax.grad(_decaying_rotation_l1)(0.5)

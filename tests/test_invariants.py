@@ -72,6 +72,7 @@ def test_lorenz96_sum_rule_exact_trace():
     assert rule.passed and report.window_steps == 500
 
 
+@pytest.mark.slow
 def test_lorenz96_sum_rule_hutchinson_has_an_error_bar():
     n = 70  # above EXACT_MAX_D: Hutchinson's estimate of tr Df
     problem = ode_problem(lorenz96(), 8.0 + jnp.sin(jnp.arange(n, dtype=float)), 0.01)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
@@ -36,6 +37,7 @@ def test_readme_lorenz_example_prints_the_documented_spectrum(tmp_path):
     np.testing.assert_allclose(printed, documented, atol=2e-2)
 
 
+@pytest.mark.slow
 def test_readme_delay_and_sweep_snippets_run(tmp_path):
     blocks = _blocks("python")
     delay = next(b for b in blocks if "dde_problem" in b)

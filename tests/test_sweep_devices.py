@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import json
@@ -61,6 +63,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_two_devices_split_the_batch_and_return_single_device_numbers():
     env = dict(os.environ)
     env["XLA_FLAGS"] = (

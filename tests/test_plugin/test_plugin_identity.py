@@ -202,6 +202,7 @@ def test_a_gate_refuses_another_host_before_running(few_rounds, pytester):
     assert not (pytester.path / "lyapax-report").exists()  # nothing ran
 
 
+@pytest.mark.slow
 def test_compare_reports_and_stores_the_machines(few_rounds, pytester):
     _, report = few_rounds
     two_modules(pytester.path)
@@ -275,6 +276,7 @@ def test_plugin_state_lives_on_the_stash_only(pytester):
     assert all(json.loads(p.read_text()) == [] for p in found)
 
 
+@pytest.mark.slow
 def test_processes_repeat_each_phase_in_fresh_workers_and_pool_rounds(pytester):
     pytester.makepyfile(
         test_proc="""

@@ -298,6 +298,7 @@ def test_collection_error_writes_nothing(pytester):
     assert not (pytester.path / "lyapax-report").exists()
 
 
+@pytest.mark.slow
 def test_partial_runs_are_marked_and_every_run_is_kept(pytester, monkeypatch):
     pytester.makepyfile(absl_like=EVENTS, test_bench=BENCH_SUITE)
     report_dir = pytester.path / "lyapax-report"
@@ -408,6 +409,7 @@ def test_projects_that_use_xdist_and_turn_warnings_into_errors(pytester, workers
 # ------------------------------------------------------------------ item 7
 
 
+@pytest.mark.slow
 def test_compare_gate_rejects_bad_files_and_fails_when_nothing_matched(pytester):
     pytester.makepyfile(
         test_bench="def test_x(benchmark, jax_backend):\n  benchmark(sum, [1])\n"
