@@ -436,6 +436,7 @@ def test_an_impossible_request_is_refused_before_running():
             covariant_vectors(problem, 1_000_000, k=100, storage=storage)
 
 
+@pytest.mark.slow
 def test_auto_falls_back_to_host_when_the_device_is_small(monkeypatch):
     need = _memory.footprints(
         d=1000,

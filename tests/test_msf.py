@@ -121,6 +121,7 @@ def test_coupled_tent_maps_transversal_exponents():
     np.testing.assert_allclose(msf.exponent, expected, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_batch_size_gives_the_same_numbers():
     alphas = np.linspace(0.0, 4.0, 7)
     args = (rossler(), X_ONLY, alphas, jnp.array([1.0, 1.0, 0.0]), 0.02, 2_000)
@@ -189,6 +190,7 @@ def test_network_spectrum_is_the_union_over_modes():
     assert modes.transversal_max < 0  # sigma = 0.3 synchronises this ring
 
 
+@pytest.mark.slow
 def test_kuramoto_modes_are_exact():
     # Identical Kuramoto phases in sync on a ring: mode k decays at
     # -(G / N) cos(lag) gamma_k, through the network's own Heun step.
@@ -371,6 +373,7 @@ SHARDED = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_alphas_split_over_two_devices_give_single_device_numbers():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2")
     env["JAX_PLATFORMS"] = "cpu"

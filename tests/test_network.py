@@ -202,6 +202,7 @@ COUPLINGS = {
     [(name, "heun") for name in COUPLINGS]
     + [("kuramoto", m) for m in ("euler", "rk4", "rk6")],
 )
+@pytest.mark.slow
 def test_fused_tangent_step_equals_generic_jvp(name, integrator):
     coupling = COUPLINGS[name]
     n, k = 5, 4

@@ -191,6 +191,7 @@ def test_scipy_weights_build_a_neighbour_list_network():
     np.testing.assert_array_equal(np.asarray(network.weights.todense()), W)
 
 
+@pytest.mark.slow
 def test_custom_coupling_on_sparse_weights_takes_the_generic_path():
     # A plain function: no fused batched_jvp, so each stage runs jax.jvp of it
     # batched over the k tangents (k + 1 products per stage instead of one).

@@ -196,6 +196,7 @@ def test_lorenz_sweep_gives_fixed_point_chaos_and_periodic_orbit():
 # ------------------------------------------------------------ delay equations
 
 
+@pytest.mark.slow
 def test_delay_equations_sweep_like_a_loop():
     dde = pytest.importorskip("lyapax.dde")
     from lyapax.systems import linear_scalar_dde

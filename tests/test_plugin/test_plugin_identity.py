@@ -133,6 +133,7 @@ def test_a_result_without_jax_arrays_is_flagged_once(few_rounds):
     result.stdout.fnmatch_lines(["*pytest-lyapax: timed by dispatch only*"])
 
 
+@pytest.mark.slow
 def test_default_rounds_are_enough_for_the_noise_test(pytester):
     pytester.makepyfile(
         test_one="""
@@ -233,6 +234,7 @@ def test_compare_reports_and_stores_the_machines(few_rounds, pytester):
     assert anyway.ret == pytest.ExitCode.OK, anyway.stdout.str()
 
 
+@pytest.mark.slow
 def test_plugin_state_lives_on_the_stash_only(pytester):
     # Issue 20: benchmarks.py kept flags as attributes of pytest's Config.
     pytester.makeconftest(

@@ -92,6 +92,7 @@ def counts(result):
 # ------------------------------------------------------------------ item 1
 
 
+@pytest.mark.slow
 def test_every_item_kind_runs_once_per_backend(pytester):
     conftest(pytester)
     pytester.makepyfile(absl_like=EVENTS, test_mixed=MIXED_SUITE)
@@ -125,6 +126,7 @@ def test_every_item_kind_runs_once_per_backend(pytester):
     assert not report.exists() and not report.parent.exists()
 
 
+@pytest.mark.slow
 def test_items_made_by_other_plugins_run_once_per_backend(pytester):
     conftest(
         pytester,
@@ -161,6 +163,7 @@ def test_items_made_by_other_plugins_run_once_per_backend(pytester):
 # ------------------------------------------------------------------ item 2
 
 
+@pytest.mark.slow
 def test_marker_for_a_backend_not_requested_skips_and_a_typo_is_an_error(pytester):
     pytester.makepyfile(
         test_marked="""
@@ -201,6 +204,7 @@ def test_marker_for_a_backend_not_requested_skips_and_a_typo_is_an_error(pyteste
 # ------------------------------------------------------------------ item 3
 
 
+@pytest.mark.slow
 def test_a_backend_crashing_at_collection_does_not_stop_the_others(pytester):
     conftest(pytester)
     pytester.makepyfile(
@@ -274,6 +278,7 @@ def test_slow(jax_backend):
     ],
     ids=["benchmark-disable", "gpu-only-without-gpu", "no-benchmarks", "no-such-file"],
 )
+@pytest.mark.slow
 def test_a_run_that_measured_nothing_writes_nothing(pytester, args):
     pytester.makepyfile(absl_like=EVENTS, test_bench=BENCH_SUITE)
     extra = [] if "--jax-backend=gpu" in args else TWO
@@ -282,6 +287,7 @@ def test_a_run_that_measured_nothing_writes_nothing(pytester, args):
     assert not (pytester.path / "lyapax-report").exists()
 
 
+@pytest.mark.slow
 def test_collection_error_writes_nothing(pytester):
     pytester.makepyfile(
         test_bench="def test_x(benchmark, jax_backend):\n  benchmark(sum, [1])\n"
@@ -326,6 +332,7 @@ def test_partial_runs_are_marked_and_every_run_is_kept(pytester, monkeypatch):
     assert json.loads((report_dir / "runs" / "0001.json").read_text()) == first
 
 
+@pytest.mark.slow
 def test_sigint_marks_the_running_backend_interrupted(pytester):
     pytester.makepyfile(absl_like=EVENTS, test_bench=BENCH_SUITE)
     env = dict(os.environ, SLOW_S="60")
@@ -386,6 +393,7 @@ def test_json_is_written_even_when_the_figure_fails(pytester):
 # ------------------------------------------------------------------ item 6
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", ["2", "0"])
 def test_projects_that_use_xdist_and_turn_warnings_into_errors(pytester, workers):
     pytester.makeini(
@@ -444,6 +452,7 @@ def test_compare_gate_rejects_bad_files_and_fails_when_nothing_matched(pytester)
 # ------------------------------------------------------------------ item 8
 
 
+@pytest.mark.slow
 def test_routing_does_not_depend_on_the_shape_of_test_ids(pytester):
     conftest(
         pytester,
@@ -496,6 +505,7 @@ def test_warmup(benchmark):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("active", [False, True], ids=["plain", "with-backend"])
 def test_pedantic_calls_exactly_what_was_asked(pytester, active):
     pytester.makepyfile(test_calls=CALLS)
@@ -588,6 +598,7 @@ def pytest_unconfigure(config):
 """
 
 
+@pytest.mark.slow
 def test_workers_start_jax_only_for_suites_that_import_it_and_are_awaited(pytester):
     conftest(pytester, WORKER_EXIT_CONFTEST)
     pytester.makepyfile(
@@ -605,6 +616,7 @@ def test_workers_start_jax_only_for_suites_that_import_it_and_are_awaited(pytest
         assert state == {"jax": False, "frozen": True}, label
 
 
+@pytest.mark.slow
 def test_workers_of_a_benchmark_suite_start_jax_while_collecting(pytester):
     conftest(
         pytester,
@@ -637,6 +649,7 @@ def test_workers_of_a_benchmark_suite_start_jax_while_collecting(pytester):
         assert (pytester.path / f"collected-{label}").read_text() == "True", label
 
 
+@pytest.mark.slow
 def test_a_test_importing_jax_itself_is_checked_for_a_silent_fallback(pytester):
     pytester.makepyfile(
         test_inside="""
