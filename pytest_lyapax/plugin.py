@@ -153,8 +153,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="Measure only the timed rounds and the first call: no compile/lower "
-        "split, memory figures or dispatch/device split (these untimed extras "
-        "cost a few calls per benchmark; needs --jax-backend).",
+        "split, memory figures or dispatch/device split (needs --jax-backend).",
     )
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
     parser.addini(

@@ -142,14 +142,17 @@ def test_dispatch_device_split_and_argument_location(measured):
     ]:
         info = by_name[name]["extra_info"]
         split = info["time_split"]
-        assert 1 <= split["calls"] <= measure.SPLIT_CALLS
+        # From the timed calls themselves: at least every round's.
+        assert split["calls"] >= by_name[name]["stats"]["rounds"]
         assert split["dispatch_s"] > 0 and split["device_s"] >= 0
         assert info["args_on"] == where, name
     pedantic = by_name["test_pedantic[cpu]"]["extra_info"]
     assert pedantic["warmup"]["kind"] == "first_call"
     assert pedantic["memory"]["argument_bytes"] == 4 * 8  # lowered after the rounds
     assert pedantic["args_on"] == "device"
-    assert "time_split" not in pedantic  # it calls exactly what was asked
+    # Its two rounds are its calls: the first is the warm-up entry, the second
+    # gives the split (no extra call).
+    assert pedantic["time_split"]["calls"] == 1
 
 
 def test_no_host_argument_warning_where_the_worker_ran_on_the_cpu(measured):
