@@ -31,7 +31,12 @@ def test_stops_when_every_stderr_is_below_tol_and_equals_one_long_run():
     np.testing.assert_allclose(out.result.exponents, [0.419, -1.623], atol=0.02)
 
 
-def test_budget_runs_out_with_a_shortened_last_chunk_and_a_progress_bar():
+def test_budget_runs_out_with_a_shortened_last_chunk_and_a_progress_bar(
+    monkeypatch,
+):
+    from lyapax._engine import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)  # a short run draws its bar
     bar = io.StringIO()
     problem = ODEProblem(HENON, X0, 1.0)
     out = run_until_converged(problem, tol=1e-9, max_steps=1000, progress=bar, **KW)

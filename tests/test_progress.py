@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from lyapax import lyapunov_spectrum
-from lyapax._engine import run
+from lyapax._engine import progress, run
 from lyapax.sweep import sweep_lyapunov_spectrum
 from lyapax.systems import henon_map
 
@@ -19,6 +19,11 @@ KW = dict(renorm_every=4, t_transient=40.0, save_states=True, decimate=2)
 
 def last_line(text: str) -> str:
     return text.rstrip("\n").split("\r")[-1]
+
+
+@pytest.fixture(autouse=True)
+def _bars_without_delay(monkeypatch):
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)  # short test runs draw their bars
 
 
 def test_a_run_in_pieces_with_a_bar_gives_the_numbers_of_one_call(monkeypatch):
@@ -34,6 +39,22 @@ def test_a_run_in_pieces_with_a_bar_gives_the_numbers_of_one_call(monkeypatch):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     line = last_line(bar.getvalue())
     assert "lyapunov_spectrum: 100%" in line and "4040/4040" in line  # + transient
+
+
+def test_work_shorter_than_the_delay_draws_no_bar(monkeypatch):
+    monkeypatch.setattr(progress, "DELAY_S", 3600.0)
+    bar = io.StringIO()
+    shown = lyapunov_spectrum(HENON, X0, 1.0, 400, renorm_every=4, progress=bar)
+    plain = lyapunov_spectrum(HENON, X0, 1.0, 400, renorm_every=4)
+    np.testing.assert_array_equal(shown.exponents, plain.exponents)
+    assert bar.getvalue() == ""
+    # Past the delay the first move draws it, counting from where the work is.
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    with progress.Bar(bar, 10, "work", "step", initial=4) as b:
+        b.postfix("note")
+        b.to(7)
+    line = last_line(bar.getvalue())
+    assert "work:" in line and "7/10" in line and "note" in line
 
 
 def test_silent_by_default_and_a_clear_error_for_a_bad_progress(capsys):

@@ -6,6 +6,9 @@ on stderr (or in that file), moved between pieces of work: a single run
 each continuing the last (the same program and the same numbers as one
 call); sweeps move it after each chunk of rows, ``run_until_converged``
 after each chunk of steps. A bar never lives inside a compiled program.
+Like tqdm's ``delay``, a bar is drawn only once the work has run for
+:data:`DELAY_S` (half a second): shorter work prints nothing and pays only
+for a clock read per move.
 
 Progress is silent by default: library calls print nothing unless asked.
 Under a caller's ``jax.jit``/``jax.vmap``/``jax.grad`` trace a run cannot
@@ -16,11 +19,16 @@ warn and run without a bar.
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Protocol, runtime_checkable
 
 import jax
 
-__all__ = ["Bar", "TextSink", "sink"]
+__all__ = ["DELAY_S", "Bar", "TextSink", "sink"]
+
+#: Seconds of work before a bar is drawn (tqdm's ``delay``): shorter work
+#: prints nothing and pays nothing for the bar.
+DELAY_S = 0.5
 
 
 @runtime_checkable
@@ -64,41 +72,51 @@ class Bar:
     def __init__(
         self, progress: Any, total: float, desc: str, unit: str, initial: float = 0
     ) -> None:
-        out = sink(progress)
-        self._bar = None
+        self._out = sink(progress)
+        self._bar: Any = None
         self._n = initial
         self._pending: tuple[float, Any] | None = None
-        if out is not None:
-            from tqdm import tqdm  # imported only when a bar is shown
-
-            self._bar = tqdm(
-                total=total,
-                initial=initial,
-                desc=desc,
-                unit=unit,
-                file=out,
-                leave=True,
-                mininterval=0.2,
-                unit_scale=total >= 10_000,
-            )
+        self._postfix: str | None = None
+        self._config = dict(total=total, desc=desc, unit=unit)
+        self._began = time.perf_counter()
 
     @property
     def active(self) -> bool:
-        return self._bar is not None
+        """A bar was asked for (it is drawn once the work outlasts :data:`DELAY_S`)."""
+        return self._out is not None
+
+    def _draw(self) -> Any:
+        """The tqdm bar, made on the first move after :data:`DELAY_S`; its
+        rate counts from then (``initial`` = the units done by that time)."""
+        if self._bar is None and time.perf_counter() - self._began >= DELAY_S:
+            from tqdm import tqdm  # imported only when a bar is shown
+
+            total = self._config["total"]
+            self._bar = tqdm(
+                initial=self._n,
+                file=self._out,
+                leave=True,
+                mininterval=0.2,
+                unit_scale=total >= 10_000,
+                **self._config,
+            )
+            if self._postfix is not None:
+                self._bar.set_postfix_str(self._postfix, refresh=False)
+        return self._bar
 
     def to(self, n: float) -> None:
-        if self._bar is None:
+        if self._out is None or n <= self._n:
             return
-        delta = n - self._n
-        if delta > 0:
-            self._n = n
-            self._bar.update(delta)
+        bar = self._draw()  # made now: it starts from the units done before
+        delta, self._n = n - self._n, n
+        if bar is not None:
+            bar.update(delta)
 
     def done(self, n: float, out: Any) -> Any:
         """Wait for the arrays of ``out`` (when a bar is shown), move to
         ``n``, and return ``out``: a chunk's bar moves when it is computed,
         not when it is dispatched."""
-        if self._bar is not None:
+        if self._out is not None:
             jax.block_until_ready(out)
             self.to(n)
         return out
@@ -111,7 +129,7 @@ class Bar:
         for by :meth:`close`)."""
         del index, start
         out = compute()
-        if self._bar is not None:
+        if self._out is not None:
             self._settle()
             self._pending = (stop, out)
         return out
@@ -123,14 +141,16 @@ class Bar:
             self.done(n, out)
 
     def postfix(self, text: str) -> None:
+        self._postfix = text
         if self._bar is not None:
             self._bar.set_postfix_str(text, refresh=False)  # drawn by the next move
 
     def close(self) -> None:
-        if self._bar is not None:
+        if self._out is not None:
             self._settle()
-            self._bar.close()
-            self._bar = None
+            if self._bar is not None:
+                self._bar.close()
+            self._out = self._bar = None
 
     def __enter__(self) -> Bar:
         return self
