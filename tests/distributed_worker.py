@@ -68,7 +68,7 @@ def compute() -> dict[str, np.ndarray]:
     """Every batched entry point on the problems above, as NumPy arrays."""
     from lyapax.covariant import sweep_covariant_vectors
     from lyapax.distributed import gather
-    from lyapax.finite_time import ftle_field
+    from lyapax.finite_time import finite_time_exponents, ftle_field
     from lyapax.network import master_stability_function
     from lyapax.sweep import sweep_lyapunov_spectrum, sweep_trajectory
 
@@ -94,6 +94,12 @@ def compute() -> dict[str, np.ndarray]:
         trajectory_to_host=True,
     )
     out["trajectory"] = gather(traj).states
+    # Finite-time exponents of an ensemble: windows gathered from every process.
+    ft = finite_time_exponents(
+        lorenz_step, X0, **SWEEP, window=5.0, params_batch={"rho": CALM}
+    )
+    out["ft_exponents"] = ft.exponents
+    out["ft_lyapunov"] = np.asarray(ft.lyapunov)
     field = ftle_field(saddle, FTLE_POINTS, 0.0, 1.0, 0.05)
     out["ftle_max"] = np.asarray(field.ftle_max)
     out["ftle_min"] = np.asarray(field.ftle_min)

@@ -120,6 +120,11 @@ def test_two_processes_split_the_batch_and_match_one_process(
     np.testing.assert_allclose(p0["clv_vectors"], ref["clv_vectors"], atol=1e-10)
     exact = -np.outer(worker.DECAYS, [1.0, 2.0])
     np.testing.assert_allclose(p0["clv_exponents"], exact, atol=2e-3)
+    # Finite-time exponents of the calm ensemble: 64 rows of 4 windows.
+    assert p0["ft_exponents"].shape == (64, 4, 3)
+    for key in ("ft_exponents", "ft_lyapunov"):
+        np.testing.assert_allclose(p0[key], ref[key], rtol=0, atol=1e-10, err_msg=key)
+    np.testing.assert_allclose(p0["ft_lyapunov"], p0["calm_exponents"], atol=1e-10)
     # FTLE field of the saddle: exact, and the same in every process.
     np.testing.assert_allclose(p0["ftle_max"], 1.0, atol=1e-6)
     np.testing.assert_allclose(p0["ftle_min"], -1.0, atol=1e-6)

@@ -4,6 +4,8 @@ gyre, backward time as the reversed system's forward time; bad input."""
 
 from __future__ import annotations
 
+import io
+
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -100,11 +102,18 @@ def test_run_ends_exactly_at_t0_plus_T():
     np.testing.assert_allclose(field.flow_map[0, 0], ((2 - 0.77) ** 2 - 4) / 2)
 
 
-def test_chunks_and_padding_give_the_unchunked_field():
+def test_chunks_and_padding_give_the_unchunked_field(monkeypatch):
+    from lyapax._engine import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)  # a short run draws its bar
     points = grid_points(np.linspace(0.1, 1.9, 7), np.linspace(0.1, 0.9, 3))
     rhs = double_gyre(eps=0.25)
     whole = ftle_field(rhs, points, 0.0, 5.0, 0.05, time_dependent=True)
-    parts = ftle_field(rhs, points, 0.0, 5.0, 0.05, time_dependent=True, batch_size=4)
+    bar = io.StringIO()
+    parts = ftle_field(
+        rhs, points, 0.0, 5.0, 0.05, time_dependent=True, batch_size=4, progress=bar
+    )
+    assert "ftle_field: 100%" in bar.getvalue() and "21/21" in bar.getvalue()
     np.testing.assert_array_equal(whole.ftle_max, parts.ftle_max)
     np.testing.assert_array_equal(whole.ftle_min, parts.ftle_min)
     np.testing.assert_array_equal(whole.flow_map, parts.flow_map)
@@ -155,6 +164,10 @@ def test_chunks_are_equal_so_padding_is_small():
     assert even_chunk(10, 4) == 4 and even_chunk(12, 4) == 4 and even_chunk(3, 8) == 3
     # Without a batch_size every device gets a chunk: 10 points on 2 devices.
     assert even_chunk(10, None, 2) == 5 and even_chunk(45_451, None, 2) == 22_726
+    # Aligned (CPU): multiples of 8, up without a batch_size, else not past it.
+    assert even_chunk(501_501, None, default=8192, align=8) == 8096
+    assert even_chunk(1001, None, default=8192, align=8) == 1008
+    assert even_chunk(1001, 500, align=8) == 336 and even_chunk(1001, 7, align=8) == 7
     with pytest.raises(ValueError, match="batch_size must be >= 1"):
         even_chunk(10, 0)
 
@@ -219,3 +232,49 @@ def test_shared_transcendentals_keep_values_and_tangents():
         np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
     text = jax.jit(shared).lower(0.5, x).compile().as_text()
     assert text.count(" conditional(") == 4  # sin, cos, exp, tanh; not log
+
+
+def test_fast_sincos_matches_the_library_and_refuses_what_it_cannot_reduce():
+    from lyapax.finite_time._sincos import LIMIT, sincos
+
+    x = np.concatenate(
+        [
+            np.random.default_rng(0).uniform(-1e4, 1e4, 20_000),
+            np.arange(-40, 41) * np.pi / 4,  # quadrant edges
+            [0.0, -0.0, 1e-300, LIMIT, -LIMIT],
+        ]
+    )
+    s, c = (np.asarray(v) for v in sincos(jnp.asarray(x)))
+    np.testing.assert_allclose(s, np.sin(x), rtol=0, atol=4e-16)
+    np.testing.assert_allclose(c, np.cos(x), rtol=0, atol=4e-16)
+    for bad in (np.nextafter(LIMIT, np.inf), -1e300, np.inf, np.nan):
+        assert np.isnan(np.asarray(sincos(jnp.asarray([bad])))).all(), bad
+
+
+def test_fast_trig_field_equals_the_library_one_and_falls_back_out_of_range():
+    from functools import partial
+
+    from lyapax._engine.tree import split_static
+    from lyapax.finite_time import field as F
+    from lyapax.integrators import TABLEAUS
+
+    points = grid_points(np.linspace(0.05, 1.95, 9), np.linspace(0.05, 0.95, 5))
+
+    def library(rhs, T):
+        # The same kernel with the library's sin/cos (what a GPU runs).
+        dyn, static = split_static(rhs)
+        n = n_steps_for(T, 0.1)
+        run = partial(F._field_kernel, dyn, static=static, tableau=TABLEAUS["rk4"])
+        out = run(points, 0.0, T / n, np.int32(n), 1 / abs(T), mesh=None, share=None)
+        return np.asarray(out.ftle_max)
+
+    gyre = double_gyre(eps=0.25)
+    fast = ftle_field(gyre, points, 0.0, 10.0, 0.1, time_dependent=True)
+    np.testing.assert_allclose(fast.ftle_max, library(gyre, 10.0), atol=1e-11)
+
+    def far(t, x):  # sin/cos arguments beyond the fast functions' range
+        return jnp.stack([jnp.sin(x[1] + 1e7), -jnp.cos(x[0] - 1e7)])
+
+    got = ftle_field(far, points, 0.0, 2.0, 0.1, time_dependent=True).ftle_max
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, library(far, 2.0), atol=1e-12)

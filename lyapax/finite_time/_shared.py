@@ -27,6 +27,8 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import Literal
 
+from lyapax.finite_time._sincos import sincos
+
 
 def _barrier(keep: Any, *values: Any) -> tuple[Any, ...]:
     """``values`` unchanged (``keep`` is always true at run time) through a
@@ -61,19 +63,28 @@ def _exp(z: Any) -> tuple[Any, Any]:
     return y, y
 
 
+def _fast_cos(z: Any) -> tuple[Any, Any]:
+    s, c = sincos(z)
+    return c, -s
+
+
 _RULES = {
     "sin": _shared(lambda z: (jnp.sin(z), jnp.cos(z))),
     "cos": _shared(lambda z: (jnp.cos(z), -jnp.sin(z))),
     "exp": _shared(_exp),
     "tanh": _shared(_tanh),
 }
+#: float64 ``sin``/``cos`` from :func:`~lyapax.finite_time._sincos.sincos`.
+_FAST_TRIG = {"sin": _shared(sincos), "cos": _shared(_fast_cos)}
 
 
-def shared_transcendentals(rhs: Any) -> Any:
+def shared_transcendentals(rhs: Any, fast_trig: bool = False) -> Any:
     """``rhs(t, x)`` with its ``sin``/``cos``/``exp``/``tanh`` values (and
     their derivatives) computed once per point: see the module docstring.
     Other primitives are bound as they are (inside nested calls, such as a
-    ``jax.jit``-decorated helper, nothing changes)."""
+    ``jax.jit``-decorated helper, nothing changes). ``fast_trig``: float64
+    ``sin``/``cos`` (value and derivative from one evaluation) by
+    :func:`~lyapax.finite_time._sincos.sincos`, ``nan`` beyond its range."""
 
     def shared_rhs(t: Any, x: Any) -> Any:
         closed = jax.make_jaxpr(rhs)(t, x)
@@ -88,10 +99,13 @@ def shared_transcendentals(rhs: Any) -> Any:
         env.update(zip(jaxpr.invars, (t, x), strict=True))
         for eqn in jaxpr.eqns:
             args = [read(v) for v in eqn.invars]
-            rule = _RULES.get(eqn.primitive.name)
+            name, dtype = eqn.primitive.name, jnp.result_type(args[0])
+            rule = _RULES.get(name)
+            if fast_trig and dtype == jnp.float64:
+                rule = _FAST_TRIG.get(name, rule)
             if (
                 rule is not None
-                and jnp.issubdtype(jnp.result_type(args[0]), jnp.floating)
+                and jnp.issubdtype(dtype, jnp.floating)
                 and not eqn.params.get("accuracy")
             ):
                 out = rule(args[0], keep)

@@ -19,6 +19,7 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.problem import as_problem, is_problem
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
+from lyapax._internal.batching import host_array
 from lyapax.core import lyapunov_spectrum
 from lyapax.sweep import ProblemFamily, sweep_lyapunov_spectrum
 
@@ -95,8 +96,10 @@ def whole_windows(n_steps: Any, steps: int) -> None:
 def windows_of(history: Any, times: Any, blocks: int, window: float):
     """``(end times (n_windows,), exponents (..., n_windows, k))`` from running
     estimates ``history (..., n_blocks, k)`` at ``times (..., n_blocks)``
-    (elapsed time from 0): the accumulated growth is ``history * times``."""
-    history, times = np.asarray(history), np.asarray(times)
+    (elapsed time from 0): the accumulated growth is ``history * times``.
+    The rows of a multi-process ensemble are gathered from every process
+    first (a collective: every process calls this)."""
+    history, times = np.asarray(host_array(history)), np.asarray(host_array(times))
     n_blocks = history.shape[-2]
     if n_blocks % blocks:
         raise ValueError(
@@ -191,7 +194,9 @@ def finite_time_exponents(
             batch_size=batch_size,
             **run,
         )
-        view_dt = np.asarray(result.checkpoint.dt).reshape(-1)[0]
+        view_dt = np.asarray(host_array(result.checkpoint.dt)).reshape(-1)[0]
         blocks = window_blocks(window, view_dt, renorm_every)
     times, exponents = windows_of(result.history, result.times, blocks, float(window))
-    return FiniteTimeResult(times, exponents, float(window), result.exponents)
+    # An ensemble's rows from every process, like the windows (NumPy).
+    lyap = host_array(result.exponents) if ensemble else result.exponents
+    return FiniteTimeResult(times, exponents, float(window), lyap)

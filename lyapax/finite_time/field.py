@@ -19,9 +19,10 @@ import numpy as np
 from jax.sharding import PartitionSpec
 from jaxtyping import Array, ArrayLike, Float
 
+from lyapax._engine import progress as progress_bar
 from lyapax._engine import validate
 from lyapax._engine.tree import merge_static, split_static
-from lyapax._internal.batching import BATCH_AXIS, Plan, host_array
+from lyapax._internal.batching import BATCH_AXIS, Plan, host_array, resolve_devices
 from lyapax.finite_time import _memory
 from lyapax.finite_time._flow import (
     Autonomous,
@@ -122,13 +123,15 @@ def _check_rhs(rhs: Any, d: int, dtype: Any, time_dependent: bool) -> None:
 
 @partial(jax.jit, static_argnames=("static", "tableau", "mesh", "share"))
 def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau, mesh, share):
-    """Flow map, FTLEs and direction of every row of ``points`` (``share``:
-    transcendental values computed once per point and stage, for XLA:CPU)."""
+    """Flow map, FTLEs and direction of every row of ``points`` (``share``,
+    for XLA:CPU: ``"shared"``, transcendental values computed once per point
+    and stage; ``"fast"``, also float64 ``sin``/``cos`` from arithmetic,
+    ``nan`` beyond its range; None: as written)."""
 
     def rows(dyn, pts, t0, h, n, inv_T):
         rhs = merge_static(dyn, static)
-        if share:
-            rhs = shared_transcendentals(rhs)
+        if share is not None:
+            rhs = shared_transcendentals(rhs, fast_trig=share == "fast")
 
         def one(x0):
             x, F = flow_and_jacobian(rhs, tableau, x0, t0, h, n)
@@ -161,6 +164,7 @@ def ftle_field(
     *,
     devices: Any = None,
     memory_limit: int | None = None,
+    progress: Any = False,
 ) -> FTLEField:
     """Finite-time Lyapunov exponents of the flow map over ``[t0, t0 + T]``.
 
@@ -178,13 +182,16 @@ def ftle_field(
         integrator: ``"euler"``, ``"heun"``, ``"rk4"``, ``"rk6"`` or a
             :class:`~lyapax.integrators.ButcherTableau`.
         batch_size: at most this many points per compiled call (None:
-            32 768); the points are cut into equal chunks (the last one
-            padded by at most one point per chunk), so every chunk reuses
-            one program and almost no padding is computed.
+            8 192 on a CPU, 32 768 elsewhere); the points are cut into
+            equal chunks (the last one padded by at most one point per
+            chunk), so every chunk reuses one program and almost no padding
+            is computed.
         devices: devices to split each chunk over, as in the sweeps (None:
             all visible).
         memory_limit: bytes the run may use (None: what the device reports
             free); checked before anything runs.
+        progress: True (stderr) or a text file: a bar over the points, moved
+            after each chunk of ``batch_size`` (off by default).
 
     Returns:
         :class:`FTLEField` with ``ftle_max``, ``ftle_min`` ``(N,)``,
@@ -193,8 +200,9 @@ def ftle_field(
     Raises:
         ValueError: ``points`` not ``(N, d)`` or not finite, ``rhs`` failing on
             or not returning a ``(d,)`` point, ``T = 0``, ``dt <= 0``, an
-            unknown integrator. MemoryError: the run would not fit (the
-            message names a ``batch_size`` that would).
+            unknown integrator. TypeError: a bad ``progress``. MemoryError:
+            the run would not fit (the message names a ``batch_size`` that
+            would).
     """
     if not isinstance(time_dependent, bool):
         raise TypeError(f"time_dependent must be True or False; got {time_dependent!r}")
@@ -214,19 +222,28 @@ def ftle_field(
     field = rhs if time_dependent else Autonomous(rhs)
     _check_rhs(field, d, pts.dtype, time_dependent)
     n_steps = n_steps_for(T, dt)
-    plan = Plan(n, _memory.even_chunk(n, batch_size), devices, True)
+    devs = resolve_devices(devices)
+    on_cpu = devs[0].platform == "cpu"
+    size = _memory.even_chunk(
+        n,
+        batch_size,
+        default=_memory.CPU_CHUNK if on_cpu else _memory.DEFAULT_CHUNK,
+        align=_memory.CPU_ALIGN * len(devs) if on_cpu else 1,
+    )
+    # Whole chunks of `size` rows (copies of the last point fill the end), so
+    # that every call has the aligned length; the extra rows are cut off.
+    total = -(-n // size) * size
+    rows = (
+        pts if total == n else np.concatenate([pts, np.repeat(pts[-1:], total - n, 0)])
+    )
+    plan = Plan(total, size, devs, True)
     _memory.check_fits(
-        n, plan.padded, d, len(tableau.a), pts.dtype, plan.devices, memory_limit
+        total, plan.padded, d, len(tableau.a), pts.dtype, plan.devices, memory_limit
     )
     dynamic, static = split_static(field)
     scalars = [np.asarray(x, pts.dtype) for x in (t0, T / n_steps, 1.0 / abs(T))]
     kernel = partial(
-        _field_kernel,
-        dynamic,
-        static=static,
-        tableau=tableau,
-        mesh=plan.mesh,
-        share=plan.devices[0].platform == "cpu",
+        _field_kernel, dynamic, static=static, tableau=tableau, mesh=plan.mesh
     )
     count = np.int32(n_steps)
 
@@ -235,13 +252,39 @@ def ftle_field(
         # gather of sharded chunks (an XLA collective, which on a loaded CPU
         # can exceed the in-process rendezvous timeout) and device memory for
         # one chunk only, whatever N is.
-        out = kernel(rows, scalars[0], scalars[1], count, scalars[2])
-        return _Rows(*(host_array(x) for x in out))
+        args = (rows, scalars[0], scalars[1], count, scalars[2])
+        out = _Rows(
+            *(host_array(x) for x in kernel(*args, share="fast" if on_cpu else None))
+        )
+        if on_cpu:
+            # A sin/cos argument beyond the fast functions' range gives nan:
+            # such a chunk is computed again with the library functions.
+            bad = np.isnan(out.ftle_max) | np.isnan(out.flow_map).any(axis=-1)
+            if bad.any():
+                again = _Rows(*(host_array(x) for x in kernel(*args, share="shared")))
+                out = _Rows(
+                    *(
+                        np.where(_rows_mask(bad, a), b, a)
+                        for a, b in zip(out, again, strict=True)
+                    )
+                )
+        return out
 
-    out = plan.run(chunk, (pts,))
+    with progress_bar.Bar(progress, n, "ftle_field", "point") as bar:
+
+        def shown(index: int, start: int, stop: int, compute: Any) -> Any:
+            return bar.by_chunks(index, start, min(stop, n), compute)
+
+        out = plan.run(chunk, (rows,), hook=shown if bar.active else None)
+    if total != n:
+        out = _Rows(*(x[:n] for x in out))
     return FTLEField(
         out.ftle_max, out.ftle_min, out.direction, out.flow_map, t0, T, n_steps
     )
+
+
+def _rows_mask(bad: np.ndarray, field: np.ndarray) -> np.ndarray:
+    return bad.reshape(bad.shape + (1,) * (field.ndim - 1))
 
 
 def grid_points(x: Float[ArrayLike, " nx"], y: Float[ArrayLike, " ny"]) -> np.ndarray:
