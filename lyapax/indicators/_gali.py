@@ -32,8 +32,12 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis, qr_factor
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import positive_float, resolve_rows, row_view, unbatch
-from lyapax.indicators._two_trajectory import is_count
+from lyapax.indicators._rows import (
+    positive_float,
+    resolve_orbit_rows,
+    row_view,
+    unbatch,
+)
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["GALIOptions", "GALIResult", "gali"]
@@ -138,22 +142,19 @@ def gali(
     Raises:
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
-    if n_steps is None and is_count(state0):  # gali(problem, 1000)
-        n_steps, state0 = validate.as_int("n_steps", state0), None
-    rows = resolve_rows(
+    rows, n_steps = resolve_orbit_rows(
         "gali",
         step_fn_or_problem,
         state0,
         dt,
+        n_steps,
         params_batch,
         state0_batch,
         seed,
-        (batch_size, devices, True),
+        batch_size,
+        devices,
     )
     options = GALIOptions.of(k, threshold, record_every, rows.d)
-    if n_steps is None:
-        raise TypeError("gali requires n_steps")
-    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
     every = options.record_every
     n_records = n_steps // every if every else 0
     lengths = np.array([n_steps, every], np.int32)

@@ -40,7 +40,12 @@ from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import positive_float, resolve_rows, row_view, unbatch
+from lyapax.indicators._rows import (
+    positive_float,
+    resolve_orbit_rows,
+    row_view,
+    unbatch,
+)
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["TwoTrajectoryOptions", "TwoTrajectoryResult", "two_trajectory_exponent"]
@@ -136,21 +141,18 @@ def two_trajectory_exponent(
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
     options = TwoTrajectoryOptions.of(d0, d_lower, d_upper, check_every)
-    if n_steps is None and is_count(state0):  # two_trajectory_exponent(problem, 1000)
-        n_steps, state0 = validate.as_int("n_steps", state0), None
-    rows = resolve_rows(
+    rows, n_steps = resolve_orbit_rows(
         "two_trajectory_exponent",
         step_fn_or_problem,
         state0,
         dt,
+        n_steps,
         params_batch,
         state0_batch,
         seed,
-        (batch_size, devices, True),
+        batch_size,
+        devices,
     )
-    if n_steps is None:
-        raise TypeError("two_trajectory_exponent requires n_steps")
-    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
     every = options.check_every
     if n_steps % every:
         raise ValueError(f"n_steps={n_steps} must be a multiple of check_every={every}")
@@ -168,11 +170,6 @@ def two_trajectory_exponent(
         times=np.asarray(raw.times)[:, :n_blocks],
     )
     return unbatch(raw, rows)
-
-
-def is_count(x: Any) -> bool:
-    """A Python/NumPy integer (the problem form's second argument)."""
-    return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
 def _separate(z, w, d0):
