@@ -30,19 +30,33 @@ import numpy as np
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractStep, as_step, check_step_output
 from lyapax._engine.problem import as_problem, is_problem
-from lyapax._engine.tree import Bound
+from lyapax._engine.tree import Bound, merge_static, split_static
 from lyapax._internal import batching
 from lyapax.sweep import ProblemFamily
 
 
-def row_view(builder: RowBuilder, params: Any, state: Any, dt: Any) -> RowView:
-    """The row's :class:`RowView`, its step checked (at trace time) to map
+def run_rows(rows: Rows, kernel: Any, data: tuple, **options: Any) -> Any:
+    """``kernel(dynamic, params, states, seeds, dt, *data, static=static,
+    **options)`` on every chunk of ``rows``' plan, rows joined: the builder
+    goes in split into its traced half ``dynamic`` and its static half (a
+    static argument of the jitted kernel, so a call with new numbers of the
+    same shapes reuses the program); :func:`row_view` joins them again."""
+    dynamic, static = split_static(rows.builder)
+    return rows.plan.run(
+        lambda *r: kernel(dynamic, *r, rows.dt, *data, static=static, **options),
+        rows.batched_inputs,
+    )
+
+
+def row_view(dynamic: Any, static: Any, params: Any, state: Any, dt: Any) -> RowView:
+    """The row's :class:`RowView` from the builder's halves (as
+    :func:`run_rows` passes them), its step checked (at trace time) to map
     the state to its own shape and dtype.
 
     Raises:
         IncompatibleStepError: a step returning another shape or dtype.
     """
-    view = builder.view(params, state, dt)
+    view = merge_static(dynamic, static).view(params, state, dt)
     check_step_output(view.step, view.z0)
     return view
 

@@ -39,11 +39,11 @@ from lyapax._engine.benettin import capacity
 from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
-from lyapax._engine.tree import merge_static, split_static
 from lyapax.indicators._rows import (
     positive_float,
     resolve_orbit_rows,
     row_view,
+    run_rows,
     unbatch,
 )
 from lyapax.sweep import ProblemFamily
@@ -160,11 +160,7 @@ def two_trajectory_exponent(
     n_blocks = n_steps // every
     lengths = np.array([n_blocks, n_tr_blocks * every, every], np.int32)
     bounds = np.array([options.d0, options.d_lower, options.d_upper])
-    dynamic, static = split_static(rows.builder)
-    kernel = partial(_kernel, dynamic, static=static, capacity=capacity(n_blocks))
-    raw = rows.plan.run(
-        lambda *r: kernel(*r, rows.dt, lengths, bounds), rows.batched_inputs
-    )
+    raw = run_rows(rows, _kernel, (lengths, bounds), capacity=capacity(n_blocks))
     raw = raw._replace(
         history=np.asarray(raw.history)[:, :n_blocks],
         times=np.asarray(raw.times)[:, :n_blocks],
@@ -187,7 +183,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, bounds, *, static, capa
     d0, lower, upper = bounds[0], bounds[1], bounds[2]
 
     def one(p, x0, seed):
-        view = row_view(merge_static(dynamic, static), p, x0, dt)
+        view = row_view(dynamic, static, p, x0, dt)
         step, z0 = view.step, view.z0
         u = jax.random.normal(jax.random.PRNGKey(seed), z0.shape, z0.dtype)
         zero = jnp.zeros((), z0.dtype)
