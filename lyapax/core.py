@@ -26,8 +26,7 @@ from lyapax._engine.abstract import (
 from lyapax._engine.problem import (
     LyapunovCheckpoint,
     ODEProblem,
-    plain_problem,
-    resolve_call,
+    resolve_step_call,
 )
 from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, RunOptions
@@ -174,14 +173,7 @@ def lyapunov_spectrum(
     batched by ``jax.vmap`` and the exponents are the time averages of
     ``log|diag R|`` of its QR factors.
     """
-    problem, n_steps = resolve_call(
-        "lyapunov_spectrum",
-        step_fn_or_problem,
-        n_steps,
-        state0,
-        dt,
-        lambda: plain_problem(step_fn_or_problem, state0, dt),
-        (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
-        " (use dt=1.0 for maps)",
+    problem, n_steps = resolve_step_call(
+        "lyapunov_spectrum", step_fn_or_problem, state0, dt, n_steps
     )
     return run.spectrum(problem, n_steps, RunOptions.of(locals()), stacklevel=2)

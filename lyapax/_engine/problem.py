@@ -182,3 +182,25 @@ def resolve_call(
     if missing:
         raise TypeError(f"{caller}(step_fn, ...) requires " + ", ".join(missing) + hint)
     return plain(), n_steps
+
+
+def resolve_step_call(
+    caller: str, obj: Any, state0: Any, dt: Any, n_steps: Any
+) -> tuple[AbstractProblem, Any]:
+    """:func:`resolve_call` of an entry point taking ``caller(problem,
+    n_steps, ...)`` or ``caller(step_fn, state0, dt, n_steps, ...)`` (the
+    plain form run as an :class:`ODEProblem`).
+
+    Raises:
+        TypeError: as :func:`resolve_call`.
+    """
+    return resolve_call(
+        caller,
+        obj,
+        n_steps,
+        state0,
+        dt,
+        lambda: plain_problem(obj, state0, dt),
+        (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
+        " (use dt=1.0 for maps)",
+    )

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import jax
 
-__all__ = ["DELAY_S", "Bar", "TextSink", "sink"]
+__all__ = ["DELAY_S", "Bar", "TextSink", "chunks_hook", "sink"]
 
 #: Seconds of work before a bar is drawn (tqdm's ``delay``): shorter work
 #: prints nothing and pays nothing for the bar.
@@ -58,6 +58,13 @@ def sink(progress: Any) -> Any:
         "progress must be True, False or a text file (with write and flush); got "
         f"{progress!r} of type {type(progress).__name__}"
     )
+
+
+def chunks_hook(bar: Bar) -> Any:
+    """The hook of :meth:`~lyapax._internal.batching.Plan.run` that moves
+    ``bar`` by chunks of rows (:meth:`Bar.by_chunks`); None when no bar is
+    shown, so a sweep without a bar runs its chunks with no hook at all."""
+    return bar.by_chunks if bar.active else None
 
 
 class Bar:

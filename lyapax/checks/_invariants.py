@@ -418,16 +418,22 @@ def _tangent_check(lam_t, lam_fd, z0, T, steps) -> Check:
     eps = np.finfo(np.asarray(z0).dtype).eps
     tol = 1e3 * eps ** (2.0 / 3.0) * steps / T * (1.0 + np.abs(lam_fd))
     tol = np.maximum(tol, 1e-6 * (1.0 + np.abs(lam_fd)))
-    passed = bool(np.all(np.abs(lam_t - lam_fd) <= tol))
-    note = (
-        ""
-        if passed
-        else (
-            "the step's tangents disagree with its state update (a stop_gradient, a "
-            "custom_jvp or a tangent_step that is not the derivative of the step)"
-        )
+    return _agreement(
+        "tangents",
+        lam_t,
+        lam_fd,
+        tol,
+        "the step's tangents disagree with its state update (a stop_gradient, a "
+        "custom_jvp or a tangent_step that is not the derivative of the step)",
     )
-    return Check("tangents", lam_t, lam_fd, np.zeros_like(lam_t), tol, passed, note)
+
+
+def _agreement(name: str, value, expected, tol, failure: str) -> Check:
+    """``value`` equals ``expected`` entrywise to ``tol`` (exact references:
+    zero stderr); ``failure`` is the note when it does not."""
+    passed = bool(np.all(np.abs(value - expected) <= tol))
+    stderr = np.zeros_like(expected)
+    return Check(name, value, expected, stderr, tol, passed, "" if passed else failure)
 
 
 def _trapezoid(total, first, last, dt):
@@ -439,18 +445,15 @@ def _continuous_check(rhs, out, order, lam_t, dt, T, rtol) -> Check:
         return Check("continuous_qr", None, None, None, None, None, "no vector field")
     sums = out["sums"]
     qjq = _trapezoid(sums.qjq, out["first"][0], out["last"][0], dt)[order] / T
-    tol = rtol * (1.0 + np.abs(qjq))
-    passed = bool(np.all(np.abs(lam_t - qjq) <= tol))
-    note = (
-        ""
-        if passed
-        else (
-            "the exponents of the step differ from <q_i^T Df q_i> of the vector "
-            "field on the same frames: the step does not integrate f (or dt is too "
-            "large for this tolerance)"
-        )
+    return _agreement(
+        "continuous_qr",
+        lam_t,
+        qjq,
+        rtol * (1.0 + np.abs(qjq)),
+        "the exponents of the step differ from <q_i^T Df q_i> of the vector "
+        "field on the same frames: the step does not integrate f (or dt is too "
+        "large for this tolerance)",
     )
-    return Check("continuous_qr", lam_t, qjq, np.zeros_like(qjq), tol, passed, note)
 
 
 def _sum_check(full, rhs, trace, out, lam_t, d, dt, T, steps, rtol, logdet) -> Check:

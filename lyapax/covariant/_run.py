@@ -15,7 +15,7 @@ from lyapax._engine import run, validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, fresh_frame
 from lyapax._engine.options import RunOptions
-from lyapax._engine.problem import plain_problem, resolve_call
+from lyapax._engine.problem import resolve_step_call
 from lyapax._engine.progress import Bar, TextSink
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import batch_means_stderr
@@ -137,15 +137,8 @@ def covariant_vectors(
         MemoryError: before running, when the request cannot fit in the
             chosen mode (``"auto"``: in any mode), with the bytes it needs.
     """
-    problem, n_steps = resolve_call(
-        "covariant_vectors",
-        step_fn_or_problem,
-        n_steps,
-        state0,
-        dt,
-        lambda: plain_problem(step_fn_or_problem, state0, dt),
-        (("state0", state0), ("dt", dt), ("n_steps", n_steps)),
-        " (use dt=1.0 for maps)",
+    problem, n_steps = resolve_step_call(
+        "covariant_vectors", step_fn_or_problem, state0, dt, n_steps
     )
     if not isinstance(storage, str) or storage not in memory.STORAGE_MODES:
         raise ValueError(

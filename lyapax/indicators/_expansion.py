@@ -34,8 +34,7 @@ from jaxtyping import ArrayLike, Float
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.shapes import Scalar, StepFn
-from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import resolve_rows, row_view
+from lyapax.indicators._rows import resolve_rows, row_view, run_rows
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["ExpansionEntropy", "expansion_entropy"]
@@ -140,17 +139,12 @@ def expansion_entropy(
                 f"shape {getattr(out, 'shape', None)} and dtype "
                 f"{getattr(out, 'dtype', None)}"
             )
-    dynamic, static = split_static(rows.builder)
-    kernel = partial(
+    log_g, kept = run_rows(
+        rows,
         _kernel,
-        dynamic,
-        static=static,
+        (np.int32(n_steps),),
         inside=inside,
         capacity=record_capacity(n_steps),
-    )
-    steps = np.int32(n_steps)
-    log_g, kept = rows.plan.run(
-        lambda *r: kernel(*r, rows.dt, steps), rows.batched_inputs
     )
     log_g = np.asarray(log_g)[:, :n_steps].reshape(n_batches, n_points, n_steps)
     kept = np.asarray(kept)[:, :n_steps].reshape(n_batches, n_points, n_steps)
@@ -201,7 +195,7 @@ def _kernel(dynamic, params, states, seeds, dt, n_steps, *, static, inside, capa
     del seeds  # the frame is the identity: no random start
 
     def one(p, x0):
-        view = row_view(merge_static(dynamic, static), p, x0, dt)
+        view = row_view(dynamic, static, p, x0, dt)
         step, z0 = view.step, view.z0
         Y0 = jnp.eye(z0.shape[0], dtype=z0.dtype)
 

@@ -31,9 +31,13 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis, qr_factor
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
-from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import positive_float, resolve_rows, row_view, unbatch
-from lyapax.indicators._two_trajectory import is_count
+from lyapax.indicators._rows import (
+    positive_float,
+    resolve_orbit_rows,
+    row_view,
+    run_rows,
+    unbatch,
+)
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["GALIOptions", "GALIResult", "gali"]
@@ -138,35 +142,28 @@ def gali(
     Raises:
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
-    if n_steps is None and is_count(state0):  # gali(problem, 1000)
-        n_steps, state0 = validate.as_int("n_steps", state0), None
-    rows = resolve_rows(
+    rows, n_steps = resolve_orbit_rows(
         "gali",
         step_fn_or_problem,
         state0,
         dt,
+        n_steps,
         params_batch,
         state0_batch,
         seed,
-        (batch_size, devices, True),
+        batch_size,
+        devices,
     )
     options = GALIOptions.of(k, threshold, record_every, rows.d)
-    if n_steps is None:
-        raise TypeError("gali requires n_steps")
-    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
     every = options.record_every
     n_records = n_steps // every if every else 0
     lengths = np.array([n_steps, every], np.int32)
-    dynamic, static = split_static(rows.builder)
-    kernel = partial(
+    raw = run_rows(
+        rows,
         _kernel,
-        dynamic,
-        static=static,
+        (lengths, options.threshold),
         k=options.k,
         capacity=capacity(n_records) if n_records else 0,
-    )
-    raw = rows.plan.run(
-        lambda *r: kernel(*r, rows.dt, lengths, options.threshold), rows.batched_inputs
     )
     dt_value = float(np.asarray(rows.dt))
     steps = np.asarray(raw.steps_to_threshold)
@@ -235,7 +232,7 @@ def _kernel(
     stop_when_chaotic = every == 0
 
     def one(p, x0, seed):
-        view = row_view(merge_static(dynamic, static), p, x0, dt)
+        view = row_view(dynamic, static, p, x0, dt)
         step, z0 = view.step, view.z0
         W0 = initial_basis(seed, d=z0.shape[0], k=k, dtype=z0.dtype)
         buf = jnp.zeros((capacity,), z0.dtype)

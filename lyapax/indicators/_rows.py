@@ -30,19 +30,33 @@ import numpy as np
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractStep, as_step, check_step_output
 from lyapax._engine.problem import as_problem, is_problem
-from lyapax._engine.tree import Bound
+from lyapax._engine.tree import Bound, merge_static, split_static
 from lyapax._internal import batching
 from lyapax.sweep import ProblemFamily
 
 
-def row_view(builder: RowBuilder, params: Any, state: Any, dt: Any) -> RowView:
-    """The row's :class:`RowView`, its step checked (at trace time) to map
+def run_rows(rows: Rows, kernel: Any, data: tuple, **options: Any) -> Any:
+    """``kernel(dynamic, params, states, seeds, dt, *data, static=static,
+    **options)`` on every chunk of ``rows``' plan, rows joined: the builder
+    goes in split into its traced half ``dynamic`` and its static half (a
+    static argument of the jitted kernel, so a call with new numbers of the
+    same shapes reuses the program); :func:`row_view` joins them again."""
+    dynamic, static = split_static(rows.builder)
+    return rows.plan.run(
+        lambda *r: kernel(dynamic, *r, rows.dt, *data, static=static, **options),
+        rows.batched_inputs,
+    )
+
+
+def row_view(dynamic: Any, static: Any, params: Any, state: Any, dt: Any) -> RowView:
+    """The row's :class:`RowView` from the builder's halves (as
+    :func:`run_rows` passes them), its step checked (at trace time) to map
     the state to its own shape and dtype.
 
     Raises:
         IncompatibleStepError: a step returning another shape or dtype.
     """
-    view = builder.view(params, state, dt)
+    view = merge_static(dynamic, static).view(params, state, dt)
     check_step_output(view.step, view.z0)
     return view
 
@@ -172,6 +186,50 @@ def resolve_rows(
     seeds = batching.seed_batch(seed, n)
     plan = batching.Plan(n, *plan_args)
     return Rows(builder, (params_batch, states, seeds), n, d, dtype, dt, plan, batched)
+
+
+def resolve_orbit_rows(
+    caller: str,
+    target: Any,
+    state0: Any,
+    dt: Any,
+    n_steps: Any,
+    params_batch: Any,
+    state0_batch: Any,
+    seed: Any,
+    batch_size: Any,
+    devices: Any,
+) -> tuple[Rows, int]:
+    """The rows and ``n_steps`` of an indicator that runs ``n_steps`` steps
+    of each orbit, from its call forms ``caller(problem, n_steps)``,
+    ``caller(problem, n_steps=...)`` and ``caller(step_fn, state0, dt,
+    n_steps)``.
+
+    Raises:
+        TypeError: as :func:`resolve_rows`; ``n_steps`` missing or not an
+            integer.
+        ValueError: as :func:`resolve_rows`; ``n_steps`` < 1.
+    """
+    if n_steps is None and is_count(state0):  # caller(problem, 1000)
+        n_steps, state0 = validate.as_int("n_steps", state0), None
+    rows = resolve_rows(
+        caller,
+        target,
+        state0,
+        dt,
+        params_batch,
+        state0_batch,
+        seed,
+        (batch_size, devices, True),
+    )
+    if n_steps is None:
+        raise TypeError(f"{caller} requires n_steps")
+    return rows, validate.as_int("n_steps", n_steps, minimum=1)
+
+
+def is_count(x: Any) -> bool:
+    """A Python/NumPy integer (the problem form's second argument)."""
+    return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
 def unbatch(result: Any, rows: Rows, to_host: bool = True) -> Any:

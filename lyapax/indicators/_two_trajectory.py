@@ -39,8 +39,13 @@ from lyapax._engine.benettin import capacity
 from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
-from lyapax._engine.tree import merge_static, split_static
-from lyapax.indicators._rows import positive_float, resolve_rows, row_view, unbatch
+from lyapax.indicators._rows import (
+    positive_float,
+    resolve_orbit_rows,
+    row_view,
+    run_rows,
+    unbatch,
+)
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["TwoTrajectoryOptions", "TwoTrajectoryResult", "two_trajectory_exponent"]
@@ -136,21 +141,18 @@ def two_trajectory_exponent(
         TypeError / ValueError: a missing or out-of-range argument, naming it.
     """
     options = TwoTrajectoryOptions.of(d0, d_lower, d_upper, check_every)
-    if n_steps is None and is_count(state0):  # two_trajectory_exponent(problem, 1000)
-        n_steps, state0 = validate.as_int("n_steps", state0), None
-    rows = resolve_rows(
+    rows, n_steps = resolve_orbit_rows(
         "two_trajectory_exponent",
         step_fn_or_problem,
         state0,
         dt,
+        n_steps,
         params_batch,
         state0_batch,
         seed,
-        (batch_size, devices, True),
+        batch_size,
+        devices,
     )
-    if n_steps is None:
-        raise TypeError("two_trajectory_exponent requires n_steps")
-    n_steps = validate.as_int("n_steps", n_steps, minimum=1)
     every = options.check_every
     if n_steps % every:
         raise ValueError(f"n_steps={n_steps} must be a multiple of check_every={every}")
@@ -158,21 +160,12 @@ def two_trajectory_exponent(
     n_blocks = n_steps // every
     lengths = np.array([n_blocks, n_tr_blocks * every, every], np.int32)
     bounds = np.array([options.d0, options.d_lower, options.d_upper])
-    dynamic, static = split_static(rows.builder)
-    kernel = partial(_kernel, dynamic, static=static, capacity=capacity(n_blocks))
-    raw = rows.plan.run(
-        lambda *r: kernel(*r, rows.dt, lengths, bounds), rows.batched_inputs
-    )
+    raw = run_rows(rows, _kernel, (lengths, bounds), capacity=capacity(n_blocks))
     raw = raw._replace(
         history=np.asarray(raw.history)[:, :n_blocks],
         times=np.asarray(raw.times)[:, :n_blocks],
     )
     return unbatch(raw, rows)
-
-
-def is_count(x: Any) -> bool:
-    """A Python/NumPy integer (the problem form's second argument)."""
-    return isinstance(x, int | np.integer) and not isinstance(x, bool)
 
 
 def _separate(z, w, d0):
@@ -190,7 +183,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, bounds, *, static, capa
     d0, lower, upper = bounds[0], bounds[1], bounds[2]
 
     def one(p, x0, seed):
-        view = row_view(merge_static(dynamic, static), p, x0, dt)
+        view = row_view(dynamic, static, p, x0, dt)
         step, z0 = view.step, view.z0
         u = jax.random.normal(jax.random.PRNGKey(seed), z0.shape, z0.dtype)
         zero = jnp.zeros((), z0.dtype)

@@ -32,7 +32,7 @@ from jax.sharding import PartitionSpec
 
 from lyapax._engine import run, validate
 from lyapax._engine.benettin import Lengths, capacity, initial_frame
-from lyapax._engine.progress import Bar, TextSink
+from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.summary import finish
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal import batching
@@ -302,7 +302,7 @@ def run_msf(
 
     spread = _spread(chunk, plan.mesh)
     with Bar(progress, plan.n, "master_stability_function", "alpha") as bar:
-        hook = bar.by_chunks if bar.active else None
+        hook = chunks_hook(bar)
         exponents, stderr = plan.run(lambda rows: spread(rows), (alpha_rows,), (), hook)
     return MSFResult(alpha_rows, exponents[:, 0], stderr[:, 0], exponents, stderr)
 

@@ -118,7 +118,7 @@ def chunk_hook(
             processes. OSError: the folder cannot be created or written.
     """
     if checkpoint is None:
-        return bar.by_chunks if bar.active else None
+        return progress.chunks_hook(bar)
     template = jax.eval_shape(kernel, *args)
     folder = identity = None
     if checkpoint is not None:

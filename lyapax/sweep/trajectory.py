@@ -10,7 +10,7 @@ from jaxtyping import ArrayLike, Float, PyTree, Shaped
 from lyapax._engine import run, validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.options import RunOptions
-from lyapax._engine.progress import Bar, TextSink
+from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax._engine.tree import split_static
 from lyapax.sweep._kernels import trajectory_kernel
@@ -89,7 +89,7 @@ def sweep_trajectory(
     )
     to_host = ("states",) if trajectory_to_host else ()
     with Bar(progress, plan.n, "sweep_trajectory", "row") as bar:
-        hook = bar.by_chunks if bar.active else None
+        hook = chunks_hook(bar)
         return plan.run(
             lambda *rows: kernel(*rows, batch.dt), batch.batched, to_host, hook
         )
