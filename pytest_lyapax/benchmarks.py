@@ -19,8 +19,9 @@ an untimed warm-up before pytest-benchmark's calibration and rounds: the
 trace/lower and compile steps of a lowerable ``f``, then its first call
 (together ``extra_info["first_call_s"]``), then the memory figures; the
 timed calls themselves are split into dispatch and device time
-(``measure.py``; all switched off by ``--jax-no-extras``). No extra call.  ``benchmark.pedantic`` adds no call before its rounds:
-its ``warmup_rounds`` (default 0) decide, so ``pedantic(f, rounds=1,
+(``measure.py``; all switched off by ``--jax-no-extras``). No extra call.
+``benchmark.pedantic`` adds no call before its rounds: its
+``warmup_rounds`` (default 0) decide, so ``pedantic(f, rounds=1,
 iterations=1)`` times one cold call, compilation included, and it calls the
 target exactly as asked; its first call's duration and the memory figures
 are read after the rounds, the dispatch/device split from its later rounds.
