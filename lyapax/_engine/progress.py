@@ -84,7 +84,7 @@ class Bar:
         self._n = initial
         self._pending: tuple[float, Any] | None = None
         self._postfix: str | None = None
-        self._config = dict(total=total, desc=desc, unit=unit)
+        self._total, self._desc, self._unit = total, desc, unit
         self._began = time.perf_counter()
 
     @property
@@ -98,14 +98,15 @@ class Bar:
         if self._bar is None and time.perf_counter() - self._began >= DELAY_S:
             from tqdm import tqdm  # imported only when a bar is shown
 
-            total = self._config["total"]
             self._bar = tqdm(
+                total=self._total,
                 initial=self._n,
+                desc=self._desc,
+                unit=self._unit,
                 file=self._out,
                 leave=True,
                 mininterval=0.2,
-                unit_scale=total >= 10_000,
-                **self._config,
+                unit_scale=self._total >= 10_000,
             )
             if self._postfix is not None:
                 self._bar.set_postfix_str(self._postfix, refresh=False)
