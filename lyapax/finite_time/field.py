@@ -183,9 +183,9 @@ def ftle_field(
             :class:`~lyapax.integrators.ButcherTableau`.
         batch_size: at most this many points per compiled call (None:
             8 192 on a CPU, 32 768 elsewhere); the points are cut into
-            equal chunks (the last one padded by at most one point per
-            chunk), so every chunk reuses one program and almost no padding
-            is computed.
+            equal chunks (on a CPU of a multiple of 8 points per device; the
+            end is padded with copies of the last point, discarded), so every
+            chunk reuses one program and little padding is computed.
         devices: devices to split each chunk over, as in the sweeps (None:
             all visible).
         memory_limit: bytes the run may use (None: what the device reports
