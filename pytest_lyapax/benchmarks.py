@@ -218,7 +218,7 @@ def _blocking(
     fixture: Any,
     function: Callable[..., Any],
     first: dict[str, Any] | None = None,
-    split: list[tuple[float, float]] | None = None,
+    split: measure.SplitSamples | None = None,
 ) -> Callable[..., Any]:
     """``function`` blocked on its result; with ``first``, the first call's
     ``warmup`` entry is recorded into it (the clock is read around that call
@@ -236,7 +236,7 @@ def _blocking(
             out = function(*args, **kwargs)
             returned = time.perf_counter()
             result = jax.block_until_ready(out)
-            split.append((returned - start, time.perf_counter() - returned))
+            split.add(returned - start, time.perf_counter() - returned)
         else:
             result = jax.block_until_ready(function(*args, **kwargs))
         _check_result(fixture, result)
@@ -268,9 +268,9 @@ def _warm_up(
     info["args_on"] = measure.args_on(args, kwargs)
 
 
-def _record_split(fixture: Any, split: list[tuple[float, float]]) -> None:
+def _record_split(fixture: Any, split: measure.SplitSamples) -> None:
     """``time_split`` from the timed calls' own clock reads (none: no entry)."""
-    if split:
+    if split.calls:
         fixture.extra_info["time_split"] = measure.time_split(split)
 
 
@@ -280,7 +280,8 @@ def _after_pedantic(
     """What ``pedantic`` can record after its rounds without calling the
     target again (it calls exactly what was asked): its first call, memory,
     and (when the arguments are known: no ``setup``) the program's bytes and
-    where the arguments live.  No dispatch/device split: that needs calls."""
+    where the arguments live.  Its dispatch/device split is recorded from its
+    rounds by the caller."""
     info = fixture.extra_info
     if first:
         info["warmup"] = first
@@ -308,11 +309,11 @@ def jax_fixture_class() -> type:
 
         def __call__(self, function_to_benchmark: Callable[..., Any], *args, **kwargs):
             blocking = _blocking(self, function_to_benchmark)
-            split: list[tuple[float, float]] | None = None
+            split: measure.SplitSamples | None = None
             if self.enabled and not getattr(self, "_mode", None):
                 _warm_up(self, function_to_benchmark, blocking, args, kwargs)
                 if getattr(self, _EXTRAS_ATTR, True):
-                    split = []
+                    split = measure.SplitSamples()
                     blocking = _blocking(self, function_to_benchmark, split=split)
             result = super().__call__(blocking, *args, **kwargs)
             if split is not None:
@@ -325,7 +326,7 @@ def jax_fixture_class() -> type:
             # No warm-up call here: pedantic's own warmup_rounds decide.
             extras = self.enabled and getattr(self, _EXTRAS_ATTR, True)
             first: dict[str, Any] | None = {} if extras else None
-            split: list[tuple[float, float]] | None = [] if extras else None
+            split = measure.SplitSamples() if extras else None
             result = super().pedantic(
                 _blocking(self, target, first, split),
                 args,
@@ -335,7 +336,8 @@ def jax_fixture_class() -> type:
                 **rest,
             )
             if extras:
-                _record_split(self, split or [])
+                if split is not None:
+                    _record_split(self, split)
                 known = setup is None
                 _after_pedantic(
                     self,

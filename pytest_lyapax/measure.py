@@ -38,7 +38,7 @@ import contextlib
 import statistics
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -258,13 +258,31 @@ def memory(compiled: Any = None) -> dict[str, int | None]:
     }
 
 
-def time_split(samples: Sequence[tuple[float, float]]) -> dict[str, Any]:
-    """The ``time_split`` entry from the timed calls' ``(dispatch, device)``
-    seconds: their medians and how many calls there were."""
+#: The dispatch/device split keeps the last this many timed calls (a fast
+#: benchmark makes hundreds of thousands); every call is counted.
+MAX_SPLIT_SAMPLES = 10_000
+
+
+class SplitSamples:
+    """``(dispatch, device)`` seconds of the timed calls: ``add`` one call;
+    the last :data:`MAX_SPLIT_SAMPLES` are kept, ``calls`` counts all."""
+
+    def __init__(self) -> None:
+        self.samples: deque[tuple[float, float]] = deque(maxlen=MAX_SPLIT_SAMPLES)
+        self.calls = 0
+
+    def add(self, dispatch: float, device: float) -> None:
+        self.samples.append((dispatch, device))
+        self.calls += 1
+
+
+def time_split(split: SplitSamples) -> dict[str, Any]:
+    """The ``time_split`` entry: medians of the kept calls' dispatch and
+    device seconds, and how many calls were timed."""
     return {
-        "dispatch_s": statistics.median(s[0] for s in samples),
-        "device_s": statistics.median(s[1] for s in samples),
-        "calls": len(samples),
+        "dispatch_s": statistics.median(s[0] for s in split.samples),
+        "device_s": statistics.median(s[1] for s in split.samples),
+        "calls": split.calls,
     }
 
 

@@ -155,6 +155,17 @@ def test_dispatch_device_split_and_argument_location(measured):
     assert pedantic["time_split"]["calls"] == 1
 
 
+def test_split_keeps_the_last_calls_and_counts_them_all():
+    split = measure.SplitSamples()
+    for i in range(measure.MAX_SPLIT_SAMPLES + 5):
+        split.add(float(i), 1.0)
+    entry = measure.time_split(split)
+    assert entry["calls"] == measure.MAX_SPLIT_SAMPLES + 5
+    assert len(split.samples) == measure.MAX_SPLIT_SAMPLES
+    assert entry["dispatch_s"] == 5 + (measure.MAX_SPLIT_SAMPLES - 1) / 2
+    assert entry["device_s"] == 1.0
+
+
 def test_no_host_argument_warning_where_the_worker_ran_on_the_cpu(measured):
     proc, _, _ = measured
     # cpu2 is a label of the cpu platform: no copy to a device, no warning.
