@@ -8,7 +8,7 @@ the step budget is spent. It is an eager Python loop, not a traced function.
 
 With ``checkpoint=PATH`` the run is saved to ``PATH`` (a NumPy ``.npz``
 archive, written atomically: see :mod:`lyapax._internal.checkpoint` and the
-README's "Long runs") after every chunk; the same call after a kill, a
+guide docs/long_runs.md) after every chunk; the same call after a kill, a
 pre-emption or a Ctrl-C continues from the last chunk saved and ends with
 the numbers of an uninterrupted run.
 """

@@ -1,4 +1,5 @@
-"""The README's first example runs as written and prints the Lorenz spectrum."""
+"""The README's first example runs as written and prints the Lorenz spectrum;
+the guides' snippets (docs/*.md) run and print what the guides say."""
 
 import pathlib
 import re
@@ -8,11 +9,17 @@ import sys
 import numpy as np
 import pytest
 
-README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+#: The guides that left the README, in its former order.
+GUIDES = [
+    ROOT / "docs" / f"{name}.md" for name in ("networks", "sweeps", "synchronisation")
+]
 
 
-def _blocks(lang):
-    return re.findall(rf"```{lang}\n(.*?)```", README.read_text(), flags=re.S)
+def _blocks(lang, pages=(README,)):
+    text = "\n".join(page.read_text() for page in pages)
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 
 def _numbers(text):
@@ -39,7 +46,7 @@ def test_readme_lorenz_example_prints_the_documented_spectrum(tmp_path):
 
 @pytest.mark.slow
 def test_readme_delay_and_sweep_snippets_run(tmp_path):
-    blocks = _blocks("python")
+    blocks = _blocks("python", GUIDES)
     delay = next(b for b in blocks if "dde_problem" in b)
     sweep = next(b for b in blocks if "sweep_lyapunov_spectrum" in b)
     checks = (
@@ -57,12 +64,15 @@ def test_readme_delay_and_sweep_snippets_run(tmp_path):
 
 
 def test_readme_synchronisation_snippet_prints_the_documented_interval(tmp_path):
-    block = next(b for b in _blocks("python") if "master_stability_function" in b)
+    block = next(
+        b for b in _blocks("python", GUIDES) if "master_stability_function" in b
+    )
     script = tmp_path / "readme_msf.py"
     script.write_text("import jax\njax.config.update('jax_enable_x64', True)\n" + block)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     low, high = _numbers(out.stdout)
-    shown = re.search(r"prints about `\((.*?)\)`", README.read_text()).group(1)
+    page = (ROOT / "docs" / "synchronisation.md").read_text()
+    shown = re.search(r"prints about `\((.*?)\)`", page).group(1)
     np.testing.assert_allclose([low, high], _numbers(shown), atol=5e-3)
     assert 0 < low < high

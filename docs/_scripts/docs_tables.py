@@ -422,31 +422,6 @@ def report_excerpt(report_path: Path) -> str:
     return "```json\n" + json.dumps(excerpt, indent=2) + "\n```\n"
 
 
-def readme_section(root: Path, heading: str) -> str | None:
-    """The body of the README's ``## heading`` section, or None if absent."""
-    lines = (root / "README.md").read_text().splitlines()
-    for i, line in enumerate(lines):
-        if line.strip() == f"## {heading}":
-            body = []
-            for rest in lines[i + 1 :]:
-                if rest.startswith("## "):
-                    break
-                body.append(rest)
-            return "\n".join(body).strip() + "\n"
-    return None
-
-
-def differences_section(root: Path) -> str:
-    """The README's list of differences from lyapax 0.3.0, if it has one."""
-    body = readme_section(root, "Differences from lyapax 0.3.0")
-    if body is None:
-        return (
-            "The README has no section on the differences yet; until it does, "
-            "treat every name that exists in both versions as meaning the same.\n"
-        )
-    return body
-
-
 def gpu_explanation(report_path: Path) -> str:
     """The GPU page's reading of the stored report (``gpu_explain.py``)."""
     from gpu_explain import explanation
@@ -461,7 +436,6 @@ def write_generated_pages(outdir: Path, root: Path) -> None:
         "benchmark_scripts.md": benchmark_scripts_table(root),
         "validation_table.md": validation_table(),
         "plugin_options.md": plugin_options_table(),
-        "differences.md": differences_section(root),
         "plugin_markers.md": plugin_markers_table(root),
         "report_fields.md": report_fields_table(
             root / "docs" / "_static" / "gpu_acceleration_reference.json"

@@ -12,7 +12,7 @@ allow_pickle=False)`` reads it without lyapax). Every file holds a header:
   state, ``dt``, constants held as arrays), ``settings``: the run's settings
   as JSON (``k``, ``renorm_every``, ...);
 
-and then the arrays of its kind (documented in the README, "Long runs").
+and then the arrays of its kind (documented in docs/long_runs.md).
 Writing goes to a temporary file in the same folder, flushed to disk, then
 renamed over the target (``os.replace``): a reader sees the old complete file
 or the new complete file, never a part (the temporary file of a writer killed
