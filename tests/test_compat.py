@@ -1,4 +1,4 @@
-"""Names, signatures and messages kept from lyapax 0.3.0 (see README differences)."""
+"""Names, signatures and messages kept from lyapax 0.3.0 (see docs/differences.md)."""
 
 import warnings
 
