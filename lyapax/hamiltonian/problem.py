@@ -76,7 +76,7 @@ class HamiltonianProblem(NamedTuple):
 
     def paired_start(self) -> LyapunovCheckpoint:
         """The start of a run whose exponents pair to rounding: ``state0``
-        and the orthonormal frame of columns ``q_1 .. q_n, p_n .. p_1``
+        and the orthonormal frame of columns ``q_1, ..., q_n, p_n, ..., p_1``
         (``resume=`` of :func:`lyapax.lyapunov_spectrum`).
 
         In that order the frame is symplectic for the form that pairs column
@@ -96,7 +96,7 @@ class HamiltonianProblem(NamedTuple):
         return LyapunovCheckpoint(self.state0, frame, zeros, elapsed, self.dt)
 
     def energy(self, states: Float[ArrayLike, "*batch d"]) -> Float[Array, " *batch"]:
-        """``H(q, p)`` of every state ``(..., 2n)`` (e.g. a saved trajectory).
+        """``H(q, p)`` of every state ``(..., 2n)``, such as a saved trajectory.
 
         Raises:
             ValueError: the problem was built without ``hamiltonian=``, or
