@@ -244,6 +244,14 @@ def test_engine_entry_points_accept_the_problem(hh_problem):
     np.testing.assert_allclose(swept.exponents[0], res.exponents, rtol=1e-10)
 
 
+def test_progress_reports_a_hamiltonian_run(hh_problem):
+    import io
+
+    sink = io.StringIO()
+    lyapunov_spectrum(hh_problem, 200, progress=sink)
+    assert "200/200" in sink.getvalue()
+
+
 def test_new_numbers_reuse_the_compiled_program(hh_problem):
     from lyapax._engine.benettin import run_benettin
 

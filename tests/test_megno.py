@@ -118,3 +118,19 @@ def test_bad_input_is_refused(chaotic_hh, kwargs, error, match):
     args = {"n_steps": 1000} | kwargs
     with pytest.raises(error, match=match):
         megno(chaotic_hh, **args)
+
+
+def test_a_problem_family_over_parameters():
+    # FPUT at beta = 0 is a linear chain (isochronous): <Y> stays near 0;
+    # the nonlinear chains are not (shear), and each row has its own beta.
+    from lyapax.sweep import problem_family
+    from lyapax.systems import fput_beta
+
+    def chain(p):
+        return fput_beta(4, beta=p["beta"]).problem(
+            np.zeros(4), np.full(4, 0.8), 0.1, "leapfrog"
+        )
+
+    res = megno(problem_family(chain), 500, params_batch={"beta": np.array([0.0, 1.0])})
+    assert abs(res.mean_megno[0, -1]) < 0.05
+    assert res.mean_megno[1, -1] > 0.5
