@@ -244,12 +244,17 @@ def test_engine_entry_points_accept_the_problem(hh_problem):
     np.testing.assert_allclose(swept.exponents[0], res.exponents, rtol=1e-10)
 
 
-def test_progress_reports_a_hamiltonian_run(hh_problem):
+def test_progress_reports_a_hamiltonian_run(hh_problem, monkeypatch):
     import io
 
+    from lyapax._engine import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)  # a short run draws its bar
     sink = io.StringIO()
-    lyapunov_spectrum(hh_problem, 200, progress=sink)
+    res = lyapunov_spectrum(hh_problem, 200, progress=sink)
     assert "200/200" in sink.getvalue()
+    plain = lyapunov_spectrum(hh_problem, 200)
+    np.testing.assert_array_equal(res.exponents, plain.exponents)
 
 
 def test_new_numbers_reuse_the_compiled_program(hh_problem):
