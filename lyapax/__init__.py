@@ -38,10 +38,12 @@ from lyapax.finite_time import (
     finite_time_exponents,
     ftle_field,
 )
+from lyapax.hamiltonian import HamiltonianProblem, hamiltonian_problem
 from lyapax.indicators import (
     DivergenceResult,
     ExpansionEntropy,
     GALIResult,
+    MEGNOResult,
     TwoTrajectoryResult,
     ZeroOneResult,
     delay_embedding,
@@ -49,6 +51,7 @@ from lyapax.indicators import (
     gali,
     lyapunov_kantz,
     lyapunov_rosenstein,
+    megno,
     two_trajectory_exponent,
     zero_one_test,
 )
@@ -117,6 +120,9 @@ __all__ = [
     "run_until_converged",
     "sweep_lyapunov_spectrum",
     "sweep_trajectory",
+    # Hamiltonian systems on symplectic steps
+    "HamiltonianProblem",
+    "hamiltonian_problem",
     # synchronisation and self-checks
     "MSFResult",
     "master_stability_function",
@@ -126,9 +132,11 @@ __all__ = [
     # chaos indicators
     "ExpansionEntropy",
     "GALIResult",
+    "MEGNOResult",
     "TwoTrajectoryResult",
     "expansion_entropy",
     "gali",
+    "megno",
     "two_trajectory_exponent",
     # chaos indicators: the 0-1 test, exponents from a measured series
     "DivergenceResult",

@@ -11,12 +11,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lyapax._engine.problem import ODEProblem
 from lyapax._engine.tree import Bound
 from lyapax._engine.validate import float_params
 from lyapax._internal.sparse import check_dense_fits
+from lyapax.hamiltonian.problem import SeparableHamiltonian
 from lyapax.network import Network, network_problem
 from lyapax.network.coupling import kuramoto_coupling
 from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
@@ -34,6 +37,9 @@ __all__ = [
     "kuramoto_network",
     "mackey_glass",
     "linear_scalar_dde",
+    "henon_heiles",
+    "fput_beta",
+    "n_body",
 ]
 
 
@@ -246,3 +252,134 @@ def linear_scalar_dde(a: float = 1.0) -> Bound:
     the rightmost root of ``lambda = -a exp(-lambda tau)``.
     """
     return Bound(_linear_scalar_dde, float_params(dict(a=a)))
+
+
+# --- separable Hamiltonians (use lyapax.hamiltonian_problem) -----------------
+def _unit_mass_grad_t(p, _params):
+    return p
+
+
+def _unit_mass_kinetic(p):
+    return 0.5 * jnp.sum(p * p)
+
+
+def _henon_heiles_grad_v(q, _params):
+    x, y = q[0], q[1]
+    return jnp.stack([x + 2.0 * x * y, y + x * x - y * y])
+
+
+def _henon_heiles_h(q, p, _params):
+    x, y = q[0], q[1]
+    return _unit_mass_kinetic(p) + 0.5 * (x * x + y * y) + x * x * y - y**3 / 3.0
+
+
+def henon_heiles() -> SeparableHamiltonian:
+    """Hénon–Heiles: ``H = (p1² + p2²)/2 + (q1² + q2²)/2 + q1² q2 - q2³/3``
+    on ``q, p (2,)``; bounded motion for ``E < 1/6``, a chaotic sea that fills
+    much of the energy surface at ``E = 1/8``."""
+    return SeparableHamiltonian(
+        Bound(_unit_mass_grad_t, {}),
+        Bound(_henon_heiles_grad_v, {}),
+        Bound(_henon_heiles_h, {}),
+    )
+
+
+def _fput_stretch(q):
+    # Bond stretches of a chain with fixed ends q_0 = q_{n+1} = 0: (n + 1,).
+    zero = jnp.zeros((1,), q.dtype)
+    return jnp.diff(jnp.concatenate([zero, q, zero]))
+
+
+def _fput_grad_v(q, params):
+    s = _fput_stretch(q)
+    force = s + params["beta"] * s**3  # dV/ds of each bond
+    return force[:-1] - force[1:]
+
+
+def _fput_h(q, p, params):
+    s = _fput_stretch(q)
+    bonds = 0.5 * s * s + 0.25 * params["beta"] * s**4
+    return _unit_mass_kinetic(p) + jnp.sum(bonds)
+
+
+def fput_beta(n: int, beta: float = 1.0) -> SeparableHamiltonian:
+    """Fermi–Pasta–Ulam–Tsingou β chain of ``n`` unit masses with fixed ends:
+    ``H = sum p_j²/2 + sum_{j=0}^{n} [(q_{j+1} - q_j)²/2 + β (q_{j+1} - q_j)⁴/4]``,
+    ``q_0 = q_{n+1} = 0``; ``q, p (n,)``.
+
+    Raises:
+        ValueError: ``n`` < 1.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be an integer >= 1 (moving masses); got n={n!r}")
+    params = float_params(dict(beta=beta))
+    return SeparableHamiltonian(
+        Bound(_unit_mass_grad_t, {}),
+        Bound(_fput_grad_v, params),
+        Bound(_fput_h, params),
+    )
+
+
+def _n_body_grad_t(p, params):
+    return p / params["mass_per_coordinate"]
+
+
+def _n_body_pairs(q, params):
+    """``(displacements (N, N, dim), 1/r (N, N))`` with 0 on the diagonal."""
+    x = q.reshape(params["masses"].shape[0], -1)
+    diff = x[:, None, :] - x[None, :, :]
+    eye = jnp.eye(x.shape[0], dtype=q.dtype)
+    # r² + eye keeps the diagonal away from 0, where sqrt has no derivative.
+    r2 = jnp.sum(diff * diff, axis=-1) + params["softening"] ** 2 + eye
+    return diff, jnp.where(eye > 0, 0.0, jax.lax.rsqrt(r2))
+
+
+def _n_body_grad_v(q, params):
+    m = params["masses"]
+    diff, inv_r = _n_body_pairs(q, params)
+    weight = params["G"] * m[:, None] * m[None, :] * inv_r**3
+    return jnp.sum(weight[..., None] * diff, axis=1).reshape(q.shape)
+
+
+def _n_body_h(q, p, params):
+    m = params["masses"]
+    _, inv_r = _n_body_pairs(q, params)
+    kinetic = 0.5 * jnp.sum(p * p / params["mass_per_coordinate"])
+    return kinetic - 0.5 * params["G"] * jnp.sum(m[:, None] * m[None, :] * inv_r)
+
+
+def n_body(
+    masses: Any, G: float = 1.0, softening: float = 0.0, dim: int = 3
+) -> SeparableHamiltonian:
+    """Newtonian gravity of ``N`` point masses in ``dim`` dimensions:
+    ``H = sum |p_i|²/(2 m_i) - G sum_{i<j} m_i m_j / sqrt(|x_i - x_j|² + ε²)``.
+
+    ``q`` holds the positions body after body (``x_1, y_1, z_1, x_2, ...``:
+    ``(N dim,)``), ``p`` the momenta ``m_i v_i`` in the same order; ``ε`` is
+    the Plummer ``softening`` length (0: none). Units: those of ``G``.
+
+    Raises:
+        ValueError: ``masses`` not a 1-D array of >= 2 positive numbers;
+            ``dim`` not 1, 2 or 3; ``softening`` < 0.
+    """
+    m = np.asarray(masses, dtype=float)
+    if m.ndim != 1 or m.shape[0] < 2 or not (np.isfinite(m) & (m > 0)).all():
+        raise ValueError(
+            f"masses must be a 1-D array of at least 2 positive numbers; got {masses!r}"
+        )
+    if dim not in (1, 2, 3):
+        raise ValueError(f"dim must be 1, 2 or 3; got dim={dim!r}")
+    if not float(softening) >= 0:
+        raise ValueError(f"softening must be >= 0; got softening={softening!r}")
+    masses_j = jnp.asarray(m)
+    params = {
+        "masses": masses_j,
+        "mass_per_coordinate": jnp.repeat(masses_j, dim),
+        "G": float(G),
+        "softening": float(softening),
+    }
+    return SeparableHamiltonian(
+        Bound(_n_body_grad_t, params),
+        Bound(_n_body_grad_v, params),
+        Bound(_n_body_h, params),
+    )

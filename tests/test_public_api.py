@@ -24,6 +24,7 @@ PUBLIC_MODULES = [
     "lyapax.finite_time",
     "lyapax.indicators",
     "lyapax.distributed",
+    "lyapax.hamiltonian",
 ]
 
 

@@ -29,6 +29,7 @@ PUBLIC_MODULES = (
     "lyapax.checks",
     "lyapax.finite_time",
     "lyapax.indicators",
+    "lyapax.hamiltonian",
     "lyapax.utils",
     "lyapax.distributed",
 )

@@ -4,6 +4,9 @@
   the largest exponent, for any step (differentiable or not);
 - :func:`gali`: GALI_k and SALI from ``k`` deviation vectors, with a
   regular/chaotic verdict, batched over initial conditions;
+- :func:`megno`: Cincotta & Simó's MEGNO ``Y`` and ``<Y>``, the exponent
+  from its slope (as REBOUND's) and a regular/chaotic verdict, batched over
+  initial conditions (stability maps);
 - :func:`expansion_entropy`: Hunt & Ott's expansion entropy with its batch
   mean and spread;
 - :func:`zero_one_test`: Gottwald & Melbourne's 0-1 test for chaos on an
@@ -28,6 +31,7 @@ from lyapax.indicators._from_data import (
 )
 from lyapax.indicators._gali import GALIOptions, GALIResult, gali
 from lyapax.indicators._linear_fit import LinearFit, LinearRegionOptions, linear_region
+from lyapax.indicators._megno import MEGNO_MIN_STEPS, MEGNOResult, megno
 from lyapax.indicators._two_trajectory import (
     TwoTrajectoryOptions,
     TwoTrajectoryResult,
@@ -42,6 +46,9 @@ __all__ = [
     "GALIOptions",
     "GALIResult",
     "gali",
+    "MEGNO_MIN_STEPS",
+    "MEGNOResult",
+    "megno",
     "TwoTrajectoryOptions",
     "TwoTrajectoryResult",
     "two_trajectory_exponent",
