@@ -18,9 +18,11 @@ The prediction of the seconds per call at size ``n``:
                 range of the bootstrap refits' predictions.
 ``scaled``      otherwise: the last size's median ``t`` scaled by the size
                 ratio ``r``: ``t r^q`` with ``q`` the local exponent between
-                the last two sizes (clamped to [0, 4]; 3 with one size), the
-                interval ``[t r^min(q, 1), t r^max(q, 3)]`` -- so the decision,
-                made on the upper end, assumes cubic growth or worse.
+                the last two sizes (clamped to [0, 4]), the interval
+                ``[t r^max(q - 0.5, 0), t r^max(q + 1, 2)]``: the decision,
+                made on the upper end, assumes growth one power faster than
+                seen, and at least quadratic.  With one size measured:
+                ``t r^1.5`` in ``[t r, t r^2]``.
 
 ``--jax-max-call``: a warm-up (first) call longer than the ceiling stops that
 series' larger sizes on that backend (same point, reason "first call took ...").
@@ -41,8 +43,8 @@ from .measure import OVER_BUDGET
 from .tables import format_seconds
 
 COST_MODEL, SCALED = "cost model", "scaled"
-# Assumed when a series has only one measured size (the decision's exponent).
-WORST_EXPONENT = 3.0
+# Growth exponents (central, low, high) assumed from a single measured size.
+ONE_SIZE_EXPONENTS = (1.5, 1.0, 2.0)
 MAX_EXPONENT = 4.0
 
 _DURATION = re.compile(
@@ -134,12 +136,13 @@ def _scaled(measured: Sequence[_Measured], size: int) -> Prediction:
         prev = measured[-2]
         q = math.log(last.median / prev.median) / math.log(last.size / prev.size)
         q = min(max(q, 0.0), MAX_EXPONENT)
+        low, high = max(q - 0.5, 0.0), max(q + 1.0, 2.0)
     else:
-        q = WORST_EXPONENT
+        q, low, high = ONE_SIZE_EXPONENTS
     return Prediction(
         size,
         last.median * ratio**q,
-        (last.median * ratio ** min(q, 1.0), last.median * ratio ** max(q, 3.0)),
+        (last.median * ratio**low, last.median * ratio**high),
         SCALED,
         f"scaled from size {last.size} by (n/{last.size})^{q:.2g}",
     )

@@ -84,8 +84,8 @@ def project(tmp_path_factory):
 @pytest.fixture(scope="module")
 def budgeted(project, clean_environment):
     # cpu runs 1, 2, 4 (after them the scaled rule's upper end for 8 is
-    # 16 ms * 8^3 per call, 12 calls: 1.5 s > what is left); cpu4, four
-    # times slower, runs 1 and 2 only.
+    # 16 ms * 2^3 per call, 12 calls: 1.5 s > what is left); cpu4, four
+    # times slower, runs 1 and 2 only (16 ms * 2^3 per call at 4).
     return _run(
         project,
         clean_environment,
@@ -190,10 +190,11 @@ def test_durations_parse_with_units():
 def test_prediction_rules():
     measured = [budget._Measured(n, 1e-3 * n * n, (), 1e-3 * n * n) for n in (1, 2)]
     one = budget.predict(measured[:1], 4)
-    assert one.rule == "scaled" and one.per_call_s == pytest.approx(64e-3)
+    assert one.rule == "scaled" and one.per_call_s == pytest.approx(8e-3)
+    assert one.interval_s == pytest.approx((4e-3, 16e-3))  # t r^1 ... t r^2
     two = budget.predict(measured, 4)
     assert two.per_call_s == pytest.approx(16e-3)  # local exponent 2
-    assert two.interval_s == pytest.approx((8e-3, 32e-3))
+    assert two.interval_s == pytest.approx((4e-3 * 2**1.5, 32e-3))
     many = [
         budget._Measured(
             n,
