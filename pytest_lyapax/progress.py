@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from .items import LABEL_ATTR
+from .scheduling import node_label
 from .session import LyapaxSession
 
 PLAIN_EVERY_S = 30.0
@@ -128,6 +129,8 @@ class BackendProgress:
         now = self.clock()
         if force or now - state.last_plain >= PLAIN_EVERY_S:
             state.last_plain = now
+            if reporter._tw.width_of_current_line:
+                reporter._tw.line()  # after pytest's dots, on a line of its own
             reporter.write_line(f"pytest-lyapax progress: {self.line(label, now)}")
 
     # -- hooks --------------------------------------------------------------
@@ -164,7 +167,11 @@ class BackendProgress:
         if live:
             self._clear(reporter)  # pytest writes its own output next
         result = yield
-        label = getattr(report, LABEL_ATTR, None)
+        # Counted by the backend whose worker ran it: the first backend's
+        # worker also skips the tests of backends that cannot run.
+        node = getattr(report, "node", None)
+        label = node_label(self.session, node) if node is not None else None
+        label = label or getattr(report, LABEL_ATTR, None)
         state = self.backends.get(label) if isinstance(label, str) else None
         if state is not None and report.when == "teardown":
             state.done += 1

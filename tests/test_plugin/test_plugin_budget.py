@@ -251,3 +251,61 @@ def test_sizes_of_a_series_run_in_ascending_order(project, clean_environment):
         if "test_grows[cpu-" in line and "PASSED" in line
     ]
     assert order == ["1", "2", "4"], proc.stdout
+
+
+def test_progress_lines_are_plain_without_a_terminal(budgeted):
+    proc, _, _ = budgeted
+    lines = [
+        line for line in proc.stdout.splitlines() if "pytest-lyapax progress" in line
+    ]
+    assert "pytest-lyapax progress: cpu: 6 of 6 tests done" in "\n".join(lines)
+    assert "pytest-lyapax progress: cpu4: 6 of 6 tests done" in "\n".join(lines)
+    assert "\x1b" not in proc.stdout and "\r" not in proc.stdout
+
+
+def test_progress_is_live_on_a_terminal(project, clean_environment):
+    import os
+    import pty
+
+    env = {k: v for k, v in clean_environment.items() if k != "CI"}
+    env["COLUMNS"] = "120"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, "--jax-backend=cpu", "-k", "first"],
+        cwd=project,
+        env=env,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+    )
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=300) == 0, out.decode(errors="replace")
+    os.close(leader)
+    text = out.decode(errors="replace")
+    assert "cpu: test 1 of 1, test_first [cpu]" in text, text
+    assert "\x1b[J" in text  # the live lines are erased before pytest writes
+    assert "pytest-lyapax progress:" not in text  # no plain lines
+
+
+def test_progress_line_counts_and_estimates():
+    from types import SimpleNamespace
+
+    from pytest_lyapax.progress import BackendProgress
+
+    session = SimpleNamespace(labels=("cpu",), order=("cpu",), expected={"cpu": 4})
+    clock = iter([0.0]).__next__
+    progress = BackendProgress(SimpleNamespace(), session, clock=clock)
+    state = progress.backends["cpu"]
+    state.started, state.done, state.current = 0.0, 2, "test_x [cpu-200]"
+    assert progress.line("cpu", 90.0) == (
+        "cpu: test 3 of 4, test_x [cpu-200], 1 min 30 s elapsed, about 1 min 30 s left"
+    )
