@@ -355,6 +355,8 @@ def _draw_extras(
     failed_sizes = {p.size for p in notes.failed if p.size is not None}
     if failed_sizes - set(bench.sizes):
         ticks = sorted(set(bench.sizes) | failed_sizes)
+        if len(ticks) > 1:
+            ax.set_xscale("log")
         ticks = ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)]
         ax.set_xticks(ticks, [str(s) for s in ticks])
         ax.margins(x=0.12)

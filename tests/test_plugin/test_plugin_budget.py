@@ -309,3 +309,29 @@ def test_progress_line_counts_and_estimates():
     assert progress.line("cpu", 90.0) == (
         "cpu: test 3 of 4, test_x [cpu-200], 1 min 30 s elapsed, about 1 min 30 s left"
     )
+
+
+def test_merge_and_plot_carry_predicted_points_apart(budgeted, tmp_path):
+    _, data, report = budgeted
+    merged = tmp_path / "merged.json"
+    for args in (
+        ["merge", str(report / "benchmark.json"), "-o", str(merged)],
+        ["plot", str(merged), "-o", str(tmp_path / "plot.png")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest_lyapax", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(merged.read_text())
+    assert out["pytest_lyapax"]["points"] == data["pytest_lyapax"]["points"]
+    # A predicted size is a point, never a timing: no benchmark entry for it.
+    timed = {
+        (b["extra_info"]["backend"], b["extra_info"]["size"]) for b in out["benchmarks"]
+    }
+    assert (
+        not {(p["backend"], p["size"]) for p in out["pytest_lyapax"]["points"]} & timed
+    )
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
