@@ -47,8 +47,14 @@ def test_grows(benchmark, jax_backend, jax_size):
 FAST = ["-p", "no:cacheprovider", "--benchmark-max-time=0", "-rs"]
 
 
+_RUNS = iter(range(1000))
+
+
 def _run(path, env, *args):
-    report = path / "lyapax-report"
+    # A report directory per run: the module's runs share one project.
+    report = path / f"report-{next(_RUNS)}"
+    if any(a.startswith("--jax-backend=") for a in args):
+        args = (f"--jax-report-dir={report}", *args)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", *FAST, *args],
         cwd=path,
@@ -132,6 +138,7 @@ def test_reports_list_the_predicted_sizes(budgeted):
         assert "predicted" in text and "not run: budget 1.5 s" in text
 
 
+@pytest.mark.slow  # sleeps through every size (about 12 s)
 def test_budget_none_runs_every_size(project, clean_environment):
     proc, data, _ = _run(
         project, clean_environment, "--jax-backend=cpu", "--jax-budget=none"
