@@ -397,13 +397,18 @@ def record_of(item: pytest.Item) -> dict[str, Any] | None:
     return stats.as_dict(include_data=True)
 
 
-def _series_of(item: pytest.Item, label: str) -> tuple[tuple[str, str, str], Any]:
+def series_of(item: pytest.Item, label: str) -> tuple[tuple[str, str, str], Any]:
     """The item's series (test id, other parameters, label) and its size."""
     params = getattr(getattr(item, "callspec", None), "params", {})
     others = ",".join(
         f"{k}={params[k]}" for k in sorted(params) if k not in PLUGIN_PARAMS
     )
     return (item.nodeid.split("[", 1)[0], others, label), params.get("jax_size")
+
+
+def set_point(item: pytest.Item, point: dict[str, Any]) -> None:
+    """Attach a point (out of memory, over budget) to the item's next report."""
+    item.stash[_POINT_KEY] = point
 
 
 def _point(item: pytest.Item, label: str, size: Any, status: str, message: str):
@@ -421,7 +426,7 @@ def skip_after_oom(item: pytest.Item, label: str | None) -> None:
     ran out of memory on this backend in this worker."""
     if label is None or "benchmark" not in getattr(item, "fixturenames", ()):
         return
-    key, size = _series_of(item, label)
+    key, size = series_of(item, label)
     seen = item.config.stash.get(_OOM_KEY, {}).get(key)
     if seen is None or not isinstance(size, int) or size <= seen[0]:
         return
@@ -440,7 +445,7 @@ def oom_reason(item: pytest.Item, label: str | None, exc: BaseException) -> str 
         return None
     if not measure.out_of_memory(exc):
         return None
-    key, size = _series_of(item, label)
+    key, size = series_of(item, label)
     message = measure.short_message(exc)
     if isinstance(size, int):
         seen = item.config.stash.setdefault(_OOM_KEY, {})

@@ -138,7 +138,8 @@ def format_bytes(value: float | None) -> str:
 
 @dataclass(frozen=True)
 class FailedPoint:
-    """A size that gave no timing: ``oom`` or ``skipped_after_oom``."""
+    """A size that gave no timing: ``oom``, ``skipped_after_oom`` or
+    ``over_budget`` (then ``predicted``: seconds per call, low, high)."""
 
     fullname: str
     benchmark: str  # the benchmark identity (series_id(...).benchmark)
@@ -146,10 +147,22 @@ class FailedPoint:
     size: int | None
     status: str
     message: str
+    predicted: tuple[float, float, float] | None = None
+
+
+def _prediction(entry: Mapping[str, Any]) -> tuple[float, float, float] | None:
+    """An over-budget point's (predicted, low, high) seconds, or None."""
+    value = _number(entry.get("predicted_s"))
+    interval = entry.get("predicted_interval_s")
+    if value is None or not isinstance(interval, list) or len(interval) != 2:
+        return None
+    lo, hi = _number(interval[0]), _number(interval[1])
+    return None if lo is None or hi is None else (value, lo, hi)
 
 
 def failed_points(data: Mapping[str, Any]) -> list[FailedPoint]:
-    """The report's out-of-memory and skipped points (malformed ones dropped)."""
+    """The report's out-of-memory, skipped and over-budget points (malformed
+    ones dropped)."""
     key = data.get(REPORT_KEY)
     entries = key.get("points") if isinstance(key, Mapping) else None
     out = []
@@ -168,6 +181,7 @@ def failed_points(data: Mapping[str, Any]) -> list[FailedPoint]:
                 size,
                 str(e.get("status") or "failed"),
                 str(e.get("message") or ""),
+                _prediction(e),
             )
         )
     return out

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from .costmodel import BenchmarkModel
-    from .details import PanelNotes
+    from .details import FailedPoint, PanelNotes
 
 _MARKERS = "osD^v<>p"
 MAX_PANELS = 24  # sized panels drawn; the bar chart comes on top
@@ -105,7 +105,14 @@ def build_figure(
         )
     keys = [
         ("thin dashed: fitted cost model t(n) = a + b*n^p", _any_fit(drawn, models)),
-        ("x at the top: out of memory", any(n.failed for n in (notes or {}).values())),
+        (
+            "x at the top: out of memory",
+            any(p.predicted is None for n in (notes or {}).values() for p in n.failed),
+        ),
+        (
+            "hollow: predicted, not measured (over budget; bars = interval)",
+            any(p.predicted for n in (notes or {}).values() for p in n.failed),
+        ),
         (
             "bottom right: untimed warm-up at the largest size",
             any(n.warmups for n in (notes or {}).values()),
@@ -274,6 +281,26 @@ def _draw_sized(
     ax.grid(True, which="both", alpha=0.3)
 
 
+def _draw_predicted(ax: Axes, point: FailedPoint, color: str) -> None:
+    """An over-budget size: a hollow marker at its predicted time per call,
+    bars over the prediction's interval (never drawn as a measurement)."""
+    assert point.predicted is not None and point.size is not None
+    value, lo, hi = point.predicted
+    ax.errorbar(
+        [point.size],
+        [value],
+        yerr=[[max(0.0, value - lo)], [max(0.0, hi - value)]],
+        color=color,
+        marker="o",
+        markerfacecolor="none",
+        markersize=5,
+        capsize=2,
+        linestyle="none",
+        alpha=0.8,
+        label="predicted, not measured",
+    )
+
+
 def _draw_extras(
     ax: Axes,
     bench: SizedBenchmark,
@@ -303,6 +330,9 @@ def _draw_extras(
     for point in notes.failed:
         if point.size is None:
             continue
+        if point.predicted is not None:
+            _draw_predicted(ax, point, colors.get(point.backend, "0.3"))
+            continue
         ax.plot(
             [point.size],
             [0.96],
@@ -325,6 +355,8 @@ def _draw_extras(
     failed_sizes = {p.size for p in notes.failed if p.size is not None}
     if failed_sizes - set(bench.sizes):
         ticks = sorted(set(bench.sizes) | failed_sizes)
+        if len(ticks) > 1:
+            ax.set_xscale("log")
         ticks = ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)]
         ax.set_xticks(ticks, [str(s) for s in ticks])
         ax.margins(x=0.12)

@@ -43,7 +43,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 OOM, SKIPPED_AFTER_OOM = "oom", "skipped_after_oom"
-POINT_STATUSES = (OOM, SKIPPED_AFTER_OOM)
+OVER_BUDGET = "over_budget"  # budget.py: predicted not to fit, never timed
+POINT_STATUSES = (OOM, SKIPPED_AFTER_OOM, OVER_BUDGET)
 WARMUP_KINDS = ("compile", "first_call")
 ARGS_ON = ("host", "device", "mixed", "none")
 MEMORY_FIELDS = (

@@ -50,6 +50,10 @@ class Settings:
     # answer, and whether a code mismatch may run anyway.
     host_timeout: float = 60.0
     allow_code_mismatch: bool = False
+    # Seconds per sized series and backend, and the first-call ceiling
+    # (--jax-budget, --jax-max-call; None: off; see budget.py).
+    budget_s: float | None = None
+    max_call_s: float | None = None
 
     @property
     def active(self) -> bool:
@@ -245,6 +249,8 @@ NEED_BACKEND = {
     "jax_backend_host_timeout": "--jax-backend-host-timeout",
     "jax_allow_code_mismatch": "--jax-allow-code-mismatch",
     "jax_no_extras": "--jax-no-extras",
+    "jax_budget": "--jax-budget",
+    "jax_max_call": "--jax-max-call",
 }
 
 
@@ -329,6 +335,8 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
                 "without it pytest-lyapax is off"
             )
 
+    budget_s, max_call_s = read_limits(config)
+
     sizes_text = config.getoption("jax_sizes")
     sizes = parse_sizes(sizes_text) if sizes_text is not None else None
 
@@ -385,4 +393,25 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
         host_timeout=host_timeout,
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),
+        budget_s=budget_s,
+        max_call_s=max_call_s,
     )
+
+
+def read_limits(config: pytest.Config) -> tuple[float | None, float | None]:
+    """``--jax-budget`` and ``--jax-max-call`` (command line over ini), in
+    seconds; None where off (``none`` or not given)."""
+    from .budget import parse_duration
+
+    limits = []
+    for dest, flag in (
+        ("jax_budget", "--jax-budget"),
+        ("jax_max_call", "--jax-max-call"),
+    ):
+        text = config.getoption(dest)
+        where = flag
+        if text is None:
+            text = str(config.getini(dest) or "").strip() or None
+            where = dest
+        limits.append(parse_duration(text, where) if text is not None else None)
+    return limits[0], limits[1]

@@ -155,7 +155,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Measure only the timed rounds and the first call: no compile/lower "
         "split, memory figures or dispatch/device split (needs --jax-backend).",
     )
+    group.addoption(
+        "--jax-budget",
+        dest="jax_budget",
+        metavar="DURATION",
+        default=None,
+        help="Time budget per sized series and backend, e.g. 90s or 2min "
+        "(units ms, s, min, h; 'none' = off): a size whose predicted warm-up "
+        "and rounds do not fit in what is left is not run and is reported as "
+        "over_budget with its predicted time (needs --jax-backend). Ini: jax_budget.",
+    )
+    group.addoption(
+        "--jax-max-call",
+        dest="jax_max_call",
+        metavar="DURATION",
+        default=None,
+        help="A first (warm-up) call longer than this, e.g. 30s, stops the "
+        "larger sizes of its series on that backend ('none' = off; needs "
+        "--jax-backend). Ini: jax_max_call.",
+    )
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
+    parser.addini("jax_budget", "Default for --jax-budget.", default="")
+    parser.addini("jax_max_call", "Default for --jax-max-call.", default="")
     parser.addini(
         "jax_backend_host",
         "LABEL=SPEC host bindings, one per line (see --jax-backend-host).",
@@ -252,6 +273,11 @@ def pytest_collection_modifyitems(
         # Each worker keeps exactly the items of its backend; the scheduler
         # runs a worker's whole collection (see scheduling.py).
         items[:] = [item for item in items if session.runs_here(item_label(item))]
+    if session.role in (WORKER, INPROCESS) and session.limits.active:
+        # The budget predicts a size from the smaller ones: they run first.
+        from .budget import ascending_sizes
+
+        ascending_sizes(items)
     for item in items:
         label = item_label(item)
         reason = None
@@ -310,6 +336,10 @@ def pytest_runtest_setup(item: pytest.Item):
         from . import benchmarks
 
         benchmarks.skip_after_oom(item, item_label(item))
+        if session.limits.active:
+            from . import budget
+
+            budget.skip_over_budget(item, item_label(item), session.limits)
     result = yield
     # Without --jax-backend the plugin is inert: pytest-benchmark's own
     # fixture, untouched.
@@ -358,6 +388,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             record = benchmarks.record_of(item)
             if record is not None:
                 setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
+            limits = get_session(item.config).limits  # type: ignore[union-attr]
+            label = item_label(item)
+            if limits.active and label is not None:
+                from . import budget
+
+                budget.observe(item, label, record, limits)
     return report
 
 

@@ -366,7 +366,7 @@ def summary_lines(
             f"{p['fullname']}: {p['status']}: {p['message']}"
             for p in session.points[:20]
         ]
-        sections.append(("pytest-lyapax: out of memory", lines))
+        sections.append(("pytest-lyapax: sizes not timed", lines))
 
     settings = session.settings
     if compared is not None:

@@ -163,6 +163,12 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             )
     collector = ResultCollector(config, session)
     config.pluginmanager.register(collector, "pytest-lyapax-results")
+    if session.role == CONTROLLER:
+        from .progress import BackendProgress
+
+        config.pluginmanager.register(
+            BackendProgress(config, session), "pytest-lyapax-progress"
+        )
     return session
 
 

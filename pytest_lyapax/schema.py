@@ -18,7 +18,12 @@ known), ``extra_info.time_split`` (``dispatch_s``, ``device_s``, ``calls``)
 and ``extra_info.args_on`` ("host", "device", "mixed", "none"), drops the
 clamped ``extra_info.compile_s`` (first call minus median) of versions 1-2,
 and adds ``points``: out-of-memory points (``fullname``, ``backend``,
-``size``, ``status`` "oom" or "skipped_after_oom", ``message``).
+``size``, ``status`` "oom" or "skipped_after_oom", ``message``); 4 -- adds
+the ``over_budget`` point status (``--jax-budget``, ``--jax-max-call``): a
+size predicted not to fit, never timed, with ``predicted_s`` (seconds per
+call), ``predicted_interval_s`` ([low, high]), ``rule`` ("cost model" or
+"scaled"), ``basis`` (in words) and ``budget_s`` (null: stopped by the
+first-call ceiling).
 Readers accept every version up to :data:`SCHEMA_VERSION`; every field
 added after version 1 may be absent.
 """
@@ -33,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 REPORT_KEY = "pytest_lyapax"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
 # The statistics pytest-benchmark stores per benchmark, in its own order.
@@ -123,8 +128,16 @@ _POINT_FIELDS: dict[str, Any] = {
     "fullname": _is(str),
     "backend": _is(str),
     "size": _maybe(lambda value: _count_ok(value) and value > 0),
-    "status": _one_of("oom", "skipped_after_oom"),
+    "status": _one_of("oom", "skipped_after_oom", "over_budget"),
     "message": _is(str),
+}
+# Schema 4: the prediction an over_budget point carries.
+_PREDICTION_FIELDS: dict[str, Any] = {
+    "predicted_s": _seconds_ok,
+    "predicted_interval_s": lambda value: (
+        isinstance(value, list) and len(value) == 2 and all(map(_seconds_ok, value))
+    ),
+    "rule": _one_of("cost model", "scaled"),
 }
 
 
@@ -183,7 +196,10 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
             if not isinstance(points, list):
                 raise ReportError(f"{what}: '{REPORT_KEY}.points' is not a list")
             for i, point in enumerate(points):
-                _check_fields(point, _POINT_FIELDS, f"{what}: {REPORT_KEY}.points #{i}")
+                where = f"{what}: {REPORT_KEY}.points #{i}"
+                _check_fields(point, _POINT_FIELDS, where)
+                if point["status"] == "over_budget":
+                    _check_fields(point, _PREDICTION_FIELDS, where)
     benches = data["benchmarks"]
     for i, bench in enumerate(benches):
         if not isinstance(bench, dict) or not isinstance(bench.get("fullname"), str):

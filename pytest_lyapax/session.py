@@ -16,12 +16,15 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from .backends import MISMATCH, NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend
 from .options import Settings
+
+if TYPE_CHECKING:
+    from .budget import Limits
 
 CONTROLLER, WORKER, INPROCESS, COLLECT = "controller", "worker", "inprocess", "collect"
 WORKERINPUT_KEY = "pytest_lyapax"
@@ -84,6 +87,13 @@ class LyapaxSession:
     worker_labels: dict[Any, str] = field(default_factory=dict)
 
     @property
+    def limits(self) -> Limits:
+        """The run's time budget and first-call ceiling (see budget.py)."""
+        from .budget import Limits
+
+        return Limits(self.settings.budget_s, self.settings.max_call_s)
+
+    @property
     def labels(self) -> tuple[str, ...]:
         return self.settings.labels
 
@@ -126,6 +136,8 @@ class LyapaxSession:
                 "known_labels": self.settings.known_labels,
                 "benchmark_disabled": self.benchmark_disabled,
                 "extras": self.settings.extras,
+                "budget_s": self.settings.budget_s,
+                "max_call_s": self.settings.max_call_s,
                 "states": [
                     {
                         "label": s.backend.label,
@@ -153,6 +165,8 @@ class LyapaxSession:
             sizes=sizes,
             known_labels=tuple(data["known_labels"]),
             extras=bool(data.get("extras", True)),
+            budget_s=data.get("budget_s"),
+            max_call_s=data.get("max_call_s"),
         )
         return cls(
             settings,

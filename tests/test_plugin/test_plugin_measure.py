@@ -92,10 +92,10 @@ def measured(tmp_path_factory, clean_environment):
     return proc, data, by_name
 
 
-def test_run_passes_and_report_is_schema_3(measured):
+def test_run_passes_and_report_is_schema_4(measured):
     proc, data, _ = measured
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert data["pytest_lyapax"]["schema"] == 3
+    assert data["pytest_lyapax"]["schema"] == 4
     assert check_report(data, "run") == data["benchmarks"]
 
 

@@ -1,0 +1,320 @@
+"""A time budget per sized series and backend (``--jax-budget``, ``--jax-max-call``).
+
+The sizes of a series (one test function with its other parameters, on one
+backend) run in ascending order in their backend's worker.  Before a size
+starts, :func:`check` predicts what it will cost -- the warm-up call plus the
+calibration call plus the timed rounds -- from the sizes of that series
+already measured in this worker, and skips it when the upper end of the
+prediction does not fit in what is left of the series' budget.  A skipped
+size is recorded as an :data:`OVER_BUDGET` point (predicted seconds per call,
+their interval, the rule used) and is never timed.  The budget decides only
+before a size starts: a running size is never cut short.
+
+The prediction of the seconds per call at size ``n``:
+
+``cost model``  with :data:`~pytest_lyapax.costmodel.MIN_SIZES` or more sizes
+                measured and the model fitting them, ``t(n) = a + b n^p``
+                (``costmodel.py``); its interval is the 2.5-97.5 percentile
+                range of the bootstrap refits' predictions.
+``scaled``      otherwise: the last size's median ``t`` scaled by the size
+                ratio ``r``: ``t r^q`` with ``q`` the local exponent between
+                the last two sizes (clamped to [0, 4]), the interval
+                ``[t r^max(q - 0.5, 0), t r^max(q + 1, 2)]``: the decision,
+                made on the upper end, assumes growth one power faster than
+                seen, and at least quadratic.  With one size measured:
+                ``t r^1.5`` in ``[t r, t r^2]``.
+
+``--jax-max-call``: a warm-up (first) call longer than the ceiling stops that
+series' larger sizes on that backend (same point, reason "first call took ...").
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from .measure import OVER_BUDGET
+from .tables import format_seconds
+
+COST_MODEL, SCALED = "cost model", "scaled"
+# Growth exponents (central, low, high) assumed from a single measured size.
+ONE_SIZE_EXPONENTS = (1.5, 1.0, 2.0)
+MAX_EXPONENT = 4.0
+
+_DURATION = re.compile(
+    r"^\s*(?P<value>[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(?P<unit>[a-z]*)\s*$"
+)
+_DURATION_UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0}
+DURATION_FORMS = "a number with a unit (ms, s, min, h), e.g. 90s or 2min, or none"
+
+
+def parse_duration(text: str, option: str) -> float | None:
+    """Parse ``--jax-budget``/``--jax-max-call``: seconds, or None for ``none``.
+
+    Raises ``pytest.UsageError`` naming the option, the text and the forms
+    allowed, for a bare number (90 could be seconds or minutes), a negative
+    or zero value, or an unknown unit.
+    """
+    raw = text.strip().lower()
+    if raw == "none":
+        return None
+    match = _DURATION.match(raw)
+    negative = raw.startswith("-")
+    if negative or match is None or match["unit"] not in _DURATION_UNITS:
+        if match is not None and not match["unit"]:
+            problem = "has no unit"
+        elif negative:
+            problem = "is negative"
+        else:
+            problem = "is not a duration"
+        raise pytest.UsageError(
+            f"{option}: {text!r} {problem}; give {DURATION_FORMS} (off)"
+        )
+    value = float(match["value"]) * _DURATION_UNITS[match["unit"]]
+    if value <= 0:
+        raise pytest.UsageError(
+            f"{option}: {text!r} is not positive; give {DURATION_FORMS} (off)"
+        )
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """A duration for people: ``3.1 min`` above two minutes, else ``12.5 s``."""
+    if seconds >= 7200:
+        return f"{seconds / 3600:.2g} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.2g} min"
+    return format_seconds(seconds)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Seconds per call predicted at ``size``: value, interval, rule, source."""
+
+    size: int
+    per_call_s: float
+    interval_s: tuple[float, float]
+    rule: str  # COST_MODEL or SCALED
+    basis: str  # in words, e.g. "from sizes 1, 2, 4"
+
+    def text(self) -> str:
+        lo, hi = self.interval_s
+        return (
+            f"predicted {format_duration(self.per_call_s)} per call "
+            f"[{format_duration(lo)}, {format_duration(hi)}]"
+        )
+
+
+@dataclass
+class _Measured:
+    size: int
+    median: float
+    samples: tuple[float, ...]
+    first_call_s: float
+
+
+@dataclass
+class Series:
+    """One series on one backend in one worker: what ran, what it cost."""
+
+    measured: list[_Measured] = field(default_factory=list)
+    spent_s: float = 0.0
+    stopped: str = ""  # why larger sizes are not run (--jax-max-call)
+    stopped_at: int = 0
+
+
+def _scaled(measured: Sequence[_Measured], size: int) -> Prediction:
+    last = measured[-1]
+    ratio = size / last.size
+    if len(measured) >= 2 and measured[-2].median > 0 and last.median > 0:
+        prev = measured[-2]
+        q = math.log(last.median / prev.median) / math.log(last.size / prev.size)
+        q = min(max(q, 0.0), MAX_EXPONENT)
+        low, high = max(q - 0.5, 0.0), max(q + 1.0, 2.0)
+    else:
+        q, low, high = ONE_SIZE_EXPONENTS
+    return Prediction(
+        size,
+        last.median * ratio**q,
+        (last.median * ratio**low, last.median * ratio**high),
+        SCALED,
+        f"scaled from size {last.size} by (n/{last.size})^{q:.2g}",
+    )
+
+
+def predict(measured: Sequence[_Measured], size: int, name: str = "") -> Prediction:
+    """Seconds per call at ``size`` from the measured (smaller) sizes."""
+    from . import costmodel
+    from .analysis import Point
+
+    if len(measured) >= costmodel.MIN_SIZES:
+        points = [
+            Point(m.size, m.median, m.median, m.median, m.samples) for m in measured
+        ]
+        fit = costmodel.fit_series("budget", points, name)
+        if fit.fits and fit.replicates:
+            import numpy as np
+
+            reps = np.array(fit.replicates)
+            p = np.nan_to_num(reps[:, 2], nan=0.0)
+            values = reps[:, 0] + reps[:, 1] * float(size) ** p
+            lo, hi = np.percentile(values[np.isfinite(values)], [2.5, 97.5])
+            central = fit.predict(size)
+            sizes = ", ".join(str(m.size) for m in measured)
+            return Prediction(
+                size,
+                central,
+                (min(float(lo), central), max(float(hi), central)),
+                COST_MODEL,
+                f"{costmodel.MODEL_TEXT} fitted to sizes {sizes}",
+            )
+    return _scaled(measured, size)
+
+
+def size_cost(per_call_s: float, compile_s: float, options: dict[str, Any]) -> float:
+    """Seconds one size takes at ``per_call_s``: the warm-up (a call plus
+    ``compile_s``), pytest-benchmark's calibration call and its rounds
+    (``min_rounds`` at least, ``max_time`` at least)."""
+    rounds = int(options.get("min_rounds") or 1)
+    max_time = float(options.get("max_time") or 0.0)
+    return compile_s + 2 * per_call_s + max(rounds * per_call_s, max_time)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The budget and ceiling of a run, in seconds (None: off)."""
+
+    budget_s: float | None = None
+    max_call_s: float | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.budget_s is not None or self.max_call_s is not None
+
+
+_SERIES_KEY = pytest.StashKey[dict[tuple[str, str, str], Series]]()
+_START_KEY = pytest.StashKey[float]()
+
+
+def skip_over_budget(item: pytest.Item, label: str | None, limits: Limits) -> None:
+    """Skip (before set-up) a sized benchmark predicted not to fit, recording
+    its over-budget point (see :func:`check`)."""
+    if label is None or not limits.active:
+        return
+    point = check(item, label, limits)
+    if point is not None:
+        from .benchmarks import set_point
+
+        set_point(item, point)
+        raise pytest.skip.Exception(point["message"], _use_item_location=True)
+
+
+def _benchmark_options(config: pytest.Config) -> dict[str, Any]:
+    bs = getattr(config, "_benchmarksession", None)
+    return dict(getattr(bs, "options", None) or {})
+
+
+def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | None:
+    """Before a sized benchmark starts: the over-budget point and skip reason
+    (``point["message"]``) when it does not fit, else None (run it)."""
+    from .benchmarks import series_of
+
+    item.stash[_START_KEY] = time.perf_counter()
+    key, size = series_of(item, label)
+    if not isinstance(size, int):
+        return None
+    series = item.config.stash.setdefault(_SERIES_KEY, {}).setdefault(key, Series())
+    smaller = [m for m in series.measured if m.size < size]
+    if not smaller:
+        return None
+    prediction = predict(smaller, size, key[0])
+    lo, hi = prediction.interval_s
+    if series.stopped and size > series.stopped_at:
+        reason = f"{prediction.text()}, not run: {series.stopped}"
+    elif limits.budget_s is not None:
+        compile_s = max(0.0, smaller[-1].first_call_s - smaller[-1].median)
+        cost = size_cost(hi, compile_s, _benchmark_options(item.config))
+        left = limits.budget_s - series.spent_s
+        if cost <= left:
+            return None
+        reason = (
+            f"{prediction.text()}, not run: budget {format_duration(limits.budget_s)}"
+            f" per series on backend {label!r} ({format_duration(max(left, 0.0))} "
+            f"left, this size would take up to {format_duration(cost)}; "
+            "--jax-budget=none runs it)"
+        )
+    else:
+        return None
+    return {
+        "fullname": item.nodeid,
+        "backend": label,
+        "size": size,
+        "status": OVER_BUDGET,
+        "message": reason,
+        "predicted_s": prediction.per_call_s,
+        "predicted_interval_s": [lo, hi],
+        "rule": prediction.rule,
+        "basis": prediction.basis,
+        "budget_s": limits.budget_s,
+    }
+
+
+def observe(
+    item: pytest.Item, label: str, record: dict[str, Any] | None, limits: Limits
+) -> None:
+    """After a sized benchmark ran: add its wall time (set-up to the end of
+    its call) to its series, and its timing to the series' measured sizes."""
+    from .benchmarks import series_of
+
+    start = item.stash.get(_START_KEY, None)
+    key, size = series_of(item, label)
+    if start is None or not isinstance(size, int):
+        return
+    series = item.config.stash.setdefault(_SERIES_KEY, {}).setdefault(key, Series())
+    series.spent_s += time.perf_counter() - start
+    if record is None:
+        return
+    stats = record.get("stats") or {}
+    median = stats.get("median")
+    info = record.get("extra_info") or {}
+    first = info.get("first_call_s")
+    if not isinstance(median, int | float) or median <= 0:
+        return
+    first_s = float(first) if isinstance(first, int | float) else float(median)
+    samples = tuple(float(x) for x in stats.get("data") or ())
+    series.measured.append(_Measured(size, float(median), samples, first_s))
+    series.measured.sort(key=lambda m: m.size)
+    if limits.max_call_s is not None and first_s > limits.max_call_s:
+        series.stopped = (
+            f"first call took {format_duration(first_s)} at size {size} on backend "
+            f"{label!r}, above --jax-max-call {format_duration(limits.max_call_s)}"
+        )
+        series.stopped_at = size
+
+
+def _size_of(item: pytest.Item) -> Any:
+    return getattr(getattr(item, "callspec", None), "params", {}).get("jax_size")
+
+
+def ascending_sizes(items: list[pytest.Item]) -> None:
+    """Reorder, in place, each series' sized items so that its sizes ascend,
+    within the positions those items already hold (nothing else moves)."""
+    from .benchmarks import series_of
+    from .items import item_label
+
+    slots: dict[tuple[str, str, str], list[int]] = {}
+    for index, item in enumerate(items):
+        size = _size_of(item)
+        if isinstance(size, int) and "benchmark" in getattr(item, "fixturenames", ()):
+            key, _ = series_of(item, item_label(item) or "")
+            slots.setdefault(key, []).append(index)
+    for positions in slots.values():
+        ordered = sorted((items[i] for i in positions), key=_size_of)
+        for index, item in zip(positions, ordered, strict=True):
+            items[index] = item

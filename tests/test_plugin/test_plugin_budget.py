@@ -1,0 +1,344 @@
+"""The time budget (``--jax-budget``, ``--jax-max-call``) and over-budget points.
+
+The synthetic benchmark sleeps ``UNIT * n**2`` seconds per call (four times
+that on ``cpu4``), so its cost grows by construction; the budgets are chosen
+with wide margins, and the tests assert which sizes ran and what the points
+hold, never a timing's value.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from pytest_lyapax import budget
+from pytest_lyapax.schema import ReportError, check_report
+
+UNIT = 1e-3
+SIZES = (1, 2, 4, 8, 16)
+
+GROWING_TESTS = f"""
+import time
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+X = jnp.zeros(2)
+
+
+def test_first(benchmark, jax_backend):
+    # The first benchmark of a worker pays one-off set-up; not in the series.
+    benchmark(lambda: X + 1)
+
+
+@pytest.mark.jax_sizes{SIZES}
+def test_grows(benchmark, jax_backend, jax_size):
+    scale = 4 if jax_backend == "cpu4" else 1
+
+    def call():
+        time.sleep({UNIT} * scale * jax_size**2)
+        return X
+
+    benchmark(call)
+"""
+
+FAST = ["-p", "no:cacheprovider", "--benchmark-max-time=0", "-rs"]
+
+
+_RUNS = iter(range(1000))
+
+
+def _run(path, env, *args):
+    # A report directory per run: the module's runs share one project.
+    report = path / f"report-{next(_RUNS)}"
+    if any(a.startswith("--jax-backend=") for a in args):
+        args = (f"--jax-report-dir={report}", *args)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *FAST, *args],
+        cwd=path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    data = report / "benchmark.json"
+    data = json.loads(data.read_text()) if data.exists() else None
+    return proc, data, report
+
+
+def _sizes(data, label):
+    timed = {
+        b["extra_info"]["size"]
+        for b in data["benchmarks"]
+        if b["extra_info"]["backend"] == label and "test_grows" in b["fullname"]
+    }
+    points = {
+        p["size"]: p for p in data["pytest_lyapax"]["points"] if p["backend"] == label
+    }
+    return timed, points
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    path = tmp_path_factory.mktemp("budget")
+    (path / "test_growing.py").write_text(GROWING_TESTS)
+    return path
+
+
+@pytest.fixture(scope="module")
+def budgeted(project, clean_environment):
+    # cpu runs 1, 2, 4 (after them the scaled rule's upper end for 8 is
+    # 16 ms * 2^3 per call, 12 calls: 1.5 s > what is left); cpu4, four
+    # times slower, runs 1 and 2 only (16 ms * 2^3 per call at 4).
+    return _run(
+        project,
+        clean_environment,
+        "--jax-backend=cpu,cpu4",
+        "--jax-backend-platform=cpu4=cpu",
+        "--jax-budget=1.5s",
+    )
+
+
+def test_sizes_that_do_not_fit_are_over_budget_points(budgeted):
+    proc, data, _ = budgeted
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert check_report(data, "run") == data["benchmarks"]
+    assert data["pytest_lyapax"]["schema"] == 4
+    timed, points = _sizes(data, "cpu")
+    assert timed == {1, 2, 4}
+    assert set(points) == {8, 16}
+    for size, point in points.items():
+        assert point["status"] == "over_budget" and point["budget_s"] == 1.5
+        assert point["rule"] == "scaled"
+        lo, hi = point["predicted_interval_s"]
+        # The true cost per call lies inside the predicted interval.
+        assert lo <= UNIT * size**2 <= hi
+        assert lo <= point["predicted_s"] <= hi
+        assert point["message"].startswith("predicted ")
+        assert "not run: budget 1.5 s per series on backend 'cpu'" in point["message"]
+        assert point["message"] in proc.stdout  # the skip reason
+
+
+def test_each_backend_has_its_own_budget(budgeted):
+    _, data, _ = budgeted
+    timed, points = _sizes(data, "cpu4")
+    assert timed == {1, 2}
+    assert set(points) == {4, 8, 16}  # size 4 ran on cpu
+
+
+def test_reports_list_the_predicted_sizes(budgeted):
+    proc, _, report = budgeted
+    summary = (report / "summary.md").read_text()
+    html = (report / "report.html").read_text()
+    assert "sizes not timed" in proc.stdout
+    for text in (summary, html):
+        assert "over budget" in text
+        assert "predicted" in text and "not run: budget 1.5 s" in text
+
+
+@pytest.mark.slow  # sleeps through every size (about 12 s)
+def test_budget_none_runs_every_size(project, clean_environment):
+    proc, data, _ = _run(
+        project, clean_environment, "--jax-backend=cpu", "--jax-budget=none"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    timed, points = _sizes(data, "cpu")
+    assert timed == set(SIZES) and points == {}
+
+
+def test_a_long_first_call_stops_the_larger_sizes(project, clean_environment):
+    # The first call at size 8 sleeps 64 ms > 20 ms: size 8 still runs all
+    # its rounds, 16 is not run.
+    proc, data, _ = _run(
+        project,
+        clean_environment,
+        "--jax-backend=cpu",
+        "--jax-max-call=20ms",
+        "--benchmark-min-rounds=3",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    timed, points = _sizes(data, "cpu")
+    assert timed == {1, 2, 4, 8} and set(points) == {16}
+    eight = next(b for b in data["benchmarks"] if b["extra_info"].get("size") == 8)
+    assert eight["stats"]["rounds"] >= 3  # never cut short
+    point = points[16]
+    assert point["budget_s"] is None
+    assert "first call took" in point["message"] and "at size 8" in point["message"]
+    assert "above --jax-max-call 20 ms" in point["message"]
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--jax-backend=cpu", "--jax-budget=90"], "'90' has no unit"),
+        (["--jax-backend=cpu", "--jax-budget=-2min"], "is negative"),
+        (["--jax-backend=cpu", "--jax-max-call=3 parsecs"], "is not a duration"),
+        (["--jax-budget=2min"], "--jax-budget needs --jax-backend"),
+    ],
+)
+def test_bad_budgets_are_usage_errors(project, clean_environment, args, expected):
+    proc, _, _ = _run(project, clean_environment, *args)
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert expected in proc.stderr
+    if "needs" not in expected:
+        assert budget.DURATION_FORMS in proc.stderr
+
+
+def test_durations_parse_with_units():
+    assert budget.parse_duration("90s", "--jax-budget") == 90.0
+    assert budget.parse_duration("2min", "--jax-budget") == 120.0
+    assert budget.parse_duration("250ms", "--jax-max-call") == 0.25
+    assert budget.parse_duration(" None ", "--jax-budget") is None
+    assert budget.format_duration(186.0) == "3.1 min"
+
+
+def test_prediction_rules():
+    measured = [budget._Measured(n, 1e-3 * n * n, (), 1e-3 * n * n) for n in (1, 2)]
+    one = budget.predict(measured[:1], 4)
+    assert one.rule == "scaled" and one.per_call_s == pytest.approx(8e-3)
+    assert one.interval_s == pytest.approx((4e-3, 16e-3))  # t r^1 ... t r^2
+    two = budget.predict(measured, 4)
+    assert two.per_call_s == pytest.approx(16e-3)  # local exponent 2
+    assert two.interval_s == pytest.approx((4e-3 * 2**1.5, 32e-3))
+    many = [
+        budget._Measured(
+            n,
+            1e-4 + 1e-6 * n**2,
+            tuple(1e-4 + 1e-6 * n**2 * (1 + e) for e in (-0.01, 0.0, 0.01)),
+            0.0,
+        )
+        for n in (10, 20, 40, 80, 160)
+    ]
+    model = budget.predict(many, 320)
+    assert model.rule == "cost model"
+    lo, hi = model.interval_s
+    assert lo <= 1e-4 + 1e-6 * 320**2 <= hi
+
+
+def test_schema_3_reports_still_load_and_bad_predictions_are_refused():
+    old = {"benchmarks": [], "pytest_lyapax": {"schema": 3, "points": []}}
+    assert check_report(old, "old") == []
+    point = {
+        "fullname": "t.py::test[cpu-8]",
+        "backend": "cpu",
+        "size": 8,
+        "status": "over_budget",
+        "message": "predicted ...",
+        "predicted_s": 0.1,
+        "predicted_interval_s": [0.05],
+        "rule": "scaled",
+    }
+    bad = {"benchmarks": [], "pytest_lyapax": {"schema": 4, "points": [point]}}
+    with pytest.raises(ReportError, match="predicted_interval_s"):
+        check_report(bad, "bad")
+
+
+def test_sizes_of_a_series_run_in_ascending_order(project, clean_environment):
+    proc, data, _ = _run(
+        project,
+        clean_environment,
+        "--jax-backend=cpu",
+        "--jax-budget=1min",
+        "--jax-sizes=4,1,2",
+        "--benchmark-min-rounds=1",
+        "-p",
+        "no:randomly",
+        "-v",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ran = [
+        b["extra_info"]["size"] for b in data["benchmarks"] if "grows" in b["fullname"]
+    ]
+    assert sorted(ran) == [1, 2, 4]
+    order = [
+        line.split("test_grows[cpu-")[1].split("]")[0]
+        for line in proc.stdout.splitlines()
+        if "test_grows[cpu-" in line and "PASSED" in line
+    ]
+    assert order == ["1", "2", "4"], proc.stdout
+
+
+def test_progress_lines_are_plain_without_a_terminal(budgeted):
+    proc, _, _ = budgeted
+    lines = [
+        line for line in proc.stdout.splitlines() if "pytest-lyapax progress" in line
+    ]
+    assert "pytest-lyapax progress: cpu: 6 of 6 tests done" in "\n".join(lines)
+    assert "pytest-lyapax progress: cpu4: 6 of 6 tests done" in "\n".join(lines)
+    assert "\x1b" not in proc.stdout and "\r" not in proc.stdout
+
+
+def test_progress_is_live_on_a_terminal(project, clean_environment):
+    import os
+    import pty
+
+    env = {k: v for k, v in clean_environment.items() if k != "CI"}
+    env["COLUMNS"] = "120"
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *FAST, "--jax-backend=cpu", "-k", "first"],
+        cwd=project,
+        env=env,
+        stdout=follower,
+        stderr=follower,
+        close_fds=True,
+    )
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert proc.wait(timeout=300) == 0, out.decode(errors="replace")
+    os.close(leader)
+    text = out.decode(errors="replace")
+    assert "cpu: test 1 of 1, test_first [cpu]" in text, text
+    assert "\x1b[J" in text  # the live lines are erased before pytest writes
+    assert "pytest-lyapax progress:" not in text  # no plain lines
+
+
+def test_progress_line_counts_and_estimates():
+    from types import SimpleNamespace
+
+    from pytest_lyapax.progress import BackendProgress
+
+    session = SimpleNamespace(labels=("cpu",), order=("cpu",), expected={"cpu": 4})
+    clock = iter([0.0]).__next__
+    progress = BackendProgress(SimpleNamespace(), session, clock=clock)
+    state = progress.backends["cpu"]
+    state.started, state.done, state.current = 0.0, 2, "test_x [cpu-200]"
+    assert progress.line("cpu", 90.0) == (
+        "cpu: test 3 of 4, test_x [cpu-200], 1 min 30 s elapsed, about 1 min 30 s left"
+    )
+
+
+def test_merge_and_plot_carry_predicted_points_apart(budgeted, tmp_path):
+    _, data, report = budgeted
+    merged = tmp_path / "merged.json"
+    for args in (
+        ["merge", str(report / "benchmark.json"), "-o", str(merged)],
+        ["plot", str(merged), "-o", str(tmp_path / "plot.png")],
+    ):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest_lyapax", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(merged.read_text())
+    assert out["pytest_lyapax"]["points"] == data["pytest_lyapax"]["points"]
+    # A predicted size is a point, never a timing: no benchmark entry for it.
+    timed = {
+        (b["extra_info"]["backend"], b["extra_info"]["size"]) for b in out["benchmarks"]
+    }
+    assert (
+        not {(p["backend"], p["size"]) for p in out["pytest_lyapax"]["points"]} & timed
+    )
+    assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
