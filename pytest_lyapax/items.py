@@ -18,16 +18,15 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 import pytest
+from _pytest import python as _python
 from _pytest.doctest import DoctestItem
 from _pytest.scope import Scope
 from _pytest.unittest import TestCaseFunction
 
-try:  # pytest >= 9.2 (CallSpec2 before; its old name now warns)
-    from _pytest.python import CallSpec as _CallSpec
-except ImportError:  # pragma: no cover - pytest < 9.2
-    from _pytest.python import CallSpec2 as _CallSpec
-
 from .backends import LABEL_ALIASES
+
+# CallSpec since pytest 9.2 (where the old name CallSpec2 warns), before: CallSpec2.
+_CallSpec: Any = getattr(_python, "CallSpec", None) or _python.CallSpec2
 
 LABEL_KEY = pytest.StashKey[str]()
 # Attribute of test reports that carries the item's label to the controller.
@@ -48,7 +47,7 @@ class BackendTestCaseFunction(TestCaseFunction):
         # pytest < 8.2 builds the TestCase in setup() from the item's name;
         # the same steps, from the method's name.
         self._explicit_tearDown = None
-        self._testcase = self.parent.obj(self.originalname)
+        self._testcase = self.parent.obj(self.originalname)  # type: ignore
         self._obj = getattr(self._testcase, self.originalname)
         pytest.Function.setup(self)
 
@@ -166,7 +165,7 @@ def _shallow_copy(item: pytest.Item, label: str) -> pytest.Item:
     nodeid = _labelled(item.nodeid, label)
     structured = getattr(item, "_id", None)
     if structured is not None and not isinstance(structured, str):
-        clone._id = type(structured).parse(nodeid)
+        clone._id = type(structured).parse(nodeid)  # type: ignore[attr-defined]
     else:
         clone._nodeid = nodeid
     clone.keywords = NodeKeywords(clone)
@@ -196,3 +195,18 @@ def per_backend_items(
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
         result += [_copy_for(item, label, i) for i, label in enumerate(labels)]
     return result
+
+
+def count_copies(config: pytest.Config, added: int) -> None:
+    """Add the copies made after collection to pytest's count of collected items.
+
+    The terminal reporter counts items as collectors report them, before
+    ``pytest_collection_modifyitems`` makes the copies, and prints "collected
+    / deselected / selected" from that count (selected = collected -
+    deselected, negative once ``-k`` deselects copies).  pytest has no public
+    way to change it; the counter (``_numcollected``, 8.1 to 9.2) is pinned by
+    ``tests/test_plugin/test_plugin_ids.py``.
+    """
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if added and reporter is not None and hasattr(reporter, "_numcollected"):
+        reporter._numcollected += added

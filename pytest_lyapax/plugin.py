@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from .items import LABEL_ATTR, item_label, marker_labels, per_backend_items
+from .items import (
+    LABEL_ATTR,
+    count_copies,
+    item_label,
+    marker_labels,
+    per_backend_items,
+)
 from .options import informational, read_settings, validate_marker_sizes
 from .session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
 
@@ -247,7 +253,9 @@ def pytest_collection_modifyitems(
     session = get_session(config)
     if session is None:
         return
+    collected = len(items)
     items[:] = per_backend_items(items, session.labels, session.settings.known_labels)
+    count_copies(config, len(items) - collected)
     if session.role == WORKER:
         # Each worker keeps exactly the items of its backend; the scheduler
         # runs a worker's whole collection (see scheduling.py).
