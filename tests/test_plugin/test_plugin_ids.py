@@ -270,6 +270,14 @@ def test_subtests_are_counted_apart_from_tests(pytester):
 def test_rerunfailures_retries_name_the_backend(pytester):
     pytester.makepyfile(
         test_r="""
+        import unittest
+
+
+        class TestU(unittest.TestCase):
+            def test_bad(self):
+                self.fail("always")
+
+
         def test_flaky(jax_backend):
             assert jax_backend != "cpu2"
 
@@ -279,12 +287,15 @@ def test_rerunfailures_retries_name_the_backend(pytester):
         """
     )
     result = pytester.runpytest_subprocess(
-        *FAST, *TWO, "-rA", "-p", "no:cacheprovider", "--reruns=1"
+        *FAST, *TWO, "-rAR", "-p", "no:cacheprovider", "--reruns=1"
     )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     assert "RERUN test_r.py::test_flaky[cpu2]" in out
     assert "FAILED test_r.py::test_flaky[cpu2]" in out
     assert "RERUN test_r.py::test_flaky[cpu]" not in out
-    assert _outcome(result, "rerun") == 1
-    assert _backend_row(result, "cpu2") == "1 failed, 1 passed, 1 rerun"
+    for label in LABELS:
+        assert f"RERUN test_r.py::TestU::test_bad[{label}]" in out
+    assert _outcome(result, "rerun") == 3
+    assert _backend_row(result, "cpu") == "1 failed, 2 passed, 1 rerun"
+    assert _backend_row(result, "cpu2") == "2 failed, 1 passed, 2 rerun"
