@@ -162,7 +162,11 @@ def test_every_copy_is_named_by_its_backend(pytester):
     listed.stdout.fnmatch_lines(["7/14 tests collected (7 deselected)*"])
 
 
-@pytest.mark.parametrize("where", [["-p", "no:xdist"], ["-n", "0"]])
+@pytest.mark.parametrize(
+    "where",
+    [["-p", "no:xdist"], pytest.param(["-n", "0"], marks=pytest.mark.slow)],
+    ids=["no-xdist", "n0"],
+)
 def test_single_process_counts_include_the_copies(pytester, where):
     _make_suite(pytester)
     result = pytester.runpytest_subprocess(
