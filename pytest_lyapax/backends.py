@@ -11,6 +11,7 @@ an extra label onto an existing platform, e.g. ``cpu2=cpu``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # Built-in labels and the platform each one selects.  ``gpu`` is exactly
@@ -63,3 +64,20 @@ class Backend:
     def expected(self) -> str:
         """The ``jax.default_backend()`` a process with this platform must report."""
         return PLATFORM_BACKENDS[self.platform.split(",")[0]]
+
+
+# pytest's order of the outcome words in its summary line; other categories
+# (``subtests passed``, ``rerun``, ...) follow in alphabetical order.
+_OUTCOME_ORDER = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")
+
+
+def outcome_text(outcomes: Mapping[str, int]) -> str:
+    """A backend's outcome counts as pytest words them, e.g.
+    ``"1 failed, 753 passed, 18 subtests passed"`` ("" when empty)."""
+
+    def rank(key: str) -> tuple[int, str]:
+        if key in _OUTCOME_ORDER:
+            return _OUTCOME_ORDER.index(key), ""
+        return len(_OUTCOME_ORDER), key
+
+    return ", ".join(f"{outcomes[k]} {k}" for k in sorted(outcomes, key=rank))

@@ -73,14 +73,15 @@ class ResultCollector:
         if report.when == "???" and label is None:
             label = runner  # xdist's report for a test its worker died in
         state = self.session.states.get(label)
-        if state is not None:
-            outcomes = state.outcomes
-            if report.when == "call" or (
-                report.when != "teardown" and not report.passed
-            ):
-                outcomes[report.outcome] += 1
-            elif report.when == "teardown" and report.failed:
-                outcomes["error"] += 1
+        if state is not None and getattr(report, "count_towards_summary", True):
+            # The category pytest's own summary line counts the report under
+            # ("passed", "error", "subtests passed", "rerun", ...; "" for a
+            # set-up or teardown that passed), so the two agree.
+            category = self.config.hook.pytest_report_teststatus(
+                report=report, config=self.config
+            )[0]
+            if category:
+                state.outcomes[category] += 1
         if report.when in ("teardown", "???") and runner is not None:
             self.session.finished[runner] += 1
         point = getattr(report, POINT_ATTR, None)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import analysis, costmodel, details, tables
+from .backends import outcome_text
 from .figure import BackendLegend
 from .identity import machine_of, record_label, record_size, series_id
 from .schema import REPORT_KEY
@@ -168,11 +169,7 @@ def _backends(view: ReportView) -> Section:
     rows = []
     for b in view.backends:
         outcomes = b.get("outcomes")
-        tests = (
-            ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items()))
-            if isinstance(outcomes, Mapping)
-            else ""
-        )
+        tests = outcome_text(outcomes) if isinstance(outcomes, Mapping) else ""
         rows.append(
             (
                 str(b["label"]),

@@ -15,12 +15,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import pytest
+from _pytest import python as _python
 from _pytest.doctest import DoctestItem
+from _pytest.scope import Scope
 from _pytest.unittest import TestCaseFunction
 
 from .backends import LABEL_ALIASES
+
+# CallSpec since pytest 9.2 (where the old name CallSpec2 warns), before: CallSpec2.
+_CallSpec: Any = getattr(_python, "CallSpec", None) or _python.CallSpec2
 
 LABEL_KEY = pytest.StashKey[str]()
 # Attribute of test reports that carries the item's label to the controller.
@@ -33,6 +39,17 @@ class BackendTestCaseFunction(TestCaseFunction):
 
     def _getinstance(self):  # type: ignore[override]
         return self.parent.obj(self.originalname)
+
+    def setup(self) -> None:
+        if hasattr(TestCaseFunction, "_getinstance"):
+            super().setup()
+            return
+        # pytest < 8.2 builds the TestCase in setup() from the item's name;
+        # the same steps, from the method's name.
+        self._explicit_tearDown = None
+        self._testcase = self.parent.obj(self.originalname)  # type: ignore
+        self._obj = getattr(self._testcase, self.originalname)
+        pytest.Function.setup(self)
 
 
 def item_label(item: pytest.Item) -> str | None:
@@ -63,24 +80,67 @@ def marker_labels(node: pytest.Item, known: Collection[str]) -> set[str]:
     return labels
 
 
-def _copy_for(item: pytest.Item, label: str) -> pytest.Item:
-    name = f"{item.name}[{label}]"
+def _labelled(text: str, label: str) -> str:
+    """``name[label]``, or ``name[params-label]`` for a parametrized name."""
+    if text.endswith("]") and "[" in text.rpartition("::")[2]:
+        return f"{text[:-1]}-{label}]"
+    return f"{text}[{label}]"
+
+
+def _backend_callspec(item: pytest.Item, label: str, index: int) -> Any:
+    """The item's parametrization (if any) with the backend added as its last
+    axis, as ``metafunc.parametrize("jax_backend", ...)`` would have made it.
+
+    pytest builds a function's id from its ``callspec`` (pytest >= 9.2) or
+    from its name (earlier releases); a copy given both gets ``[..-LABEL]``
+    on every release.  pytest has no public constructor for a callspec; its
+    fields (the same from 8.1 to 9.2) are pinned by
+    ``tests/test_plugin/test_plugin_ids.py``.
+    """
+    base = getattr(item, "callspec", None)
+    params = dict(base.params) if base is not None else {}
+    indices = dict(base.indices) if base is not None else {}
+    arg2scope = dict(base._arg2scope) if base is not None else {}
+    idlist = list(base._idlist) if base is not None else []
+    marks = list(base.marks) if base is not None else []
+    params["jax_backend"] = label
+    indices["jax_backend"] = index
+    arg2scope["jax_backend"] = Scope.Function
+    return _CallSpec(
+        params=params,
+        indices=indices,
+        _arg2scope=arg2scope,
+        _idlist=[*idlist, label],
+        marks=marks,
+    )
+
+
+def _copy_for(item: pytest.Item, label: str, index: int) -> pytest.Item:
+    clone: pytest.Item
     if isinstance(item, DoctestItem):
+        # A doctest's id is its name (no parametrization) on every release.
         dtest = copy.copy(item.dtest)
         dtest.globs = dict(item.dtest.globs)
-        clone: pytest.Item = DoctestItem.from_parent(
-            item.parent, name=name, runner=item.runner, dtest=dtest
-        )
-    elif isinstance(item, TestCaseFunction):
-        clone = BackendTestCaseFunction.from_parent(
-            item.parent, name=name, originalname=item.originalname
-        )
-    elif type(item) is pytest.Function:
-        clone = pytest.Function.from_parent(
+        clone = DoctestItem.from_parent(
             item.parent,
-            name=name,
-            callobj=item.obj,
+            name=f"{item.name}[{label}]",
+            runner=item.runner,
+            dtest=dtest,
+        )
+    elif isinstance(item, TestCaseFunction) or type(item) is pytest.Function:
+        callspec = _backend_callspec(item, label, index)
+        kind = (
+            BackendTestCaseFunction
+            if isinstance(item, TestCaseFunction)
+            else pytest.Function
+        )
+        extra = {} if kind is BackendTestCaseFunction else {"callobj": item.obj}
+        clone = kind.from_parent(
+            item.parent,
+            name=f"{item.originalname}[{callspec.id}]",
             originalname=item.originalname,
+            callspec=callspec,
+            **extra,
         )
     else:
         clone = _shallow_copy(item, label)
@@ -93,14 +153,21 @@ def _copy_for(item: pytest.Item, label: str) -> pytest.Item:
 def _shallow_copy(item: pytest.Item, label: str) -> pytest.Item:
     """Any other item type: a copy with its own name, id, markers and stash.
 
-    Uses pytest's node attributes (``_nodeid``, ``NodeKeywords``); a test
-    checks that they still exist.
+    Item classes of other plugins take constructor arguments unknown here, so
+    the copy is made with ``copy.copy`` and its id set where pytest keeps it:
+    ``_id`` (a structured ``NodeId``, pytest >= 9.2) or ``_nodeid`` (before);
+    ``tests/test_plugin/test_plugin_ids.py`` checks both still hold.
     """
     from _pytest.mark.structures import NodeKeywords
 
     clone = copy.copy(item)
-    clone.name = f"{item.name}[{label}]"
-    clone._nodeid = f"{item.nodeid}[{label}]"
+    clone.name = _labelled(item.name, label)
+    nodeid = _labelled(item.nodeid, label)
+    structured = getattr(item, "_id", None)
+    if structured is not None and not isinstance(structured, str):
+        clone._id = type(structured).parse(nodeid)  # type: ignore[attr-defined]
+    else:
+        clone._nodeid = nodeid
     clone.keywords = NodeKeywords(clone)
     clone.extra_keyword_matches = set()
     clone.stash = clone._store = pytest.Stash()
@@ -126,5 +193,20 @@ def per_backend_items(
             marker_labels(item, known)
         except ValueError as exc:
             raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
-        result += [_copy_for(item, label) for label in labels]
+        result += [_copy_for(item, label, i) for i, label in enumerate(labels)]
     return result
+
+
+def count_copies(config: pytest.Config, added: int) -> None:
+    """Add the copies made after collection to pytest's count of collected items.
+
+    The terminal reporter counts items as collectors report them, before
+    ``pytest_collection_modifyitems`` makes the copies, and prints "collected
+    / deselected / selected" from that count (selected = collected -
+    deselected, negative once ``-k`` deselects copies).  pytest has no public
+    way to change it; the counter (``_numcollected``, 8.1 to 9.2) is pinned by
+    ``tests/test_plugin/test_plugin_ids.py``.
+    """
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if added and reporter is not None and hasattr(reporter, "_numcollected"):
+        reporter._numcollected += added

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from .items import LABEL_ATTR, item_label, marker_labels, per_backend_items
+from .items import (
+    LABEL_ATTR,
+    count_copies,
+    item_label,
+    marker_labels,
+    per_backend_items,
+)
 from .options import informational, read_settings, validate_marker_sizes
 from .session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
 
@@ -20,6 +26,8 @@ from .session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
 # pytest imports this module at every start, also where the plugin is unused.
 
 SIZES_KEY = pytest.StashKey["tuple[int, ...] | None"]()
+# Why an item without a line number is skipped (see _has_line).
+SKIP_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -268,11 +276,9 @@ def pytest_collection_modifyitems(
     session = get_session(config)
     if session is None:
         return
+    collected = len(items)
     items[:] = per_backend_items(items, session.labels, session.settings.known_labels)
-    if session.role == WORKER:
-        # Each worker keeps exactly the items of its backend; the scheduler
-        # runs a worker's whole collection (see scheduling.py).
-        items[:] = [item for item in items if session.runs_here(item_label(item))]
+    count_copies(config, len(items) - collected)
     if session.role in (WORKER, INPROCESS) and session.limits.active:
         # The budget predicts a size from the smaller ones: they run first.
         from .budget import ascending_sizes
@@ -289,12 +295,33 @@ def pytest_collection_modifyitems(
                 f"marked jax_backend({', '.join(sorted(wanted))}): not run on "
                 f"backend {label!r}"
             )
-        if reason is not None:
+        if reason is not None and _has_line(item):
             item.add_marker(pytest.mark.skip(reason=reason))
+        elif reason is not None:
+            # pytest reports a skip marker at the item's line and fails
+            # (INTERNALERROR) for an item without one (pytest-mypy's, a
+            # custom collector's): skipped at set-up instead.
+            item.stash[SKIP_KEY] = reason
 
 
+def _has_line(item: pytest.Item) -> bool:
+    try:
+        return item.reportinfo()[1] is not None
+    except Exception:  # noqa: BLE001 - a plugin's reportinfo; skip at set-up
+        return False
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_finish(session: pytest.Session) -> None:
     lsession = get_session(session.config)
+    if lsession is not None and lsession.role == WORKER:
+        # Each worker keeps exactly the items of its backend; the scheduler
+        # runs a worker's whole collection (see scheduling.py).  Not earlier:
+        # --lf/--ff (a wrapper of pytest_collection_modifyitems) must choose
+        # among every backend's copies, as a run without workers does.
+        session.items[:] = [
+            item for item in session.items if lsession.runs_here(item_label(item))
+        ]
     if lsession is not None and lsession.role == WORKER and session.items:
         # Start JAX now (if the tests may use it): all workers collect at the
         # same time, before any backend's phase begins, so no later backend
@@ -330,6 +357,9 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item):
+    skip_reason = item.stash.get(SKIP_KEY, None)
+    if skip_reason is not None:
+        pytest.skip(skip_reason)
     session = get_session(item.config)
     measured = session is not None and "benchmark" in getattr(item, "fixturenames", ())
     if measured:

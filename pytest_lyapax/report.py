@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from . import analysis, costmodel, explain, measure, stats, tables
-from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE
+from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE, outcome_text
 from .figure import render_png
 from .identity import record_label
 from .render import HTML_NAME, SUMMARY_NAME, report_html, summary_markdown
@@ -309,8 +309,7 @@ def summary_lines(
                 entry["label"],
                 environment,
                 entry["status"],
-                ", ".join(f"{n} {k}" for k, n in sorted(entry["outcomes"].items()))
-                or "-",
+                outcome_text(entry["outcomes"]) or "-",
                 str(entry["n_benchmarks"]),
                 details.strip(", ") or "-",
             ]

@@ -95,7 +95,11 @@ class BackendScheduling:
         label_of: Callable[[Any], str | None],
         log: Callable[..., None] | None = None,
         on_collection: Callable[[dict[str, list[str]]], None] | None = None,
+        config: pytest.Config | None = None,
     ) -> None:
+        # As on xdist's own schedulers: plugins read it (pytest-rerunfailures'
+        # pytest_handlecrashitem, when a worker crashes in a test).
+        self.config = config
         self.order = list(order)
         self.label_of = label_of
         self.log = log or (lambda *args: None)
@@ -308,6 +312,7 @@ class XdistHooks:
             self._phase,
             log=log,
             on_collection=self._count_collected,
+            config=config,
         )
         _no_replacement_for_dead_backends(config, self.scheduler)
         return self.scheduler

@@ -294,7 +294,7 @@ def test_silent_fallback_is_an_error(faulty_backends):
     )
     fallback = backends_of(report)["fb"]
     assert fallback["status"] == "fallback" and "silent fallback" in fallback["reason"]
-    assert fallback["outcomes"] == {"failed": 3} and fallback["n_benchmarks"] == 0
+    assert fallback["outcomes"] == {"error": 3} and fallback["n_benchmarks"] == 0
 
 
 def test_worker_crash_is_reported_and_other_results_are_kept(faulty_backends):
