@@ -38,6 +38,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+from lyapax._engine import validate
 from lyapax.integrators import AbstractStepBuilder
 
 try:
@@ -49,6 +50,8 @@ __all__ = ["SOLVERS", "AdaptiveStepBuilder", "diffrax_adaptive_step"]
 
 #: Names accepted for ``solver`` and the diffrax class each one builds.
 SOLVERS: tuple[str, ...] = ("tsit5", "dopri5", "dopri8")
+# rtol/atol/dt0 configure the diffrax step-size controller when the step is built.
+_WHY = "(it configures the step-size controller)"
 
 
 def _require_diffrax() -> None:
@@ -82,11 +85,6 @@ def _resolve_solver(solver: Any) -> Any:
             f"of type {type(solver).__name__}"
         )
     return solver
-
-
-def _positive(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"{name} must be a positive number; got {value!r}")
 
 
 class AdaptiveStepBuilder(AbstractStepBuilder):
@@ -165,10 +163,10 @@ def diffrax_adaptive_step(
     """
     _require_diffrax()
     solver = _resolve_solver(solver)
-    _positive("rtol", rtol)
-    _positive("atol", atol)
+    rtol = validate.positive_float("rtol", rtol, why=_WHY)
+    atol = validate.positive_float("atol", atol, why=_WHY)
     if dt0 is not None:
-        _positive("dt0", dt0)
+        dt0 = validate.positive_float("dt0", dt0, why=_WHY)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 0:
         raise ValueError(f"max_steps must be a non-negative integer; got {max_steps!r}")
 

@@ -9,6 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
+from lyapax._engine import validate
+
 __all__ = ["ConvergenceDrift", "convergence_drift", "kaplan_yorke_dimension"]
 
 
@@ -42,8 +44,8 @@ def convergence_drift(
     """
     if not 0.0 < float(window) <= 1.0:
         raise ValueError(f"window must be in (0, 1]; got window={window!r}")
-    if tol is not None and not float(tol) > 0:
-        raise ValueError(f"tol must be > 0; got tol={tol!r}")
+    if tol is not None:
+        tol = validate.positive_float("tol", tol, why="(a tolerance)")
     history = jnp.asarray(result.history)
     n = history.shape[0]
     if n < 2:

@@ -245,10 +245,12 @@ def _env_int(key: str, env: Mapping[str, str]) -> int:
 
 
 def _seconds(name: str, value: Any) -> float:
-    seconds = validate.concrete_float(name, value, why="it is a wall-clock limit")
-    if not (seconds > 0 and math.isfinite(seconds)):
-        raise ValueError(f"{name} must be a positive number of seconds; got {value!r}")
-    return seconds
+    return validate.positive_float(
+        name,
+        value,
+        allowed="a finite number of seconds > 0",
+        why="(it is a wall-clock limit)",
+    )
 
 
 def _split_address(address: str) -> tuple[str, int]:

@@ -25,7 +25,7 @@ from .identity import (
     unique_names,
 )
 from .schema import TIME_FIELDS
-from .tables import format_seconds
+from .units import format_seconds
 
 DEFAULT_SIZE_LABEL = "problem size (jax_size)"
 # Verdict of a size where the noise test could not decide for lack of rounds.

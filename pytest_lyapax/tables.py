@@ -6,11 +6,11 @@ benchmark shows its short name unless two modules share it, then its full id.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from .identity import unique_names
+from .units import format_seconds  # re-exported: the views import it from here
 
 if TYPE_CHECKING:
     from .analysis import (
@@ -20,16 +20,6 @@ if TYPE_CHECKING:
         Point,
         SizedBenchmark,
     )
-
-
-def format_seconds(value: float | None) -> str:
-    """Format a duration with a readable unit (ns, us, ms or s)."""
-    if value is None or not math.isfinite(value):
-        return "-"
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value / 1e-9:.3g} ns"
 
 
 def format_bytes(value: int | None) -> str:

@@ -160,7 +160,12 @@ def test_max_steps_exhausted_raises_instead_of_truncating():
     [
         ({"solver": "rk45"}, ValueError, "solver='rk45'.*tsit5, dopri5, dopri8"),
         ({"solver": 3}, TypeError, "solver must be"),
-        ({"rtol": 0.0}, ValueError, "rtol must be a positive number; got 0.0"),
+        ({"rtol": 0.0}, ValueError, "rtol must be a finite number > 0; got rtol=0.0"),
+        # inf passed the old hand-written check (inf > 0) and reached diffrax.
+        ({"rtol": float("inf")}, ValueError, "rtol must be a finite number > 0"),
+        ({"atol": float("nan")}, ValueError, "atol must be a finite number > 0"),
+        ({"dt0": float("inf")}, ValueError, "dt0 must be a finite number > 0"),
+        ({"atol": True}, TypeError, "atol must be a finite number > 0; got True"),
         ({"atol": -1}, ValueError, "atol must be"),
         ({"dt0": 0}, ValueError, "dt0 must be"),
         ({"max_steps": 2.5}, ValueError, "max_steps must be a non-negative integer"),

@@ -405,6 +405,32 @@ def test_sweep_equals_single_runs_and_chunks_agree():
 # ------------------------------------------------------------ bad input
 
 
+@pytest.mark.parametrize(
+    "params_batch, match",
+    [
+        # A scalar leaf is named (before: "got leading sizes ['2', 'None']").
+        (
+            {"rho": jnp.array([28.0, 35.0]), "sigma": 10.0},
+            r"params_batch\['sigma'\] is a scalar, but every leaf",
+        ),
+        (
+            {"rho": jnp.array([28.0, 35.0]), "sigma": jnp.ones(3)},
+            r"share one leading batch size; got params_batch\['rho'\]: 2",
+        ),
+        ({}, "params_batch must be a pytree of arrays with a leading batch axis"),
+        ({"rho": jnp.zeros(0)}, "the batch is empty"),
+    ],
+)
+def test_sweep_names_bad_params_batch(params_batch, match):
+    from lyapax import sweep_covariant_vectors
+
+    def make(p):  # never reached: the batch is checked first
+        raise AssertionError("make_problem called on a bad batch")
+
+    with pytest.raises(ValueError, match=match):
+        sweep_covariant_vectors(make, params_batch, 100)
+
+
 @pytest.fixture
 def lorenz_problem():
     return ode_problem(systems.lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01)

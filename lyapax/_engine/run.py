@@ -236,6 +236,50 @@ def run_args(
     )
 
 
+class RunSetup(NamedTuple):
+    """What :func:`setup_run` decides: the run sizes and the kernel's QR method."""
+
+    args: RunArgs
+    method: str
+
+
+def setup_run(
+    options: RunOptions,
+    view: EngineView | None,
+    *,
+    d: int,
+    dt: Any,
+    n_steps: Any,
+    dtype: Any,
+    min_transient_steps: int,
+    batched: bool,
+    stacklevel: int,
+) -> RunSetup:
+    """The set-up every spectrum-like run makes: ``k`` defaulted
+    (:func:`default_k` from ``view`` and ``options.resume``; ``d`` without a
+    view), the renormalisation's QR method, the checked run sizes
+    (:func:`run_args`). ``stacklevel`` is that of a warning raised in the
+    caller of this function.
+
+    Raises:
+        TypeError / ValueError: as :func:`run_args`.
+    """
+    k = options.k
+    if k is None:
+        k = d if view is None else default_k(view, k, options.resume, stacklevel + 1)
+    args = run_args(
+        options,
+        d=d,
+        dt=dt,
+        n_steps=n_steps,
+        k=k,
+        dtype=dtype,
+        min_transient_steps=min_transient_steps,
+        stacklevel=stacklevel + 1,
+    )
+    return RunSetup(args, options.renorm.method(batched=batched))
+
+
 def _check_resume(resume: Any, d: int, k: int, dt: Any, t_tr: float) -> None:
     if t_tr > 0:
         raise ValueError(
@@ -277,16 +321,15 @@ def spectrum(
     view = problem.for_engine()
     d = int(view.z0.shape[0])
     resume = options.resume
-    k = default_k(view, options.k, resume, stacklevel + 1)
-    method = options.renorm.method(batched=False)
-    args = run_args(
+    args, method = setup_run(
         options,
+        view,
         d=d,
         dt=view.dt,
         n_steps=n_steps,
-        k=k,
         dtype=view.z0.dtype,
         min_transient_steps=0 if resume is not None else view.min_transient_steps,
+        batched=False,
         stacklevel=stacklevel + 1,
     )
     dtype = view.z0.dtype

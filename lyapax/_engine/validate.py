@@ -6,6 +6,7 @@ received and what is allowed, before anything is traced.
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Mapping
 from typing import Any
@@ -82,6 +83,42 @@ def concrete_float(name: str, value: Any, *, why: str) -> float:
             "as a Python float (close over it) instead of as a jit argument."
         )
     return float(value)
+
+
+def positive_float(
+    name: str,
+    value: Any,
+    *,
+    allowed: str = "a finite number > 0",
+    why: str = "(a concrete number)",
+) -> float:
+    """``value`` as a Python float, finite and > 0: the one check of a scalar
+    option that must be a positive amount (a tolerance, a delay, a time).
+
+    Args:
+        name: the argument's name, as the caller spells it.
+        value: a real number (Python, NumPy or a concrete 0-d JAX array).
+        allowed: what the error says is allowed, e.g. ``"a finite time > 0"``.
+        why: why the value must be concrete (said when it is traced).
+
+    Raises:
+        TypeError: a bool, a value that is not a number, or a traced value.
+        ValueError: nan, inf or a value <= 0 (the message names ``name``,
+            the value and ``allowed``).
+    """
+    if isinstance(value, bool | str | bytes) or value is None:
+        raise TypeError(f"{name} must be {allowed}; got {value!r}")
+    try:
+        number = concrete_float(name, value, why=why)
+    except (ValueError, TypeError) as err:
+        if is_traced(value):
+            raise
+        raise TypeError(
+            f"{name} must be {allowed}; got {value!r} of type {type(value).__name__}"
+        ) from err
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError(f"{name} must be {allowed}; got {name}={number!r}")
+    return number
 
 
 def positive_dt(dt: Any) -> Any:

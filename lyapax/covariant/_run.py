@@ -157,16 +157,15 @@ def covariant_vectors(
             progress=progress,
         )
     )
-    k = run.default_k(view, options.k, None, stacklevel=2)
-    method = options.renorm.method(batched=False)
-    args = run.run_args(
+    args, method = run.setup_run(
         options,
+        view,
         d=d,
         dt=view.dt,
         n_steps=n_steps,
-        k=k,
         dtype=z0.dtype,
         min_transient_steps=view.min_transient_steps,
+        batched=False,
         stacklevel=2,
     )
     plan = _plan(args, d, view.dt, t_backward, save_every)

@@ -50,21 +50,21 @@ def sweep_covariant_vectors(
         batch_size: rows per program call (the last chunk is padded).
 
     Raises:
-        ValueError: leaves of different batch sizes, a bad ``batch_size``.
+        ValueError: no leaves, a scalar leaf, leaves of different batch
+            sizes (each named), an empty batch, a bad ``batch_size``.
         MemoryError: a chunk whose vectors cannot fit in free memory.
     """
     if not callable(make_problem):
         raise TypeError(
             f"make_problem must be callable; got {type(make_problem).__name__}"
         )
-    leaves = jax.tree.leaves(params_batch)
-    sizes = {int(np.shape(leaf)[0]) if np.ndim(leaf) else None for leaf in leaves}
-    if not leaves or len(sizes) != 1 or None in sizes:
+    if not jax.tree.leaves(params_batch):
         raise ValueError(
-            "params_batch must be a pytree whose leaves share one leading batch "
-            f"axis; got leading sizes {sorted(map(str, sizes))}"
+            "params_batch must be a pytree of arrays with a leading batch axis "
+            f"(one entry per row); got {params_batch!r}"
         )
-    n = int(sizes.pop())  # type: ignore[arg-type]  # None excluded above
+    # The sweeps' own check: one leading size, each scalar leaf named.
+    n, _ = batching.batch_size_of(params_batch, None, None)
     size = (
         n
         if batch_size is None

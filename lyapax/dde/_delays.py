@@ -30,10 +30,7 @@ def _concrete_dt(dt: Any) -> float:
 def _concrete_tau(tau: Any) -> float:
     if tau is None:
         raise TypeError("tau is required: the delay, in model time units")
-    value = validate.concrete_float("tau", tau, why="to size the delay ring buffer")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"tau must be a finite number > 0; got tau={value!r}")
-    return value
+    return validate.positive_float("tau", tau, why="to size the delay ring buffer")
 
 
 def _snap(ratio: float) -> float:

@@ -69,11 +69,11 @@ def window_blocks(window: Any, dt: Any, renorm_every: int) -> int:
         ValueError: ``window`` not positive, or not a whole multiple of the
             renormalisation interval ``dt * renorm_every``.
     """
-    window = validate.concrete_float("window", window, why="(it sets the windows)")
+    window = validate.positive_float(
+        "window", window, allowed="a finite time > 0", why="(it sets the windows)"
+    )
     interval = validate.concrete_float("dt", dt, why="for finite-time windows")
     interval *= renorm_every
-    if not np.isfinite(window) or window <= 0:
-        raise ValueError(f"window must be a finite time > 0; got window={window!r}")
     blocks = round(window / interval)
     if blocks < 1 or abs(blocks * interval - window) > 1e-9 * window:
         raise ValueError(

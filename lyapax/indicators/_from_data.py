@@ -108,9 +108,12 @@ def _settings(x: Any, args: tuple, n_neighbours: int) -> _Settings:
     if theiler is None:
         theiler = int(round(mean_period(x)))
     theiler = validate.as_int("theiler", theiler, minimum=0)
-    dt = validate.concrete_float("dt", dt, why="(the sampling interval)")
-    if not np.isfinite(dt) or dt <= 0:
-        raise ValueError(f"dt (the sampling interval) must be > 0; got dt={dt!r}")
+    dt = validate.positive_float(
+        "dt",
+        dt,
+        allowed="a finite sampling interval > 0",
+        why="(the sampling interval)",
+    )
     n_candidates = n_vectors - horizon
     # A reference needs n_neighbours candidates outside its Theiler window.
     needed = 2 * theiler + 1 + n_neighbours
@@ -264,8 +267,8 @@ def lyapunov_kantz(
     if n_reference is not None:
         n_reference = validate.as_int("n_reference", n_reference, minimum=1)
     if radius is not None:
-        radius = validate.concrete_float("radius", radius, why="(a distance)")
-        if not np.isfinite(radius) or radius <= 0:
-            raise ValueError(f"radius must be a distance > 0; got radius={radius!r}")
+        radius = validate.positive_float(
+            "radius", radius, allowed="a finite distance > 0", why="(a distance)"
+        )
     args = (dimension, lag, horizon, theiler, dt, fit)
     return _estimate(series, "kantz", n_neighbours, radius, n_reference, args)

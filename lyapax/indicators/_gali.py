@@ -32,7 +32,6 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis, qr_factor
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax.indicators._rows import (
-    positive_float,
     resolve_orbit_rows,
     row_view,
     run_rows,
@@ -66,7 +65,9 @@ class GALIOptions(NamedTuple):
                 f"k must satisfy 2 <= k <= d={d} (GALI_k needs at least two "
                 f"deviation vectors, at most one per dimension); got k={k}"
             )
-        threshold = positive_float("threshold", threshold)
+        threshold = validate.positive_float(
+            "threshold", threshold, why="(an option of the indicator)"
+        )
         if threshold >= 1:
             raise ValueError(
                 "threshold must lie in (0, 1) (GALI_k <= 1); got "

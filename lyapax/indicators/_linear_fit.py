@@ -77,12 +77,12 @@ class LinearRegionOptions(NamedTuple):
         """These options with every value checked."""
         values = {}
         for name in ("tol", "slope_tol"):
-            value = float(getattr(self, name))
-            if not math.isfinite(value) or value <= 0:
-                raise ValueError(
-                    f"fit {name} must be a finite number > 0; got {name}={value!r}"
-                )
-            values[name] = value
+            values[name] = validate.positive_float(
+                name,
+                getattr(self, name),
+                allowed="a finite number > 0 (an option of fit)",
+                why="(an option of fit)",
+            )
         min_points = validate.as_int("min_points", self.min_points, minimum=3)
         min_rise = float(self.min_rise)
         if not math.isfinite(min_rise) or min_rise < 0:

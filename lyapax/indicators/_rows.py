@@ -241,11 +241,3 @@ def unbatch(result: Any, rows: Rows, to_host: bool = True) -> Any:
         return x if rows.batched else x[0]
 
     return jax.tree.map(one, result)
-
-
-def positive_float(name: str, value: Any) -> float:
-    """``value`` as a finite float > 0 (a concrete number)."""
-    value = validate.concrete_float(name, value, why="(an option of the indicator)")
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a finite number > 0; got {name}={value!r}")
-    return value

@@ -40,7 +40,6 @@ from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
 from lyapax.indicators._rows import (
-    positive_float,
     resolve_orbit_rows,
     row_view,
     run_rows,
@@ -49,6 +48,8 @@ from lyapax.indicators._rows import (
 from lyapax.sweep import ProblemFamily
 
 __all__ = ["TwoTrajectoryOptions", "TwoTrajectoryResult", "two_trajectory_exponent"]
+
+_WHY = "(an option of the indicator)"
 
 
 class TwoTrajectoryOptions(NamedTuple):
@@ -71,9 +72,17 @@ class TwoTrajectoryOptions(NamedTuple):
         Raises:
             ValueError: a non-positive value, or not ``d_lower <= d0 <= d_upper``.
         """
-        d0 = positive_float("d0", d0)
-        lower = d0 * 1e-3 if d_lower is None else positive_float("d_lower", d_lower)
-        upper = d0 * 1e3 if d_upper is None else positive_float("d_upper", d_upper)
+        d0 = validate.positive_float("d0", d0, why=_WHY)
+        lower = (
+            d0 * 1e-3
+            if d_lower is None
+            else validate.positive_float("d_lower", d_lower, why=_WHY)
+        )
+        upper = (
+            d0 * 1e3
+            if d_upper is None
+            else validate.positive_float("d_upper", d_upper, why=_WHY)
+        )
         if not lower <= d0 <= upper:
             raise ValueError(
                 "need d_lower <= d0 <= d_upper; got "

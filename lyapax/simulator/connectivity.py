@@ -7,6 +7,8 @@ from typing import Any
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine import validate
+
 __all__ = ["Connectivity"]
 
 
@@ -42,9 +44,7 @@ class Connectivity:
                 raise ValueError("tract_lengths must be finite and >= 0")
         else:
             lengths = None
-        speed = float(speed)
-        if not np.isfinite(speed) or speed <= 0:
-            raise ValueError(f"speed must be a finite number > 0; got speed={speed}")
+        speed = validate.positive_float("speed", speed, why="(it sets the delays)")
         self.weights = jnp.asarray(weights)
         self.tract_lengths = lengths
         self.speed = speed
@@ -71,9 +71,7 @@ class Connectivity:
         Raises:
             ValueError: ``dt`` is not a finite number > 0.
         """
-        dt = float(dt)
-        if not np.isfinite(dt) or dt <= 0:
-            raise ValueError(f"dt must be a finite number > 0; got dt={dt}")
+        dt = validate.positive_float("dt", dt, why="(it sets the delay steps)")
         return np.rint(self.delays() / dt).astype(np.int32)
 
     def horizon(self, dt: float) -> int:

@@ -156,18 +156,17 @@ def sweep_lyapunov_spectrum(
         (batch_size, devices, pad),
     )
     found, plan = batch.probe, batch.plan
-    if k is None and found.view is not None:
-        k = run.default_k(found.view, None, None, stacklevel=2)
-    args = run.run_args(
+    args, method = run.setup_run(
         options,
+        found.view,
         d=found.d,
         dt=batch.dt,
         n_steps=n_steps,
-        k=found.d if k is None else k,
         dtype=found.dtype,
         min_transient_steps=min_transient(found),
+        batched=True,
+        stacklevel=2,
     )
-    method = options.renorm.method(batched=True)
     sizes = args.kernel_lengths()
     lengths = sizes.pop("lengths")
     if save_states:
