@@ -32,6 +32,7 @@ PUBLIC_MODULES = (
     "lyapax.hamiltonian",
     "lyapax.utils",
     "lyapax.distributed",
+    "lyapax.pde",
 )
 
 
