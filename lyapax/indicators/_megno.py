@@ -46,7 +46,6 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax.indicators._rows import (
-    positive_float,
     resolve_orbit_rows,
     row_view,
     run_rows,
@@ -147,7 +146,9 @@ def megno(
         raise ValueError(
             f"save_every must be <= n_steps={n_steps}; got save_every={every}"
         )
-    threshold = positive_float("threshold", threshold)
+    threshold = validate.positive_float(
+        "threshold", threshold, why="(an option of the indicator)"
+    )
     if threshold <= 2:
         raise ValueError(
             "threshold must be > 2 (<Y> -> 2 on quasi-periodic orbits); got "
