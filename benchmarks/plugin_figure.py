@@ -2,7 +2,7 @@
 
 Builds synthetic records (no timing involved: fixed medians) for N sized
 benchmarks on two backends plus N unsized ones, then times
-``pytest_lyapax.figure.render_png`` and reports the PNG's pixel size and
+``pytest_lyapax.views.figure.render_png`` and reports the PNG's pixel size and
 bytes, with the CPU time of this process next to the wall time (on a shared
 machine the wall time includes waiting). The figure is bounded (at most 24
 panels), so the time should not grow with N.
@@ -18,8 +18,8 @@ import statistics
 import struct
 import time
 
-from pytest_lyapax import analysis
-from pytest_lyapax.figure import BackendLegend, render_png
+from pytest_lyapax.report import analysis
+from pytest_lyapax.views.figure import BackendLegend, render_png
 
 
 def _record(label: str, size: int | None, median: float, name: str) -> dict:

@@ -27,11 +27,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import analysis, costmodel, details, stats, tables
-from .history import find_steps, history_series, render_history
-from .merge import Merged, merge_reports, merged_document
-from .schema import Report, ReportError
-from .schema import load_report as _load
+from pytest_lyapax.report import analysis, costmodel, details, stats
+from pytest_lyapax.report.history import find_steps, history_series, render_history
+from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
+from pytest_lyapax.report.schema import Report, ReportError
+from pytest_lyapax.report.schema import load_report as _load
+from pytest_lyapax.views import tables
 
 MAX_TABLE_ROWS = 50
 
@@ -41,7 +42,7 @@ class InputError(Exception):
 
 
 def load_report(path: Path, *, need_plot_stats: bool = False) -> Report:
-    """:func:`pytest_lyapax.schema.load_report`, failing with an InputError."""
+    """:func:`pytest_lyapax.report.schema.load_report`, failing with an InputError."""
     try:
         return _load(path, need_plot_stats=need_plot_stats)
     except ReportError as exc:
@@ -97,7 +98,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _legends(merged: Merged) -> list[Any]:
-    from .figure import BackendLegend
+    from pytest_lyapax.views.figure import BackendLegend
 
     return [
         BackendLegend(
@@ -111,7 +112,7 @@ def _legends(merged: Merged) -> list[Any]:
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from .figure import render_png
+    from pytest_lyapax.views.figure import render_png
 
     reports = [
         load_report(p, need_plot_stats=True) for p in expand_inputs(args.reports)
@@ -159,8 +160,8 @@ def _document(items: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_readable(args: argparse.Namespace) -> int:
-    from .explain import view_of
-    from .render import report_html, summary_markdown
+    from pytest_lyapax.views.explain import view_of
+    from pytest_lyapax.views.render import report_html, summary_markdown
 
     view = view_of(_document(args.reports))
     render = summary_markdown if args.command == "summary" else report_html

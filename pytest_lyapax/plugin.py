@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import pytest
 
-from .items import (
+from pytest_lyapax.run.items import (
     LABEL_ATTR,
     count_copies,
     item_label,
     marker_labels,
     per_backend_items,
 )
-from .options import informational, read_settings, validate_marker_sizes
-from .session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
+from pytest_lyapax.run.options import (
+    informational,
+    read_settings,
+    validate_marker_sizes,
+)
+from pytest_lyapax.run.session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
 
 # ``runplan`` (and with it the xdist scheduling, report and figure code) and
 # ``benchmarks`` are imported inside the hooks that only active runs reach:
@@ -224,7 +228,7 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         if WORKERINPUT_KEY in workerinput:
-            from . import runplan
+            from pytest_lyapax.run import runplan
 
             session = runplan.configure_worker(config, workerinput[WORKERINPUT_KEY])
             config.stash[SIZES_KEY] = session.settings.sizes
@@ -232,7 +236,7 @@ def pytest_configure(config: pytest.Config) -> None:
     settings = read_settings(config, check_paths=not informational(config))
     config.stash[SIZES_KEY] = settings.sizes
     if settings.active:
-        from . import runplan
+        from pytest_lyapax.run import runplan
 
         runplan.configure_controller(config, settings)
 
@@ -281,7 +285,7 @@ def pytest_collection_modifyitems(
     count_copies(config, len(items) - collected)
     if session.role in (WORKER, INPROCESS) and session.limits.active:
         # The budget predicts a size from the smaller ones: they run first.
-        from .budget import ascending_sizes
+        from pytest_lyapax.run.budget import ascending_sizes
 
         ascending_sizes(items)
     for item in items:
@@ -327,7 +331,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         # same time, before any backend's phase begins, so no later backend
         # pays its start-up (~1 s) while an earlier one waits, and nothing is
         # being timed yet.
-        from . import runplan
+        from pytest_lyapax.run import runplan
 
         runplan.start_jax(session.items)
 
@@ -336,7 +340,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     lsession = get_session(session.config)
     if lsession is None:
         return
-    from . import benchmarks, runplan
+    from pytest_lyapax.measuring import benchmarks
+    from pytest_lyapax.run import runplan
 
     if lsession.role == WORKER:
         benchmarks.enable_in_worker(session.config)
@@ -350,7 +355,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     # trylast: after pytest has torn down the session-scoped fixtures.
     lsession = get_session(session.config)
     if lsession is not None and lsession.role == WORKER:
-        from . import runplan
+        from pytest_lyapax.run import runplan
 
         runplan.release_worker_memory()
 
@@ -363,11 +368,11 @@ def pytest_runtest_setup(item: pytest.Item):
     session = get_session(item.config)
     measured = session is not None and "benchmark" in getattr(item, "fixturenames", ())
     if measured:
-        from . import benchmarks
+        from pytest_lyapax.measuring import benchmarks
 
         benchmarks.skip_after_oom(item, item_label(item))
         if session.limits.active:
-            from . import budget
+            from pytest_lyapax.run import budget
 
             budget.skip_over_budget(item, item_label(item), session.limits)
     result = yield
@@ -387,7 +392,7 @@ def pytest_runtest_call(item: pytest.Item):
     except Exception as exc:
         if get_session(item.config) is None:
             raise
-        from . import benchmarks
+        from pytest_lyapax.measuring import benchmarks
 
         reason = benchmarks.oom_reason(item, item_label(item), exc)
         if reason is None:
@@ -409,7 +414,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         # Travels with the report to the controller (xdist serialises every
         # attribute), so results are attributed without parsing test ids.
         setattr(report, LABEL_ATTR, item_label(item))
-        from . import benchmarks
+        from pytest_lyapax.measuring import benchmarks
 
         point = benchmarks.pop_point(item)
         if point is not None:
@@ -421,7 +426,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             limits = get_session(item.config).limits  # type: ignore[union-attr]
             label = item_label(item)
             if limits.active and label is not None:
-                from . import budget
+                from pytest_lyapax.run import budget
 
                 budget.observe(item, label, record, limits)
     return report
@@ -449,7 +454,7 @@ def jax_backend(request: pytest.FixtureRequest) -> str:
         import jax
 
         return jax.default_backend()
-    from . import runplan
+    from pytest_lyapax.run import runplan
 
     runplan.check_process_backend(session, label, request.addfinalizer)
     return label

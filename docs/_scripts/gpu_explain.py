@@ -28,9 +28,9 @@ def _rst(text: str) -> str:
 
 def explanation(report_path: Path = REPORT) -> str:
     """The fragment, as reStructuredText paragraphs and a bullet list."""
-    from pytest_lyapax import analysis, details
-    from pytest_lyapax.explain import view_of
-    from pytest_lyapax.tables import format_seconds
+    from pytest_lyapax.report import analysis, details
+    from pytest_lyapax.views.explain import view_of
+    from pytest_lyapax.views.tables import format_seconds
 
     data = json.loads(report_path.read_text())
     view = view_of(data)

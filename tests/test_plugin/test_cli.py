@@ -249,8 +249,8 @@ def test_compare_exit_codes(real_run, tmp_path, clean_environment):
 
 def test_same_named_tests_of_two_modules_stay_apart(real_run):
     # Issue 20: the unsized table and the bar chart showed one test_sin.
-    from pytest_lyapax import analysis
-    from pytest_lyapax.figure import BackendLegend, build_figure
+    from pytest_lyapax.report import analysis
+    from pytest_lyapax.views.figure import BackendLegend, build_figure
 
     path, report = real_run
     stdout = (path / "stdout.txt").read_text()

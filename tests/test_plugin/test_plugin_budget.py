@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from pytest_lyapax import budget
-from pytest_lyapax.schema import ReportError, check_report
+from pytest_lyapax.report.schema import ReportError, check_report
+from pytest_lyapax.run import budget
 
 UNIT = 1e-3
 SIZES = (1, 2, 4, 8, 16)
@@ -307,7 +307,7 @@ def test_progress_is_live_on_a_terminal(project, clean_environment):
 def test_progress_line_counts_and_estimates():
     from types import SimpleNamespace
 
-    from pytest_lyapax.progress import BackendProgress
+    from pytest_lyapax.run.progress import BackendProgress
 
     session = SimpleNamespace(labels=("cpu",), order=("cpu",), expected={"cpu": 4})
     clock = iter([0.0]).__next__

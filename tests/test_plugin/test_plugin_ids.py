@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from pytest_lyapax import items
+from pytest_lyapax.run import items
 
 TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 FAST = ["--benchmark-min-rounds=1", "--benchmark-max-time=0"]

@@ -1,22 +1,41 @@
-"""The plugin's import graph has no cycle.
+"""The plugin's import graph: no cycle, and no import up the layers.
 
 The graph is read from the source with :mod:`ast`: every ``import`` statement
 counts, at module level, inside a function (lazy imports) and under
 ``if TYPE_CHECKING:`` (a type-only import still ties the two modules: moving
 either one drags the other). An edge ``a -> b`` means module ``a`` of
 pytest_lyapax names module ``b`` of pytest_lyapax in an import.
+
+The layers, bottom to top (a module may import its own layer and those
+below, never one above):
+
+``report``     the report model: schema, statistics, identity, analysis,
+               cost model, merge, history (no pytest, no matplotlib at import)
+``backends``   labels, probes, hosts, code identity, the remote-side worker
+``views``      tables, figure, explanations and their renderers
+``measuring``  the benchmark fixture and the measurement of one call
+``run``        options, session, items, scheduling, remote hosts, output
+top            ``plugin`` (the hooks) and ``cli`` (the report tools)
 """
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import re
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 import pytest_lyapax
 
 PACKAGE = "pytest_lyapax"
 ROOT = Path(pytest_lyapax.__file__).parent
+LAYERS = ("report", "backends", "views", "measuring", "run")
+# The modules of the top floor, which nothing in the package may import.
+TOP = {"plugin", "cli", "__main__"}
 
 
 def _name(path: Path, root: Path) -> str:
@@ -79,3 +98,98 @@ def test_no_import_cycle_in_the_plugin():
     assert len(graph) > 20  # the walk found the package
     cycle = cycle_of(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def layer_of(module: str) -> int:
+    """The floor of a module: its subpackage's index in LAYERS, top above."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return -1  # the package itself: an empty __init__
+    if parts[1] in LAYERS:
+        return LAYERS.index(parts[1])
+    if parts[1] in TOP and len(parts) == 2:
+        return len(LAYERS)
+    raise AssertionError(f"{module} is in no layer: put it in one of {LAYERS}")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every ``a -> b`` with b on a higher floor than a."""
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in graph.items()
+        for b in targets
+        if layer_of(b) > layer_of(a)
+    )
+
+
+def test_an_upward_import_is_found(tmp_path):
+    pkg = tmp_path / PACKAGE
+    for sub in ("", "report", "run"):
+        (pkg / sub).mkdir(exist_ok=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "run" / "options.py").write_text("from ..report.schema import X\n")
+    (pkg / "report" / "schema.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from pytest_lyapax.run.options import Y\n"
+    )
+    graph = plugin_graph(pkg)
+    assert graph["pytest_lyapax.run.options"] == {"pytest_lyapax.report.schema"}
+    found = upward_imports(graph)
+    assert found == ["pytest_lyapax.report.schema -> pytest_lyapax.run.options"]
+
+
+def test_a_module_outside_the_layers_is_refused():
+    with pytest.raises(AssertionError, match="in no layer"):
+        layer_of("pytest_lyapax.helpers")
+
+
+def test_no_import_goes_up_the_layers():
+    graph = plugin_graph()
+    for module in graph:
+        layer_of(module)  # every module sits on a floor
+    assert upward_imports(graph) == []
+
+
+def test_the_subpackage_inits_are_empty():
+    for sub in ("", *LAYERS):
+        init = ROOT / sub / "__init__.py"
+        body = ast.parse(init.read_text()).body
+        assert all(
+            isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+            for node in body
+        ), f"{init} holds code: the subpackages only group modules"
+
+
+def test_the_report_model_imports_no_pytest_no_matplotlib_no_jax():
+    modules = sorted(m for m in plugin_graph() if m.startswith(f"{PACKAGE}.report."))
+    assert len(modules) >= 8
+    code = (
+        "import sys\n"
+        + "".join(f"import {m}\n" for m in modules)
+        + "heavy = {'pytest', 'matplotlib', 'jax', 'xdist'} & set(sys.modules)\n"
+        + "print(sorted(heavy))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]"
+
+
+def test_architecture_page_lists_every_plugin_module():
+    page = (ROOT.parent / "docs" / "architecture.md").read_text()
+    section = page.split("## The plugin", 1)[1].split("\n## ", 1)[0]
+    tree = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1)
+    listed: dict[str, set[str]] = {}
+    folder = None
+    for line in tree.splitlines():
+        head = re.match(r"(\w+)/", line)
+        folder = head.group(1) if head else folder
+        if line.startswith(("plugin.py", "cli.py")):
+            folder = ""
+        listed.setdefault(folder, set()).update(re.findall(r"(\w+)\.py", line))
+    on_disk = {
+        sub: {m.stem for m in (ROOT / sub).glob("*.py") if m.name != "__init__.py"}
+        for sub in LAYERS
+    }
+    on_disk[""] = TOP - {"__main__"}
+    assert listed == on_disk

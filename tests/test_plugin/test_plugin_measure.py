@@ -15,12 +15,13 @@ from types import SimpleNamespace
 import jax
 import pytest
 
-from pytest_lyapax import benchmarks, measure, report
-from pytest_lyapax.backends import Backend
-from pytest_lyapax.options import Settings, read_settings
-from pytest_lyapax.schema import ReportError, check_report
-from pytest_lyapax.session import CONTROLLER, BackendState, LyapaxSession
-from pytest_lyapax.tables import format_bytes
+from pytest_lyapax.backends.labels import Backend
+from pytest_lyapax.measuring import benchmarks, measure
+from pytest_lyapax.report.schema import ReportError, check_report
+from pytest_lyapax.report.units import format_bytes
+from pytest_lyapax.run import output as report
+from pytest_lyapax.run.options import Settings, read_settings
+from pytest_lyapax.run.session import CONTROLLER, BackendState, LyapaxSession
 
 N = 24  # side of the (N, N) float64 argument
 HUGE = 10_000_000  # (HUGE, HUGE) float64 is 800 TB: the allocation fails at once
@@ -245,11 +246,14 @@ def test_host_argument_warning_for_a_non_cpu_platform():
 
 
 def test_byte_counts_are_formatted_in_binary_units():
-    assert [format_bytes(n) for n in (None, 512, 1536, 3 * 2**30)] == [
+    sizes = (None, 512, 1000, 1536, 3 * 2**30, 5 * 2**40)
+    assert [format_bytes(n) for n in sizes] == [
         "-",
         "512 B",
+        "1000 B",  # whole bytes, not 1e+03 B
         "1.5 KiB",
         "3 GiB",
+        "5 TiB",
     ]
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from pytest_lyapax.backends import Backend
-from pytest_lyapax.options import (
+from pytest_lyapax.backends.labels import Backend
+from pytest_lyapax.run.options import (
     CompareThreshold,
     check_report_dir,
     load_compare_file,

@@ -18,8 +18,9 @@ from pathlib import Path
 import execnet
 import pytest
 
-from pytest_lyapax import codeid, hosts, remote
-from pytest_lyapax.backends import Backend
+from pytest_lyapax.backends import codeid, hosts
+from pytest_lyapax.backends.labels import Backend
+from pytest_lyapax.run import remote
 
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=2", "--benchmark-max-time=0"]
 SERVER_SCRIPT = Path(execnet.__file__).parent / "script" / "socketserver.py"
@@ -303,8 +304,8 @@ def test_host_lost_between_probe_and_start_runs_a_skipping_local_worker():
     becomes a local one that skips its tests, so nothing else is lost."""
     from types import SimpleNamespace
 
-    from pytest_lyapax.options import Settings
-    from pytest_lyapax.session import BackendState, LyapaxSession
+    from pytest_lyapax.run.options import Settings
+    from pytest_lyapax.run.session import BackendState, LyapaxSession
 
     backends = (Backend("cpu", "cpu"), Backend("cpu2", "cpu", "socket=127.0.0.1:1"))
     settings = Settings(backends=backends, host_timeout=5.0)

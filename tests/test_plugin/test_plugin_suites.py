@@ -369,12 +369,12 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
 def test_json_is_written_even_when_the_figure_fails(pytester):
     pytester.makeconftest(
         """
-        import pytest_lyapax.report
+        import pytest_lyapax.run.output
 
         def broken(*args, **kwargs):
             raise RuntimeError("figure backend exploded")
 
-        pytest_lyapax.report.render_png = broken
+        pytest_lyapax.run.output.render_png = broken
         """
     )
     pytester.makepyfile(
@@ -566,8 +566,8 @@ def test_require_a_backend_and_consistent_option_errors(pytester):
 
 
 def test_plain_cpu_is_not_probed_in_a_subprocess(monkeypatch):
-    from pytest_lyapax import probe
-    from pytest_lyapax.backends import OK, Backend
+    from pytest_lyapax.backends import probe
+    from pytest_lyapax.backends.labels import OK, Backend
 
     def no_subprocess(*args, **kwargs):
         raise AssertionError("probed JAX_PLATFORMS=cpu in a subprocess")
@@ -695,14 +695,23 @@ def test_a_run_without_backends_imports_only_what_it_needs(pytester):
     assert result.ret == pytest.ExitCode.OK
     loaded = set(json.loads((pytester.path / "modules.json").read_text()))
     assert "pytest_lyapax.plugin" in loaded
-    heavy = {"runplan", "scheduling", "collector", "report", "figure", "benchmarks"}
+    heavy = {
+        "run.runplan",
+        "run.scheduling",
+        "run.collector",
+        "run.output",
+        "run.remote",
+        "views",
+        "measuring.benchmarks",
+        "backends.remoteprobe",
+    }
     assert not loaded & {f"pytest_lyapax.{name}" for name in heavy}
 
 
 def test_worker_reaper_reports_a_failed_teardown():
     from types import SimpleNamespace
 
-    from pytest_lyapax.scheduling import _WorkerReaper
+    from pytest_lyapax.run.scheduling import _WorkerReaper
 
     def teardown_nodes():
         raise OSError("gateway went away")
@@ -725,8 +734,8 @@ def test_worker_reaper_reports_a_failed_teardown():
 
 def test_analysis_is_pure():
     code = (
-        "import sys, pytest_lyapax.analysis;"
-        "bad = {'pytest', 'pytest_lyapax.options', 'jax'} & set(sys.modules);"
+        "import sys, pytest_lyapax.report.analysis;"
+        "bad = {'pytest', 'pytest_lyapax.run.options', 'jax'} & set(sys.modules);"
         "print(sorted(bad)); sys.exit(bool(bad))"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

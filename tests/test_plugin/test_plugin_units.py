@@ -6,13 +6,20 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_lyapax import analysis, stats, tables
-from pytest_lyapax.backends import FALLBACK, OK, UNAVAILABLE, Backend
-from pytest_lyapax.benchmarks import RecordedBenchmark
-from pytest_lyapax.figure import BackendLegend, build_figure, render_png
-from pytest_lyapax.options import CompareThreshold
-from pytest_lyapax.probe import interpret
-from pytest_lyapax.scheduling import GPU_MEMORY_ENV, BackendScheduling, worker_spec
+from pytest_lyapax.backends.labels import (
+    FALLBACK,
+    GPU_MEMORY_ENV,
+    OK,
+    UNAVAILABLE,
+    Backend,
+)
+from pytest_lyapax.backends.probe import interpret
+from pytest_lyapax.measuring.benchmarks import RecordedBenchmark
+from pytest_lyapax.report import analysis, stats
+from pytest_lyapax.run.options import CompareThreshold
+from pytest_lyapax.run.scheduling import BackendScheduling, worker_spec
+from pytest_lyapax.views import tables
+from pytest_lyapax.views.figure import BackendLegend, build_figure, render_png
 
 # ---------------------------------------------------------------- scheduler
 
@@ -68,7 +75,7 @@ def test_worker_spec_sets_only_jax_platforms():
 
 
 def test_a_worker_label_comes_from_the_position_of_its_spec():
-    from pytest_lyapax.scheduling import assign_label
+    from pytest_lyapax.run.scheduling import assign_label
 
     specs = [object(), object()]  # cpu and cpu2 share JAX_PLATFORMS=cpu
     manager = SimpleNamespace(specs=specs)

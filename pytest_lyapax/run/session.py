@@ -20,11 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .backends import MISMATCH, NOT_RUN, OK, RUNNABLE, UNAVAILABLE, Backend
-from .options import Settings
+from pytest_lyapax.backends.labels import (
+    MISMATCH,
+    NOT_RUN,
+    OK,
+    RUNNABLE,
+    UNAVAILABLE,
+    Backend,
+)
+from pytest_lyapax.run.options import Settings
 
 if TYPE_CHECKING:
-    from .budget import Limits
+    from pytest_lyapax.run.budget import Limits
 
 CONTROLLER, WORKER, INPROCESS, COLLECT = "controller", "worker", "inprocess", "collect"
 WORKERINPUT_KEY = "pytest_lyapax"
@@ -89,7 +96,7 @@ class LyapaxSession:
     @property
     def limits(self) -> Limits:
         """The run's time budget and first-call ceiling (see budget.py)."""
-        from .budget import Limits
+        from pytest_lyapax.run.budget import Limits
 
         return Limits(self.settings.budget_s, self.settings.max_call_s)
 

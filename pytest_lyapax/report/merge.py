@@ -1,6 +1,7 @@
 """Several reports as one (``pytest-lyapax merge`` and ``plot``).
 
-Series are told apart by their identity (:func:`~pytest_lyapax.identity.series_id`):
+Series are told apart by their identity
+(:func:`~pytest_lyapax.report.identity.series_id`):
 when the inputs come from more than one machine, every series label gets the
 machine (``cpu @ laptop``, ``gpu @ server``; host and device when one host
 has several devices), and two inputs holding the same series at the same size
@@ -16,8 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .identity import machine_of, machine_suffixes, record_size, series_id
-from .schema import REPORT_KEY, SCHEMA_VERSION, Report
+from pytest_lyapax.report.identity import (
+    machine_of,
+    machine_suffixes,
+    record_size,
+    series_id,
+)
+from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION, Report
 
 
 @dataclass

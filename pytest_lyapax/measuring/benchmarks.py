@@ -26,7 +26,8 @@ iterations=1)`` times one cold call, compilation included, and it calls the
 target exactly as asked; its first call's duration and the memory figures
 are read after the rounds, the dispatch/device split from its later rounds.
 
-A benchmark that runs out of memory (:func:`pytest_lyapax.measure.out_of_memory`)
+A benchmark that runs out of memory
+(:func:`pytest_lyapax.measuring.measure.out_of_memory`)
 is skipped with the error as the reason and recorded as an ``oom`` point;
 larger sizes of its series on that backend are then skipped before they start
 (``skipped_after_oom``).  Points travel to the controller like the records.
@@ -49,10 +50,10 @@ from typing import Any
 
 import pytest
 
-from . import measure
-from .identity import PLUGIN_PARAMS
-from .schema import STAT_FIELDS
-from .stats import MIN_ROUNDS
+from pytest_lyapax.measuring import measure
+from pytest_lyapax.report.identity import PLUGIN_PARAMS
+from pytest_lyapax.report.schema import STAT_FIELDS
+from pytest_lyapax.report.stats import MIN_ROUNDS
 
 RECORD_ATTR = "pytest_lyapax_benchmark"
 POINT_ATTR = "pytest_lyapax_point"
@@ -133,7 +134,7 @@ def _min_rounds_given(config: pytest.Config) -> bool:
 
 
 def raise_default_rounds(config: pytest.Config) -> None:
-    """Give every benchmark at least :data:`~pytest_lyapax.stats.MIN_ROUNDS`
+    """Give every benchmark at least :data:`~pytest_lyapax.report.stats.MIN_ROUNDS`
     rounds unless the user chose a number: pytest-benchmark's default of 5
     is too few for the noise test to decide anything."""
     bs = benchmark_session(config)

@@ -20,11 +20,21 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from . import codeid
-from .backends import MISMATCH, OK, UNAVAILABLE, Backend
-from .hosts import HostSpec
-from .probe import _PROBE_CODE, PROBE_TIMEOUT_S, ProbeResult, interpret
-from .scheduling import GPU_MEMORY_ENV
+from pytest_lyapax.backends import codeid
+from pytest_lyapax.backends.hosts import HostSpec
+from pytest_lyapax.backends.labels import (
+    GPU_MEMORY_ENV,
+    MISMATCH,
+    OK,
+    UNAVAILABLE,
+    Backend,
+)
+from pytest_lyapax.backends.probe import (
+    _PROBE_CODE,
+    PROBE_TIMEOUT_S,
+    ProbeResult,
+    interpret,
+)
 
 _INFO_MARK = "PYTEST_LYAPAX_HOST "
 _NAMES = (*codeid.TOOLS, "pytest", "pytest-xdist", "execnet")

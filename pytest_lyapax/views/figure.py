@@ -19,14 +19,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .analysis import Point, SizedBenchmark, crossovers
+from pytest_lyapax.report.analysis import Point, SizedBenchmark, crossovers
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from .costmodel import BenchmarkModel
-    from .details import FailedPoint, PanelNotes
+    from pytest_lyapax.report.costmodel import BenchmarkModel
+    from pytest_lyapax.report.details import FailedPoint, PanelNotes
 
 _MARKERS = "osD^v<>p"
 MAX_PANELS = 24  # sized panels drawn; the bar chart comes on top

@@ -15,3 +15,14 @@ def format_seconds(value: float | None) -> str:
         if abs(value) >= scale:
             return f"{value / scale:.3g} {unit}"
     return f"{value / 1e-9:.3g} ns"
+
+
+def format_bytes(value: float | None) -> str:
+    """A byte count in binary units (``512 B``, ``1.5 KiB`` .. ``TiB``; ``-``
+    when unknown). Whole bytes below 1 KiB (``1000 B``, not ``1e+03 B``)."""
+    if value is None:
+        return "-"
+    for unit, power in (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if value >= 2**power:
+            return f"{value / 2**power:.3g} {unit}"
+    return f"{value:.0f} B"

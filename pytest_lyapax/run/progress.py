@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from .items import LABEL_ATTR
-from .scheduling import node_label
-from .session import LyapaxSession
+from pytest_lyapax.run.items import LABEL_ATTR
+from pytest_lyapax.run.scheduling import node_label
+from pytest_lyapax.run.session import LyapaxSession
 
 PLAIN_EVERY_S = 30.0
 

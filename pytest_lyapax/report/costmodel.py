@@ -29,12 +29,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .tables import format_seconds
+from pytest_lyapax.report.units import format_seconds
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .analysis import Point, SizedBenchmark
+    from pytest_lyapax.report.analysis import Point, SizedBenchmark
 
 MIN_SIZES = 4
 BOOTSTRAP = 200
@@ -433,7 +433,7 @@ class BenchmarkModel:
 
 def benchmark_model(bench: SizedBenchmark) -> BenchmarkModel:
     """Fit every series of ``bench`` and predict crossovers against the first."""
-    from .analysis import crossovers
+    from pytest_lyapax.report.analysis import crossovers
 
     fits = tuple(
         fit_series(label, points, bench.key) for label, points in bench.series.items()

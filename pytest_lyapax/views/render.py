@@ -1,6 +1,6 @@
 """``summary.md`` (GitHub-flavoured markdown) and ``report.html`` (one file).
 
-Both render the sections of :mod:`pytest_lyapax.explain`; neither adds data.
+Both render the sections of :mod:`pytest_lyapax.views.explain`; neither adds data.
 Every string that comes from a report is untrusted: in markdown the
 characters that would start formatting, a table cell or inline HTML are
 escaped, in HTML everything goes through :func:`html.escape`.  The HTML page
@@ -16,7 +16,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .explain import Figure, Lines, ReportView, Section, Table, report_sections
+from pytest_lyapax.views.explain import (
+    Figure,
+    Lines,
+    ReportView,
+    Section,
+    Table,
+    report_sections,
+)
 
 SUMMARY_NAME = "summary.md"
 HTML_NAME = "report.html"
@@ -141,7 +148,7 @@ def outputs(
     data: Mapping[str, Any], figure: bytes | str | None = None
 ) -> dict[str, bytes]:
     """Both files of one report document, by file name."""
-    from .explain import view_of
+    from pytest_lyapax.views.explain import view_of
 
     view = view_of(data)
     return {SUMMARY_NAME: summary_markdown(view), HTML_NAME: report_html(view, figure)}

@@ -15,19 +15,19 @@ from typing import Any
 
 import pytest
 
-from . import report
-from .analysis import ComparisonResult
-from .backends import CRASHED
-from .benchmarks import (
+from pytest_lyapax.backends.labels import CRASHED
+from pytest_lyapax.measuring.benchmarks import (
     POINT_ATTR,
     RECORD_ATTR,
     fold_process,
     hand_to_benchmark_session,
 )
-from .items import LABEL_ATTR, item_label
-from .scheduling import node_label
-from .schema import REPORT_KEY
-from .session import CONTROLLER, INPROCESS, LyapaxSession
+from pytest_lyapax.report.analysis import ComparisonResult
+from pytest_lyapax.report.schema import REPORT_KEY
+from pytest_lyapax.run import output
+from pytest_lyapax.run.items import LABEL_ATTR, item_label
+from pytest_lyapax.run.scheduling import node_label
+from pytest_lyapax.run.session import CONTROLLER, INPROCESS, LyapaxSession
 
 
 class ResultCollector:
@@ -102,11 +102,11 @@ class ResultCollector:
                 hand_to_benchmark_session(self.config, record)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        report.settle_statuses(self.session)
-        self.info = report.machine_info(self.config)
-        self.compared = report.check_regressions(self.session, self.info)
+        output.settle_statuses(self.session)
+        self.info = output.machine_info(self.config)
+        self.compared = output.check_regressions(self.session, self.info)
         try:
-            self.written = report.write_reports(
+            self.written = output.write_reports(
                 self.config, self.session, self.info, self.compared
             )
         except OSError as exc:
@@ -128,7 +128,7 @@ class ResultCollector:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        sections = report.summary_lines(
+        sections = output.summary_lines(
             self.session, self.compared, self.written, self.info
         )
         for title, lines in sections:
@@ -178,4 +178,4 @@ class ResultCollector:
     ) -> None:
         # pytest-benchmark's own --benchmark-json/--benchmark-save get the
         # backend states too.
-        output_json[REPORT_KEY] = {"backends": report.backend_summary(self.session)}
+        output_json[REPORT_KEY] = {"backends": output.backend_summary(self.session)}

@@ -15,12 +15,14 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from . import benchmarks, remote, remoteworker
-from .collector import ResultCollector
-from .options import Settings, informational
-from .probe import probe_backends
-from .scheduling import XdistHooks
-from .session import (
+from pytest_lyapax.backends import remoteworker
+from pytest_lyapax.backends.probe import probe_backends
+from pytest_lyapax.measuring import benchmarks
+from pytest_lyapax.run import remote
+from pytest_lyapax.run.collector import ResultCollector
+from pytest_lyapax.run.options import Settings, informational
+from pytest_lyapax.run.scheduling import XdistHooks
+from pytest_lyapax.run.session import (
     COLLECT,
     CONTROLLER,
     INPROCESS,
@@ -164,7 +166,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     collector = ResultCollector(config, session)
     config.pluginmanager.register(collector, "pytest-lyapax-results")
     if session.role == CONTROLLER:
-        from .progress import BackendProgress
+        from pytest_lyapax.run.progress import BackendProgress
 
         config.pluginmanager.register(
             BackendProgress(config, session), "pytest-lyapax-progress"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from . import codeid
+from pytest_lyapax.backends import codeid
 
 LINK_KEY = "pytest_lyapax_link"
 BEAT_EVERY_S = 2.0

@@ -18,17 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .backends import CRASHED, Backend
-from .session import WORKERINPUT_KEY, LyapaxSession
+from pytest_lyapax.backends.labels import CRASHED, GPU_MEMORY_ENV, Backend
+from pytest_lyapax.run.session import WORKERINPUT_KEY, LyapaxSession
 
 if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
     from xdist.workermanage import WorkerController
-
-# Set in GPU workers unless the user set it: a correctness run starts child
-# JAX processes (pytester, subprocess tests) that would find most of the
-# GPU's memory reserved by the worker's default preallocation.
-GPU_MEMORY_ENV = "XLA_PYTHON_CLIENT_PREALLOCATE"
 
 
 def worker_spec(backend: Backend, environ: dict[str, str] | None = None) -> str:

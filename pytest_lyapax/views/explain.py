@@ -15,11 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import analysis, costmodel, details, tables
-from .backends import outcome_text
-from .figure import BackendLegend
-from .identity import machine_of, record_label, record_size, series_id
-from .schema import REPORT_KEY
+from pytest_lyapax.backends.labels import outcome_text
+from pytest_lyapax.report import analysis, costmodel, details, units
+from pytest_lyapax.report.identity import (
+    machine_of,
+    record_label,
+    record_size,
+    series_id,
+)
+from pytest_lyapax.report.schema import REPORT_KEY
+from pytest_lyapax.views import tables
+from pytest_lyapax.views.figure import BackendLegend
 
 TITLE = "pytest-lyapax report"
 
@@ -98,7 +104,7 @@ class ReportView:
         return out
 
     def figure_args(self) -> tuple[Any, ...]:
-        """The arguments of :func:`pytest_lyapax.figure.render_png` for this report."""
+        """The arguments of :func:`~pytest_lyapax.views.figure.render_png` here."""
         return (
             self.benches,
             self.legends(),
@@ -109,7 +115,7 @@ class ReportView:
         )
 
     def figure_png(self) -> bytes:
-        from .figure import render_png
+        from pytest_lyapax.views.figure import render_png
 
         return render_png(*self.figure_args())
 
@@ -242,7 +248,7 @@ def _resources(view: ReportView) -> Section | None:
                 _text(record_label(r)),
                 _text(record_size(r)),
                 warm.describe() if warm else details.NOT_MEASURED,
-                *(details.format_bytes(memory[k]) for k, _ in details.MEMORY_FIELDS),
+                *(units.format_bytes(memory[k]) for k, _ in details.MEMORY_FIELDS),
                 (
                     f"{tables.format_seconds(split[0])} / "
                     f"{tables.format_seconds(split[1])}"

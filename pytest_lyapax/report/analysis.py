@@ -3,8 +3,8 @@
 A *record* is one entry of pytest-benchmark's JSON ``benchmarks`` list; the
 plugin puts the backend label in ``extra_info["backend"]`` and the size (or
 None) in ``extra_info["size"]``.  Which series a record belongs to is
-:func:`pytest_lyapax.identity.series_id`; whether two sets of timings differ
-is :func:`pytest_lyapax.stats.judge`.  Nothing here measures, reads a clock or
+:func:`pytest_lyapax.report.identity.series_id`; whether two sets of timings differ
+is :func:`pytest_lyapax.report.stats.judge`.  Nothing here measures, reads a clock or
 imports pytest, so the command-line tools reuse it on saved reports.
 """
 
@@ -16,16 +16,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import stats
-from .identity import (
+from pytest_lyapax.report import stats
+from pytest_lyapax.report.identity import (
     Machine,
     SeriesId,
     record_size,
     series_id,
     unique_names,
 )
-from .schema import TIME_FIELDS
-from .units import format_seconds
+from pytest_lyapax.report.schema import TIME_FIELDS
+from pytest_lyapax.report.units import format_seconds
 
 DEFAULT_SIZE_LABEL = "problem size (jax_size)"
 # Verdict of a size where the noise test could not decide for lack of rounds.
@@ -250,7 +250,7 @@ class Crossover:
     """How ``other`` compares with ``reference`` over the common sizes.
 
     ``verdicts`` holds, per common size, the label that the noise test
-    (:func:`pytest_lyapax.stats.judge`) finds faster, ``"noise"`` when it
+    (:func:`pytest_lyapax.report.stats.judge`) finds faster, ``"noise"`` when it
     finds no difference, or :data:`FEW` when there were too few rounds.
     """
 
@@ -355,7 +355,7 @@ def find_crossover(
     A crossing lies between adjacent common sizes where the sign of
     ``log(t_reference / t_other)`` changes; its position is interpolated
     linearly in log(size).  Who is *faster* at a size is decided by the noise
-    test on the two backends' round times (:func:`pytest_lyapax.stats.judge`).
+    test on the two backends' round times (:func:`pytest_lyapax.report.stats.judge`).
     """
     sizes = tuple(sorted(set(ref_points) & set(other_points)))
     if not sizes:
@@ -505,7 +505,7 @@ def compare_runs(
     machine_info: Mapping[str, Any] | None = None,
 ) -> ComparisonResult:
     """Match this run's records with a saved run by identity (benchmark,
-    backend, size; :func:`~pytest_lyapax.identity.series_id`), compare the
+    backend, size; :func:`~pytest_lyapax.report.identity.series_id`), compare the
     fields the gates name (median if none), run the noise test on each pair
     and record, per backend, the machine of both runs.
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
-from .backends import FALLBACK, OK, UNAVAILABLE, Backend
+from pytest_lyapax.backends.labels import FALLBACK, OK, UNAVAILABLE, Backend
 
 PROBE_TIMEOUT_S = 180.0
 _MARK = "PYTEST_LYAPAX_PROBE "

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from .backends import LABEL_PATTERN, Backend
+from pytest_lyapax.backends.labels import LABEL_PATTERN, Backend
 
 OPTION = "--jax-backend-host"
 KINDS = ("ssh", "socket", "popen")

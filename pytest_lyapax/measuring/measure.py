@@ -47,13 +47,6 @@ OVER_BUDGET = "over_budget"  # budget.py: predicted not to fit, never timed
 POINT_STATUSES = (OOM, SKIPPED_AFTER_OOM, OVER_BUDGET)
 WARMUP_KINDS = ("compile", "first_call")
 ARGS_ON = ("host", "device", "mixed", "none")
-MEMORY_FIELDS = (
-    "device_peak_bytes",
-    "argument_bytes",
-    "output_bytes",
-    "temp_bytes",
-    "host_peak_rss_bytes",
-)
 # JAX's own compile events (jax._src.dispatch, jax._src.compiler).
 _TRACE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",

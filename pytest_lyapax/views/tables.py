@@ -9,29 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .identity import unique_names
-from .units import format_seconds  # re-exported: the views import it from here
+from pytest_lyapax.report.identity import unique_names
+from pytest_lyapax.report.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
-    from .analysis import (
+    from pytest_lyapax.report.analysis import (
         CompareThreshold,
         Comparison,
         MachineMatch,
         Point,
         SizedBenchmark,
     )
-
-
-def format_bytes(value: int | None) -> str:
-    """Format a byte count in binary units (B, KiB, MiB, GiB, TiB)."""
-    if value is None:
-        return "-"
-    amount = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if amount < 1024:
-            return f"{amount:.3g} {unit}"
-        amount /= 1024
-    return f"{amount:.3g} TiB"
 
 
 def _per_label(cells: Sequence[str]) -> str:
@@ -141,7 +129,8 @@ def unsized_table(
     missing: Mapping[str, str],
 ) -> list[str]:
     """Benchmark x backend median table for benchmarks without a size axis
-    (``medians`` as :func:`pytest_lyapax.analysis.unsized_medians` gives them)."""
+    (``medians`` as :func:`~pytest_lyapax.report.analysis.unsized_medians`
+    gives them)."""
     found = unsized_rows(medians, labels, missing)
     return render_table(*found) if found else []
 

@@ -66,6 +66,12 @@ class Backend:
         return PLATFORM_BACKENDS[self.platform.split(",")[0]]
 
 
+# Set in GPU workers unless the user set it: a correctness run starts child
+# JAX processes (pytester, subprocess tests) that would find most of the
+# GPU's memory reserved by the worker's default preallocation.
+GPU_MEMORY_ENV = "XLA_PYTHON_CLIENT_PREALLOCATE"
+
+
 # pytest's order of the outcome words in its summary line; other categories
 # (``subtests passed``, ``rerun``, ...) follow in alphabetical order.
 _OUTCOME_ORDER = ("failed", "passed", "skipped", "xfailed", "xpassed", "error")

@@ -16,17 +16,17 @@ from typing import Any
 
 import pytest
 
-from .analysis import CompareThreshold, parse_threshold
-from .backends import (
+from pytest_lyapax.backends.hosts import bind_hosts, parse_host_bindings, parse_timeout
+from pytest_lyapax.backends.labels import (
     DEFAULT_PLATFORMS,
     LABEL_ALIASES,
     LABEL_PATTERN,
     PLATFORM_BACKENDS,
     Backend,
 )
-from .hosts import bind_hosts, parse_host_bindings, parse_timeout
-from .identity import machine_of
-from .schema import ReportError, load_report
+from pytest_lyapax.report.analysis import CompareThreshold, parse_threshold
+from pytest_lyapax.report.identity import machine_of
+from pytest_lyapax.report.schema import ReportError, load_report
 
 
 @dataclass(frozen=True)
@@ -401,7 +401,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
 def read_limits(config: pytest.Config) -> tuple[float | None, float | None]:
     """``--jax-budget`` and ``--jax-max-call`` (command line over ini), in
     seconds; None where off (``none`` or not given)."""
-    from .budget import parse_duration
+    from pytest_lyapax.run.budget import parse_duration
 
     limits = []
     for dest, flag in (

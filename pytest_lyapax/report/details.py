@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .identity import record_label, record_size, series_id
-from .schema import REPORT_KEY
-from .tables import format_seconds
+from pytest_lyapax.report.identity import record_label, record_size, series_id
+from pytest_lyapax.report.schema import REPORT_KEY
+from pytest_lyapax.report.units import format_seconds
 
 MISSING = "-"
 NOT_MEASURED = "not measured"
@@ -124,16 +124,6 @@ def args_on(record: Mapping[str, Any]) -> str | None:
     info = record.get("extra_info")
     value = info.get("args_on") if isinstance(info, Mapping) else None
     return value if value in ("host", "device", "mixed", "none") else None
-
-
-def format_bytes(value: float | None) -> str:
-    """Bytes with a binary unit (``-`` when unknown)."""
-    if value is None:
-        return MISSING
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if value >= scale:
-            return f"{value / scale:.3g} {unit}"
-    return f"{value:.0f} B"
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from . import stats
-from .analysis import Point, point_of
-from .identity import Machine, SeriesId, record_size, series_id, unique_names
-from .schema import Report
+from pytest_lyapax.report import stats
+from pytest_lyapax.report.analysis import Point, point_of
+from pytest_lyapax.report.identity import (
+    Machine,
+    SeriesId,
+    record_size,
+    series_id,
+    unique_names,
+)
+from pytest_lyapax.report.schema import Report
 
 MAX_HISTORY_PANELS = 24
 

@@ -36,13 +36,27 @@ from typing import Any
 
 import pytest
 
-from . import analysis, costmodel, explain, measure, stats, tables
-from .backends import CRASHED, INTERRUPTED, OK, PARTIAL, RUNNABLE, outcome_text
-from .figure import render_png
-from .identity import record_label
-from .render import HTML_NAME, SUMMARY_NAME, report_html, summary_markdown
-from .schema import REPORT_KEY, SCHEMA_VERSION
-from .session import LyapaxSession
+from pytest_lyapax.backends.labels import (
+    CRASHED,
+    INTERRUPTED,
+    OK,
+    PARTIAL,
+    RUNNABLE,
+    outcome_text,
+)
+from pytest_lyapax.measuring import measure
+from pytest_lyapax.report import analysis, costmodel, stats
+from pytest_lyapax.report.identity import record_label
+from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
+from pytest_lyapax.run.session import LyapaxSession
+from pytest_lyapax.views import explain, tables
+from pytest_lyapax.views.figure import render_png
+from pytest_lyapax.views.render import (
+    HTML_NAME,
+    SUMMARY_NAME,
+    report_html,
+    summary_markdown,
+)
 
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"

@@ -23,7 +23,7 @@ from _pytest.doctest import DoctestItem
 from _pytest.scope import Scope
 from _pytest.unittest import TestCaseFunction
 
-from .backends import LABEL_ALIASES
+from pytest_lyapax.backends.labels import LABEL_ALIASES
 
 # CallSpec since pytest 9.2 (where the old name CallSpec2 warns), before: CallSpec2.
 _CallSpec: Any = getattr(_python, "CallSpec", None) or _python.CallSpec2

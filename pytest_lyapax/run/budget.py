@@ -12,7 +12,7 @@ before a size starts: a running size is never cut short.
 
 The prediction of the seconds per call at size ``n``:
 
-``cost model``  with :data:`~pytest_lyapax.costmodel.MIN_SIZES` or more sizes
+``cost model``  with :data:`~pytest_lyapax.report.costmodel.MIN_SIZES` or more sizes
                 measured and the model fitting them, ``t(n) = a + b n^p``
                 (``costmodel.py``); its interval is the 2.5-97.5 percentile
                 range of the bootstrap refits' predictions.
@@ -39,8 +39,8 @@ from typing import Any
 
 import pytest
 
-from .measure import OVER_BUDGET
-from .tables import format_seconds
+from pytest_lyapax.measuring.measure import OVER_BUDGET
+from pytest_lyapax.report.units import format_seconds
 
 COST_MODEL, SCALED = "cost model", "scaled"
 # Growth exponents (central, low, high) assumed from a single measured size.
@@ -150,8 +150,8 @@ def _scaled(measured: Sequence[_Measured], size: int) -> Prediction:
 
 def predict(measured: Sequence[_Measured], size: int, name: str = "") -> Prediction:
     """Seconds per call at ``size`` from the measured (smaller) sizes."""
-    from . import costmodel
-    from .analysis import Point
+    from pytest_lyapax.report import costmodel
+    from pytest_lyapax.report.analysis import Point
 
     if len(measured) >= costmodel.MIN_SIZES:
         points = [
@@ -209,7 +209,7 @@ def skip_over_budget(item: pytest.Item, label: str | None, limits: Limits) -> No
         return
     point = check(item, label, limits)
     if point is not None:
-        from .benchmarks import set_point
+        from pytest_lyapax.measuring.benchmarks import set_point
 
         set_point(item, point)
         raise pytest.skip.Exception(point["message"], _use_item_location=True)
@@ -223,7 +223,7 @@ def _benchmark_options(config: pytest.Config) -> dict[str, Any]:
 def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | None:
     """Before a sized benchmark starts: the over-budget point and skip reason
     (``point["message"]``) when it does not fit, else None (run it)."""
-    from .benchmarks import series_of
+    from pytest_lyapax.measuring.benchmarks import series_of
 
     item.stash[_START_KEY] = time.perf_counter()
     key, size = series_of(item, label)
@@ -270,7 +270,7 @@ def observe(
 ) -> None:
     """After a sized benchmark ran: add its wall time (set-up to the end of
     its call) to its series, and its timing to the series' measured sizes."""
-    from .benchmarks import series_of
+    from pytest_lyapax.measuring.benchmarks import series_of
 
     start = item.stash.get(_START_KEY, None)
     key, size = series_of(item, label)
@@ -305,8 +305,8 @@ def _size_of(item: pytest.Item) -> Any:
 def ascending_sizes(items: list[pytest.Item]) -> None:
     """Reorder, in place, each series' sized items so that its sizes ascend,
     within the positions those items already hold (nothing else moves)."""
-    from .benchmarks import series_of
-    from .items import item_label
+    from pytest_lyapax.measuring.benchmarks import series_of
+    from pytest_lyapax.run.items import item_label
 
     slots: dict[tuple[str, str, str], list[int]] = {}
     for index, item in enumerate(items):

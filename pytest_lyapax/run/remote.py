@@ -31,16 +31,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from . import codeid
-from .backends import CRASHED, MISMATCH, UNAVAILABLE, Backend
-from .benchmarks import RECORD_ATTR
-from .hosts import HostSpec, parse_host_spec, typed_xdist_error
-from .items import LABEL_ATTR
-from .probe import ProbeResult
-from .remoteprobe import describe_error, mismatch_reason, probe_hosts, within
-from .remoteworker import BEAT_EVERY_S, LINK_KEY
-from .scheduling import worker_spec as local_worker_spec
-from .session import LyapaxSession
+from pytest_lyapax.backends import codeid
+from pytest_lyapax.backends.hosts import HostSpec, parse_host_spec, typed_xdist_error
+from pytest_lyapax.backends.labels import CRASHED, MISMATCH, UNAVAILABLE, Backend
+from pytest_lyapax.backends.probe import ProbeResult
+from pytest_lyapax.backends.remoteprobe import (
+    describe_error,
+    mismatch_reason,
+    probe_hosts,
+    within,
+)
+from pytest_lyapax.backends.remoteworker import BEAT_EVERY_S, LINK_KEY
+from pytest_lyapax.measuring.benchmarks import RECORD_ATTR
+from pytest_lyapax.run.items import LABEL_ATTR
+from pytest_lyapax.run.scheduling import worker_spec as local_worker_spec
+from pytest_lyapax.run.session import LyapaxSession
 
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
