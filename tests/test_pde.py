@@ -131,7 +131,7 @@ def test_ks_l22_symmetry_zeros_and_published_leading_exponent(integrator):
     # Leading exponent of KS at L = 22. Candidates from the literature:
     # 0.043 (Edson, Bunder, Mattner & Roberts 2019, "Lyapunov exponents of
     # the Kuramoto-Sivashinsky PDE", ANZIAM J.) and 0.048 (Cvitanovic,
-    # Davidchack & Siminos 2010, SIAM J. Appl. Dyn. Syst.). STILL NOT
+    # Davidchack & Siminos, arXiv:0709.2944). STILL NOT
     # VERIFIED against their tables: a search of the stored pages found only
     # the abstracts. Measured here (T = 5000): 0.0495 +- 0.0026 (etdrk4),
     # 0.0483 +- 0.0028 (ifrk4). The band covers both candidates and the
