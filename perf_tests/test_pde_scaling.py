@@ -1,0 +1,29 @@
+"""A PDE series for the crossover figure: Kuramoto–Sivashinsky spectra.
+
+Pseudo-spectral KS (``lyapax.pde.kuramoto_sivashinsky``) at the resolution of
+64 points per 22 length units (``L = 22 n / 64``), ETDRK4 with ``dt = 0.25``,
+``k = 16`` exponents, QR every step, 100 steps, timed end to end through
+``lyapunov_spectrum``. The work per step is ``(k + 1)`` batched real FFTs of
+length ``n`` per stage, ``O(k n log n)``: FFT-bound, unlike the dense
+``d**2`` Kuramoto network, so its CPU/GPU crossover is a different one.
+"""
+
+import jax.numpy as jnp
+import pytest
+
+from lyapax.core import lyapunov_spectrum
+from lyapax.pde import kuramoto_sivashinsky
+
+K, N_STEPS, DT = 16, 100, 0.25
+
+
+@pytest.mark.jax_sizes(64, 256, 1024, 4096, 16384, label="grid points n")
+def test_kuramoto_sivashinsky(benchmark, jax_backend, jax_size):
+    problem = kuramoto_sivashinsky(jax_size, 22.0 * jax_size / 64, dt=DT)
+
+    def leading_exponents():
+        return lyapunov_spectrum(problem, N_STEPS, k=K).exponents
+
+    exponents = benchmark(leading_exponents)
+    assert exponents.shape == (K,)
+    assert bool(jnp.all(jnp.isfinite(exponents)))
