@@ -19,7 +19,8 @@ lyapax push the tangents through the exact RK4 tangent map (the Jacobian at
 every stage), lyapynov freezes the Jacobian over each step (one per step:
 cheaper, first order in the tangent map's error, see the covariance rows).
 A hand-written JAX Ginelli program (one ``jit``: ``lax.scan`` forward with
-``jvp``/``vmap`` tangents and QR, batched inverse of the ``R`` factors, a
+``jvp``/``vmap`` tangents and QR, the engine's batched inverse of the ``R``
+factors, a
 backward ``lax.scan``, ``V = Q C``) is the reference for the engine's own
 overhead. lyapax is timed warm (its compile time apart), every timing is
 the best of ``--repeats``. Agreement: the angle between lyapax's
@@ -69,6 +70,7 @@ from lyapax import (  # noqa: E402
 )
 from lyapax._engine.benettin import initial_frame  # noqa: E402
 from lyapax.covariant import _run as covariant_run  # noqa: E402
+from lyapax.covariant._kernels import upper_inverse  # noqa: E402
 from lyapax.systems import kuramoto_network, lorenz96  # noqa: E402
 
 DT = 0.01
@@ -82,6 +84,9 @@ def best(fn, repeats):
         out = fn()
         times.append(time.perf_counter() - t0)
     return min(times), out
+
+
+PEERS = ("clvlib", "lyapynov")
 
 
 def peers():
@@ -99,7 +104,11 @@ def peers():
         found["lyapynov"] = lyapynov
     except ImportError:
         found["lyapynov"] = None
-    return found
+    return {name: found[name] if name in PEERS else None for name in found}
+
+
+def _absent(name):
+    return "not installed" if name in PEERS else "not run (--peers)"
 
 
 # ------------------------------------------------------------- the problems
@@ -247,7 +256,7 @@ def run_case(
     if naive:
         jacobians.append((field.naive, field.jac_naive, 1))
     if found["clvlib"] is None:
-        rows.append(("clvlib 0.1.5", None, "not installed"))
+        rows.append(("clvlib 0.1.5", None, _absent("clvlib")))
     else:
         t = DT * np.arange(total + 1)
         for label, jac, times in jacobians:
@@ -270,7 +279,7 @@ def run_case(
                     field.rhs, out[6][steps], out[4][steps]
                 )
     if found["lyapynov"] is None:
-        rows.append(("lyapynov 1.0.1", None, "not installed"))
+        rows.append(("lyapynov 1.0.1", None, _absent("lyapynov")))
     else:
         lp = found["lyapynov"]
         for label, jac, times in jacobians:
@@ -318,7 +327,10 @@ def run_case(
 def handwritten_ginelli(rhs, k, n_tr, n_window, n_back):
     """Ginelli's method as one jitted JAX program, written for this problem
     size: ``(x0, Y0) -> (states, vectors)`` of the ``n_window - n_back``
-    saved steps (the reference for the engine's overhead)."""
+    saved steps (the reference for the engine's overhead). The ``R`` factors
+    are inverted by the engine's own batched triangular inverse (XLA's CPU
+    ``inv`` and triangular solve of 2000 small factors take ~0.5 s), so the
+    ratio measures the engine's bookkeeping, not that choice."""
     step = rk4_step(rhs, DT)
     n_saved = n_window - n_back
 
@@ -343,7 +355,7 @@ def handwritten_ginelli(rhs, k, n_tr, n_window, n_back):
         _, (_, _, R2) = jax.lax.scan(forward, carry, None, n_back)
         R = jnp.concatenate([R1, R2])
         _, Cs = jax.lax.scan(
-            backward, jnp.eye(k, dtype=Y0.dtype), jnp.linalg.inv(R)[::-1]
+            backward, jnp.eye(k, dtype=Y0.dtype), upper_inverse(R)[::-1]
         )
         Cs = Cs[::-1][:n_saved]  # Cs[i] = C at saved step i + 1
         # Columns in descending order of the exponents, as lyapax gives them.
@@ -511,7 +523,12 @@ def main():
     parser.add_argument(
         "--no-naive", action="store_true", help="peers with their best Jacobian only"
     )
+    parser.add_argument(
+        "--peers", default="clvlib,lyapynov", help="comma-separated peers to run"
+    )
     args = parser.parse_args()
+    global PEERS
+    PEERS = tuple(args.peers.split(","))
     repeats = 1 if args.quick else args.repeats
     print(f"jax {jax.__version__}, backend {jax.default_backend()}")
     # (name, builder, d, k, transient, window, backward) per mode
