@@ -9,9 +9,21 @@ integrator (RK4) and step, QR every step:
   100 the backward transient (100 vectors).
 
 The peers take a hand-written Jacobian of the vector field (they have no
-tangent propagation of their own): they get analytic NumPy Jacobians here,
-their fastest form. lyapax is timed warm (its compile time apart), every
-timing is the best of ``--repeats``. Agreement: the angle between lyapax's
+tangent propagation of their own). Each peer runs twice: with the Jacobian a
+careful user writes (Kuramoto: ``cos(tj - ti) = cos tj cos ti + sin tj sin ti``
+as one rank-2 product times the weights, no ``d^2`` trig calls; Lorenz-96:
+the banded Jacobian as a CSR matrix, four nonzeros per row), timed best of
+``--repeats``, and with the naive one (``cos(theta[None] - theta[:, None])``;
+Lorenz-96 dense), timed once. What each code computes differs: clvlib and
+lyapax push the tangents through the exact RK4 tangent map (the Jacobian at
+every stage), lyapynov freezes the Jacobian over each step (one per step:
+cheaper, first order in the tangent map's error, see the covariance rows).
+A hand-written JAX Ginelli program (one ``jit``: ``lax.scan`` forward with
+``jvp``/``vmap`` tangents and QR, the engine's batched inverse of the ``R``
+factors, a
+backward ``lax.scan``, ``V = Q C``) is the reference for the engine's own
+overhead. lyapax is timed warm (its compile time apart), every timing is
+the best of ``--repeats``. Agreement: the angle between lyapax's
 vector ``i`` and a peer's at the same step, median over the common steps;
 covariance error: the angle between the exact RK4 tangent map of ``v_i(n)``
 and ``v_i(n+1)`` along each code's own orbit. The forward pass of
@@ -27,6 +39,7 @@ Install the peers into the benchmark's environment to compare
 so. ``--quick`` (CI) runs small sizes.
 
     python benchmarks/clv_bench.py [--quick] [--repeats 3] [--memory]
+        [--case l96|kuramoto|all] [--no-naive]
 """
 
 from __future__ import annotations
@@ -38,6 +51,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any, NamedTuple
 
 os.environ.setdefault("TQDM_DISABLE", "1")  # clvlib's progress bars
 
@@ -54,7 +68,9 @@ from lyapax import (  # noqa: E402
     ode_problem,
     rk4_step,
 )
+from lyapax._engine.benettin import initial_frame  # noqa: E402
 from lyapax.covariant import _run as covariant_run  # noqa: E402
+from lyapax.covariant._kernels import upper_inverse  # noqa: E402
 from lyapax.systems import kuramoto_network, lorenz96  # noqa: E402
 
 DT = 0.01
@@ -68,6 +84,9 @@ def best(fn, repeats):
         out = fn()
         times.append(time.perf_counter() - t0)
     return min(times), out
+
+
+PEERS = ("clvlib", "lyapynov")
 
 
 def peers():
@@ -85,17 +104,33 @@ def peers():
         found["lyapynov"] = lyapynov
     except ImportError:
         found["lyapynov"] = None
-    return found
+    return {name: found[name] if name in PEERS else None for name in found}
+
+
+def _absent(name):
+    return "not installed" if name in PEERS else "not run (--peers)"
 
 
 # ------------------------------------------------------------- the problems
+
+
+class Field(NamedTuple):
+    """A vector field for the peers: ``f`` and its Jacobians (NumPy), and
+    ``rhs`` (JAX) for the covariance check and the hand-written program."""
+
+    f: Any
+    jac_best: Any
+    jac_naive: Any
+    rhs: Any
+    best: str  # what the careful Jacobian is
+    naive: str
 
 
 def l96_field(F=8.0):
     def f(x):
         return (np.roll(x, -1) - np.roll(x, 2)) * np.roll(x, 1) - x + F
 
-    def jac(x):
+    def jac_dense(x):
         d = x.size
         i = np.arange(d)
         J = -np.eye(d)
@@ -104,7 +139,24 @@ def l96_field(F=8.0):
         J[i, (i - 1) % d] += x[(i + 1) % d] - x[(i - 2) % d]
         return J
 
-    return f, jac, lorenz96(F)
+    banded = {}
+
+    def jac_banded(x):
+        # Row i: columns i-2, i-1, i, i+1 (mod d); the CSR pattern is fixed,
+        # only its four values per row change.
+        import scipy.sparse as sp
+
+        d = x.size
+        if d not in banded:
+            i = np.arange(d)
+            cols = np.stack([(i - 2) % d, (i - 1) % d, i, (i + 1) % d], 1)
+            banded[d] = (cols.ravel(), 4 * np.arange(d + 1))
+        cols, indptr = banded[d]
+        xm1, xp1, xm2 = np.roll(x, 1), np.roll(x, -1), np.roll(x, 2)
+        vals = np.stack([-xm1, xp1 - xm2, -np.ones(d), xm1], 1)
+        return sp.csr_matrix((vals.ravel(), cols, indptr), shape=(d, d))
+
+    return Field(f, jac_banded, jac_dense, lorenz96(F), "banded CSR J", "dense J")
 
 
 def kuramoto_field(omega, K):
@@ -116,9 +168,20 @@ def kuramoto_field(omega, K):
         s, c = np.sin(theta), np.cos(theta)
         return omega + g * (c * (W @ s) - s * (W @ c))
 
-    def jac(theta):
+    def jac_naive(theta):
         J = g * W * np.cos(theta[None, :] - theta[:, None])
         J[np.diag_indices(n)] -= J.sum(axis=1)
+        return J
+
+    gW = g * W
+    diag = np.diag_indices(n)
+
+    def jac_rank2(theta):
+        # cos(tj - ti) = cos ti cos tj + sin ti sin tj: one (n, 2) x (2, n)
+        # product, no n^2 trig calls.
+        A = np.stack([np.cos(theta), np.sin(theta)], axis=1)
+        J = gW * (A @ A.T)
+        J[diag] -= J.sum(axis=1)
         return J
 
     Wj, omega_j = jnp.asarray(W), jnp.asarray(omega)
@@ -127,7 +190,7 @@ def kuramoto_field(omega, K):
         s, c = jnp.sin(theta), jnp.cos(theta)
         return omega_j + g * (c * (Wj @ s) - s * (Wj @ c))
 
-    return f, jac, rhs
+    return Field(f, jac_rank2, jac_naive, rhs, "rank-2 J", "naive J (n^2 cos calls)")
 
 
 def case_l96(d):
@@ -153,7 +216,9 @@ def case_kuramoto(d):
 # ------------------------------------------------------------- the runs
 
 
-def run_case(name, problem, x0, field, *, k, n_tr, n_window, n_back, repeats):
+def run_case(
+    name, problem, x0, field, *, k, n_tr, n_window, n_back, repeats, naive=True
+):
     """One comparison; returns rows ``(who, seconds, note)`` and agreement."""
     kw = dict(k=k, renorm_every=1, t_transient=n_tr * DT)
     t0 = time.perf_counter()
@@ -170,55 +235,69 @@ def run_case(name, problem, x0, field, *, k, n_tr, n_window, n_back, repeats):
         lambda: jax.block_until_ready(lyapunov_spectrum(problem, n_window, **kw)),
         repeats,
     )
+    hand = handwritten_ginelli(field.rhs, k, n_tr, n_window, n_back)
+    Y0, _ = initial_frame(0, d=x0.size, k=k, dtype=jnp.float64)  # lyapax's frame
+    hand_args = (jnp.asarray(x0), Y0)
+    jax.block_until_ready(hand(*hand_args))
+    hand_t, hand_out = best(lambda: jax.block_until_ready(hand(*hand_args)), repeats)
     rows = [
         ("lyapax covariant_vectors", ours_t, f"first call {first:.2f} s"),
         ("  of which the forward pass", spent[0], "its segment calls"),
         ("lyapax lyapunov_spectrum (exponents only)", fwd_t, ""),
+        ("hand-written JAX Ginelli (one jit)", hand_t, "exact RK4 tangents"),
     ]
     # lyapax vector i sits at step n_tr + i + 1 from x0.
     steps = n_tr + 1 + np.arange(ours.vectors.shape[0])
-    agree = {}
-    f, jac, rhs = field
-    covariance = {"lyapax": _covariance(rhs, ours.states, ours.vectors)}
+    agree = {"hand-written": _angles(ours.vectors, np.asarray(hand_out[1]))}
+    covariance = {"lyapax": _covariance(field.rhs, ours.states, ours.vectors)}
     found = peers()
     total = n_tr + n_window
+    jacobians = [(field.best, field.jac_best, repeats)]
+    if naive:
+        jacobians.append((field.naive, field.jac_naive, 1))
     if found["clvlib"] is None:
-        rows.append(("clvlib 0.1.5", None, "not installed"))
+        rows.append(("clvlib 0.1.5", None, _absent("clvlib")))
     else:
         t = DT * np.arange(total + 1)
+        for label, jac, times in jacobians:
 
-        def clvlib_run():
-            return found["clvlib"](
-                lambda t, x: f(x),
-                lambda t, x: jac(x),
-                np.array(x0),
-                t,
-                stepper="rk4",
-                n_lyap=k,
-            )
+            def clvlib_run(jac=jac):
+                return found["clvlib"](
+                    lambda t, x: field.f(x),
+                    lambda t, x: jac(x),
+                    np.array(x0),
+                    t,
+                    stepper="rk4",
+                    n_lyap=k,
+                )
 
-        secs, out = best(clvlib_run, repeats)
-        rows.append(("clvlib 0.1.5", secs, "lyap_analysis_from_ic"))
-        agree["clvlib"] = _angles(ours.vectors, out[4][steps])
-        covariance["clvlib"] = _covariance(rhs, out[6][steps], out[4][steps])
+            secs, out = best(clvlib_run, times)
+            rows.append((f"clvlib 0.1.5, {label}", secs, "J at every RK4 stage"))
+            if label == field.best:
+                agree["clvlib"] = _angles(ours.vectors, out[4][steps])
+                covariance["clvlib"] = _covariance(
+                    field.rhs, out[6][steps], out[4][steps]
+                )
     if found["lyapynov"] is None:
-        rows.append(("lyapynov 1.0.1", None, "not installed"))
+        rows.append(("lyapynov 1.0.1", None, _absent("lyapynov")))
     else:
         lp = found["lyapynov"]
+        for label, jac, times in jacobians:
 
-        def lyapynov_run():
-            system = lp.ContinuousDS(
-                np.array(x0), 0.0, lambda x, t: f(x), lambda x, t: jac(x), DT
-            )
-            return lp.CLV(system, k, 0, n_tr, n_window - n_back, n_back, True)
+            def lyapynov_run(jac=jac):
+                system = lp.ContinuousDS(
+                    np.array(x0), 0.0, lambda x, t: field.f(x), lambda x, t: jac(x), DT
+                )
+                return lp.CLV(system, k, 0, n_tr, n_window - n_back, n_back, True)
 
-        secs, (out, history) = best(lyapynov_run, repeats)
-        rows.append(("lyapynov 1.0.1", secs, "CLV (exponents need LCE)"))
-        clv = np.stack(out)  # vector m at step n_tr + m, at history[m]
-        agree["lyapynov"] = _angles(ours.vectors, clv[steps - n_tr])
-        covariance["lyapynov"] = _covariance(
-            rhs, history[steps - n_tr], clv[steps - n_tr]
-        )
+            secs, (out, history) = best(lyapynov_run, times)
+            rows.append((f"lyapynov 1.0.1, {label}", secs, "J frozen over each step"))
+            if label == field.best:
+                clv = np.stack(out)  # vector m at step n_tr + m, at history[m]
+                agree["lyapynov"] = _angles(ours.vectors, clv[steps - n_tr])
+                covariance["lyapynov"] = _covariance(
+                    field.rhs, history[steps - n_tr], clv[steps - n_tr]
+                )
     print(
         f"\n{name}: {len(steps)} vectors, k={k}, exponents[:3] "
         f"{np.asarray(ours.exponents)[:3]} (spectrum {np.asarray(spec.exponents)[:3]})"
@@ -229,6 +308,10 @@ def run_case(name, problem, x0, field, *, k, n_tr, n_window, n_back, repeats):
             print(f"  {who:42s} {'-':>9s} {'':>10s}  {note}")
         else:
             print(f"  {who:42s} {secs:9.3f} {secs / ours_t:9.2f}x  {note}")
+    print(
+        f"  forward pass / lyapunov_spectrum: {spent[0] / fwd_t:.2f}x; "
+        f"covariant_vectors / hand-written: {ours_t / hand_t:.2f}x"
+    )
     picks = sorted({0, 1, k // 4, k // 2, k - 1})
     for who, ang in agree.items():
         text = ", ".join(f"v{i + 1}: {np.degrees(ang[i]):.2e}" for i in picks)
@@ -239,6 +322,48 @@ def run_case(name, problem, x0, field, *, k, n_tr, n_window, n_back, repeats):
         text = ", ".join(f"v{i + 1}: {np.degrees(err[i]):.1e}" for i in picks)
         print(f"    {who:9s} {text}")
     return rows, agree, covariance
+
+
+def handwritten_ginelli(rhs, k, n_tr, n_window, n_back):
+    """Ginelli's method as one jitted JAX program, written for this problem
+    size: ``(x0, Y0) -> (states, vectors)`` of the ``n_window - n_back``
+    saved steps (the reference for the engine's overhead). The ``R`` factors
+    are inverted by the engine's own batched triangular inverse (XLA's CPU
+    ``inv`` and triangular solve of 2000 small factors take ~0.5 s), so the
+    ratio measures the engine's bookkeeping, not that choice."""
+    step = rk4_step(rhs, DT)
+    n_saved = n_window - n_back
+
+    def forward(carry, _):
+        x, Q = carry
+        x, V = jax.vmap(lambda v: jax.jvp(step, (x,), (v,)), 1, (None, 1))(Q)
+        Q, R = jnp.linalg.qr(V)
+        sign = jnp.sign(jnp.diagonal(R))
+        return (x, Q * sign), (x, Q * sign, R * sign[:, None])
+
+    def backward(C, R_inv):
+        # C_{j-1} = R_j^{-1} C_j, columns normalised; emit C_j.
+        B = R_inv @ C
+        return B / jnp.linalg.norm(B, axis=0), C
+
+    @jax.jit
+    def program(x0, Y0):
+        carry, _ = jax.lax.scan(
+            lambda c, _: (forward(c, _)[0], None), (x0, Y0), None, n_tr
+        )
+        carry, (X, Qs, R1) = jax.lax.scan(forward, carry, None, n_saved)
+        _, (_, _, R2) = jax.lax.scan(forward, carry, None, n_back)
+        R = jnp.concatenate([R1, R2])
+        _, Cs = jax.lax.scan(
+            backward, jnp.eye(k, dtype=Y0.dtype), upper_inverse(R)[::-1]
+        )
+        Cs = Cs[::-1][:n_saved]  # Cs[i] = C at saved step i + 1
+        # Columns in descending order of the exponents, as lyapax gives them.
+        growth = jnp.sum(jnp.log(jnp.diagonal(R, axis1=1, axis2=2)), axis=0)
+        order = jnp.argsort(-growth)
+        return X, jnp.einsum("ndk,nkl->ndl", Qs, Cs)[:, :, order]
+
+    return program
 
 
 @contextlib.contextmanager
@@ -394,7 +519,16 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--memory", action="store_true", help="storage-mode table")
+    parser.add_argument("--case", choices=("all", "l96", "kuramoto"), default="all")
+    parser.add_argument(
+        "--no-naive", action="store_true", help="peers with their best Jacobian only"
+    )
+    parser.add_argument(
+        "--peers", default="clvlib,lyapynov", help="comma-separated peers to run"
+    )
     args = parser.parse_args()
+    global PEERS
+    PEERS = tuple(args.peers.split(","))
     repeats = 1 if args.quick else args.repeats
     print(f"jax {jax.__version__}, backend {jax.default_backend()}")
     # (name, builder, d, k, transient, window, backward) per mode
@@ -407,6 +541,8 @@ def main():
         ("Kuramoto d=1000 (dense, all-to-all)", case_kuramoto, 1000, 10, 0, 200, 100),
     ]
     for name, build, d, k, n_tr, n_window, n_back in quick if args.quick else full:
+        if args.case != "all" and (args.case == "l96") != (build is case_l96):
+            continue
         problem, x0, field = build(d)
         run_case(
             name,
@@ -418,6 +554,7 @@ def main():
             n_window=n_window,
             n_back=n_back,
             repeats=repeats,
+            naive=not args.no_naive,
         )
     exact_case()
     if args.memory:

@@ -14,6 +14,7 @@ from lyapax import (
     DDEProblem,
     Network,
     ODEProblem,
+    covariant_vectors,
     dde_problem,
     lyapunov_spectrum,
     network_problem,
@@ -33,7 +34,7 @@ from lyapax.coupling import (
 )
 from lyapax.dde import as_edge_coupling, network_dde_problem
 from lyapax.integrators import IncompatibleIntegratorError, ODEStep, rk4_step
-from lyapax.systems import kuramoto_network, lorenz
+from lyapax.systems import kuramoto_network, lorenz, lorenz96
 
 X0 = jnp.array([1.0, 1.0, 1.0])
 
@@ -191,6 +192,16 @@ def test_run_options_are_checked_once_with_named_errors():
     assert (opts.renorm.every, opts.saving.decimate, opts.saving.states) == (10, 5, 1)
     assert opts.renorm.method(batched=False) == "lapack"
     assert opts.renorm.method(batched=True) == "small"
+    # Tall frames on CPU: the jnp Householder QR (OpenBLAS would thread LAPACK's).
+    tall = "householder" if jax.default_backend() == "cpu" else "lapack"
+    assert opts.renorm.method(batched=False, d=1000, k=10) == tall
+    assert opts.renorm.method(batched=False, d=2048, k=5) == tall  # d (k-1) = 8192
+    assert opts.renorm.method(batched=False, d=2000, k=5) == "lapack"
+    assert opts.renorm.method(batched=False, d=40, k=40) == "lapack"
+    assert opts.renorm.method(batched=False, d=10_000, k=17) == "lapack"
+    assert opts.renorm.method(batched=True, d=1000, k=10) == "small"
+    explicit = RunOptions.of({"qr": "lapack"}).renorm
+    assert explicit.method(batched=False, d=1000, k=10) == "lapack"
     with pytest.raises(ValueError, match="qr must be one of"):
         RunOptions.of({"qr": "givens"})
     with pytest.raises(TypeError, match="static_renorm_every must be True or False"):
@@ -221,3 +232,19 @@ def test_a_vmapped_call_over_numbers_inside_the_step():
     rs = jnp.array([3.7, 3.9])
     batched = jax.vmap(leading)(rs)
     np.testing.assert_allclose(batched, [leading(r) for r in rs], rtol=1e-9)
+
+
+def test_tall_frame_auto_qr_agrees_with_lapack():
+    # d (k - 1) = 8192: "auto" runs the Householder QR on CPU; same numbers
+    # to rounding as LAPACK's, and the same CLVs.
+    problem = ode_problem(lorenz96(), 8.0 + 0.01 * jnp.sin(jnp.arange(2048.0)), 0.01)
+    auto = lyapunov_spectrum(problem, 20, k=5, t_transient=0.05)
+    lapack = lyapunov_spectrum(problem, 20, k=5, t_transient=0.05, qr="lapack")
+    np.testing.assert_allclose(auto.exponents, lapack.exponents, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(auto.history, lapack.history, rtol=0, atol=1e-10)
+    clv_auto = covariant_vectors(problem, 20, k=5, t_backward=0.05)
+    clv_lapack = covariant_vectors(problem, 20, k=5, t_backward=0.05, qr="lapack")
+    np.testing.assert_allclose(clv_auto.vectors, clv_lapack.vectors, atol=1e-10)
+    np.testing.assert_allclose(
+        clv_auto.exponents, clv_lapack.exponents, rtol=0, atol=1e-10
+    )

@@ -277,7 +277,7 @@ def setup_run(
         min_transient_steps=min_transient_steps,
         stacklevel=stacklevel + 1,
     )
-    return RunSetup(args, options.renorm.method(batched=batched))
+    return RunSetup(args, options.renorm.method(batched=batched, d=d, k=args.k))
 
 
 def _check_resume(resume: Any, d: int, k: int, dt: Any, t_tr: float) -> None:
