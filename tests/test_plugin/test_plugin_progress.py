@@ -7,6 +7,7 @@ model known exactly (sleep-free: the measured sizes are made up).
 """
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -223,3 +224,23 @@ def test_progress_is_live_on_a_terminal(tmp_path, clean_environment):
     assert ", ~" in text and " s left" in text
     assert "pytest-lyapax progress:" not in text  # no plain lines
     assert "4 passed" in text
+
+
+def test_a_run_without_the_terminal_plugin(tmp_path, clean_environment):
+    # No terminal reporter: no progress lines, and the outcomes are still
+    # counted (pytest's own categories, which the terminal plugin gives).
+    (tmp_path / "test_growing.py").write_text(GROWING)
+    args = ["-p", "no:terminal", "-p", "no:cacheprovider", "--jax-backend=cpu"]
+    args += ["--benchmark-max-time=0", "--benchmark-min-rounds=1"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", *args, "--jax-sizes=1", "--jax-report-dir=r"],
+        cwd=tmp_path,
+        env=clean_environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "progress" not in proc.stdout + proc.stderr
+    data = json.loads((tmp_path / "r" / "benchmark.json").read_text())
+    assert data["pytest_lyapax"]["backends"][0]["outcomes"] == {"passed": 2}
