@@ -49,6 +49,7 @@ def estimate(
     other_walls_s: Sequence[float],
     budget_s: float | None,
     options: Mapping[str, Any],
+    memo: dict[tuple[SeriesKey, int], tuple[int, float]] | None = None,
 ) -> float | None:
     """Seconds the remaining tests of one backend take (the module's rule).
 
@@ -57,7 +58,10 @@ def estimate(
     measured so far; ``other_walls_s``: wall times of the tests done without
     a prediction, ascending; ``options``: pytest-benchmark's (rounds).
     Returns None while there is nothing to go by (no such test done yet).
+    ``memo`` keeps each size's cost until its series measures another size
+    (a worker asks after every test; a fit costs tens of milliseconds).
     """
+    memo = {} if memo is None else memo
     total = 0.0
     left_of: dict[SeriesKey, float] = {}
     for key, size in sized:
@@ -68,9 +72,14 @@ def estimate(
             continue
         if state.stopped and size > state.stopped_at:
             continue  # --jax-max-call: it will not run
-        per_call = budget.predict(smaller, size, key[0]).per_call_s
-        compile_s = max(0.0, smaller[-1].first_call_s - smaller[-1].median)
-        cost = budget.size_cost(per_call, compile_s, options)
+        known = memo.get((key, size))
+        if known is not None and known[0] == len(smaller):
+            cost = known[1]
+        else:
+            per_call = budget.predict(smaller, size, key[0]).per_call_s
+            compile_s = max(0.0, smaller[-1].first_call_s - smaller[-1].median)
+            cost = budget.size_cost(per_call, compile_s, options)
+            memo[(key, size)] = (len(smaller), cost)
         if budget_s is not None:
             left = left_of.get(key, budget_s - state.spent_s)
             cost = min(cost, max(left, 0.0))
@@ -96,6 +105,7 @@ class WorkerTimeLeft:
         self.sized: list[tuple[int, SeriesKey, int]] = []  # (position, key, size)
         self.others_after: list[int] = []  # other tests after each position
         self.walls: list[float] = []  # ascending
+        self.memo: dict[tuple[SeriesKey, int], tuple[int, float]] = {}
 
     def _plan(self, items: Sequence[pytest.Item]) -> None:
         from pytest_lyapax.measuring.benchmarks import series_of
@@ -136,6 +146,7 @@ class WorkerTimeLeft:
             self.walls,
             self.budget_s,
             budget.benchmark_options(self.config),
+            self.memo,
         )
 
     @pytest.hookimpl(wrapper=True)

@@ -35,8 +35,11 @@ def test_time_left_from_the_cost_model_and_the_budget():
     # at 4, 64 ms at 8; each size costs its compile time (the first call
     # minus the median: 4 ms, from size 2) and 12 calls.
     four, eight = 4e-3 + 12 * 16e-3, 4e-3 + 12 * 64e-3
+    memo = {}
     unbounded = timeleft.estimate([(KEY, 4), (KEY, 8)], 0, series, [], None, OPTIONS)
     assert unbounded == pytest.approx(four + eight)
+    again = timeleft.estimate([(KEY, 4), (KEY, 8)], 0, series, [], None, OPTIONS, memo)
+    assert again == unbounded and memo[(KEY, 8)] == (2, pytest.approx(eight))
     # A budget of 0.5 s (0.4 s left): size 4 fits, 8 gets what is left.
     left = timeleft.estimate([(KEY, 4), (KEY, 8)], 0, series, [], 0.5, OPTIONS)
     assert left == pytest.approx(four + (0.4 - four))
