@@ -369,12 +369,10 @@ def pytest_runtest_setup(item: pytest.Item):
     measured = session is not None and "benchmark" in getattr(item, "fixturenames", ())
     if measured:
         from pytest_lyapax.measuring import benchmarks
+        from pytest_lyapax.run import budget
 
         benchmarks.skip_after_oom(item, item_label(item))
-        if session.limits.active:
-            from pytest_lyapax.run import budget
-
-            budget.skip_over_budget(item, item_label(item), session.limits)
+        budget.skip_over_budget(item, item_label(item), session.limits)
     result = yield
     # Without --jax-backend the plugin is inert: pytest-benchmark's own
     # fixture, untouched.
@@ -425,7 +423,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                 setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
             limits = get_session(item.config).limits  # type: ignore[union-attr]
             label = item_label(item)
-            if limits.active and label is not None:
+            if label is not None:  # also without a budget: the time left reads it
                 from pytest_lyapax.run import budget
 
                 budget.observe(item, label, record, limits)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,7 +177,7 @@ def predict(measured: Sequence[_Measured], size: int, name: str = "") -> Predict
     return _scaled(measured, size)
 
 
-def size_cost(per_call_s: float, compile_s: float, options: dict[str, Any]) -> float:
+def size_cost(per_call_s: float, compile_s: float, options: Mapping[str, Any]) -> float:
     """Seconds one size takes at ``per_call_s``: the warm-up (a call plus
     ``compile_s``), pytest-benchmark's calibration call and its rounds
     (``min_rounds`` at least, ``max_time`` at least)."""
@@ -204,7 +204,9 @@ _START_KEY = pytest.StashKey[float]()
 
 def skip_over_budget(item: pytest.Item, label: str | None, limits: Limits) -> None:
     """Skip (before set-up) a sized benchmark predicted not to fit, recording
-    its over-budget point (see :func:`check`)."""
+    its over-budget point (see :func:`check`).  Also notes when the item
+    starts, for its series' spent time (see :func:`observe`)."""
+    item.stash[_START_KEY] = time.perf_counter()
     if label is None or not limits.active:
         return
     point = check(item, label, limits)
@@ -215,9 +217,15 @@ def skip_over_budget(item: pytest.Item, label: str | None, limits: Limits) -> No
         raise pytest.skip.Exception(point["message"], _use_item_location=True)
 
 
-def _benchmark_options(config: pytest.Config) -> dict[str, Any]:
+def benchmark_options(config: pytest.Config) -> dict[str, Any]:
+    """pytest-benchmark's options of this run (rounds, max time); {} if none."""
     bs = getattr(config, "_benchmarksession", None)
     return dict(getattr(bs, "options", None) or {})
+
+
+def series_state(config: pytest.Config) -> dict[tuple[str, str, str], Series]:
+    """The series this worker measured so far (see :func:`observe`)."""
+    return config.stash.setdefault(_SERIES_KEY, {})
 
 
 def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | None:
@@ -225,11 +233,10 @@ def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | Non
     (``point["message"]``) when it does not fit, else None (run it)."""
     from pytest_lyapax.measuring.benchmarks import series_of
 
-    item.stash[_START_KEY] = time.perf_counter()
     key, size = series_of(item, label)
     if not isinstance(size, int):
         return None
-    series = item.config.stash.setdefault(_SERIES_KEY, {}).setdefault(key, Series())
+    series = series_state(item.config).setdefault(key, Series())
     smaller = [m for m in series.measured if m.size < size]
     if not smaller:
         return None
@@ -239,7 +246,7 @@ def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | Non
         reason = f"{prediction.text()}, not run: {series.stopped}"
     elif limits.budget_s is not None:
         compile_s = max(0.0, smaller[-1].first_call_s - smaller[-1].median)
-        cost = size_cost(hi, compile_s, _benchmark_options(item.config))
+        cost = size_cost(hi, compile_s, benchmark_options(item.config))
         left = limits.budget_s - series.spent_s
         if cost <= left:
             return None
@@ -276,7 +283,7 @@ def observe(
     key, size = series_of(item, label)
     if start is None or not isinstance(size, int):
         return
-    series = item.config.stash.setdefault(_SERIES_KEY, {}).setdefault(key, Series())
+    series = series_state(item.config).setdefault(key, Series())
     series.spent_s += time.perf_counter() - start
     if record is None:
         return

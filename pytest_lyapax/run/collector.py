@@ -77,9 +77,10 @@ class ResultCollector:
             # The category pytest's own summary line counts the report under
             # ("passed", "error", "subtests passed", "rerun", ...; "" for a
             # set-up or teardown that passed), so the two agree.
-            category = self.config.hook.pytest_report_teststatus(
+            status = self.config.hook.pytest_report_teststatus(
                 report=report, config=self.config
-            )[0]
+            )
+            category = status[0] if status else _category(report)
             if category:
                 state.outcomes[category] += 1
         if report.when in ("teardown", "???") and runner is not None:
@@ -179,3 +180,11 @@ class ResultCollector:
         # pytest-benchmark's own --benchmark-json/--benchmark-save get the
         # backend states too.
         output_json[REPORT_KEY] = {"backends": output.backend_summary(self.session)}
+
+
+def _category(report: pytest.TestReport) -> str:
+    """pytest's own category of a report where no plugin gives one (the
+    terminal plugin does; ``-p no:terminal`` leaves none)."""
+    if report.when == "call":
+        return report.outcome
+    return "error" if report.failed else "skipped" if report.skipped else ""

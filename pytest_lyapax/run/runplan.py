@@ -85,6 +85,10 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     # The option itself arrived as the controller left it (disabled).
     benchmarks.set_user_disabled(config, session.benchmark_disabled)
     remoteworker.configure_worker_link(config)
+    from pytest_lyapax.run.timeleft import WorkerTimeLeft
+
+    hooks = WorkerTimeLeft(config, session.own_label, session.settings.budget_s)
+    config.pluginmanager.register(hooks, "pytest-lyapax-time-left")
     return session
 
 

@@ -15,7 +15,7 @@ import pytest
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.run import budget
 
-UNIT = 1e-3
+UNIT = 2e-3
 SIZES = (1, 2, 4, 8, 16)
 
 GROWING_TESTS = f"""
@@ -89,15 +89,23 @@ def project(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def budgeted(project, clean_environment):
-    # cpu runs 1, 2, 4 (after them the scaled rule's upper end for 8 is
-    # 16 ms * 2^3 per call, 12 calls: 1.5 s > what is left); cpu4, four
-    # times slower, runs 1 and 2 only (16 ms * 2^3 per call at 4).
+    # The decisions to skip hold however loaded the machine is: a size
+    # costs 12 calls (10 rounds, warm-up, calibration) at the upper end of
+    # its prediction, at least 4x the last size's median (the scaled rule's
+    # exponent q + 1 is at least 2) -- for cpu's 8 and cpu4's 4 at least
+    # 48 * 32 ms = 1.54 s -- while what is left is at most 1.8 s minus the
+    # sleeps of the sizes before (0.5 s): 1.3 s.  Load only slows the calls
+    # (sleeps overshoot, which flattens the local exponent but never brings
+    # the upper end below 4x a median that grew too).  The decisions to run
+    # leave the overhead per size (set-up, calibration: not sleep) about
+    # 0.4 s: cpu's 4 (predicted up to 8 * 8 ms, 0.77 s) after 0.12 s of
+    # sleeps; cpu4's 2 (up to 4 * 8 ms, 0.38 s) after 0.1 s.
     return _run(
         project,
         clean_environment,
         "--jax-backend=cpu,cpu4",
         "--jax-backend-platform=cpu4=cpu",
-        "--jax-budget=1.5s",
+        "--jax-budget=1.8s",
     )
 
 
@@ -110,14 +118,14 @@ def test_sizes_that_do_not_fit_are_over_budget_points(budgeted):
     assert timed == {1, 2, 4}
     assert set(points) == {8, 16}
     for size, point in points.items():
-        assert point["status"] == "over_budget" and point["budget_s"] == 1.5
+        assert point["status"] == "over_budget" and point["budget_s"] == 1.8
         assert point["rule"] == "scaled"
         lo, hi = point["predicted_interval_s"]
         # The true cost per call lies inside the predicted interval.
         assert lo <= UNIT * size**2 <= hi
         assert lo <= point["predicted_s"] <= hi
         assert point["message"].startswith("predicted ")
-        assert "not run: budget 1.5 s per series on backend 'cpu'" in point["message"]
+        assert "not run: budget 1.8 s per series on backend 'cpu'" in point["message"]
         assert point["message"] in proc.stdout  # the skip reason
 
 
@@ -135,10 +143,10 @@ def test_reports_list_the_predicted_sizes(budgeted):
     assert "sizes not timed" in proc.stdout
     for text in (summary, html):
         assert "over budget" in text
-        assert "predicted" in text and "not run: budget 1.5 s" in text
+        assert "predicted" in text and "not run: budget 1.8 s" in text
 
 
-@pytest.mark.slow  # sleeps through every size (about 12 s)
+@pytest.mark.slow  # sleeps through every size (about 20 s)
 def test_budget_none_runs_every_size(project, clean_environment):
     proc, data, _ = _run(
         project, clean_environment, "--jax-backend=cpu", "--jax-budget=none"
@@ -149,14 +157,14 @@ def test_budget_none_runs_every_size(project, clean_environment):
 
 
 def test_a_long_first_call_stops_the_larger_sizes(project, clean_environment):
-    # The first call at size 8 sleeps 64 ms > 50 ms: size 8 still runs all
-    # its rounds, 16 is not run.  Size 4 sleeps 16 ms: the margin of 34 ms
+    # The first call at size 8 sleeps 128 ms > 80 ms: size 8 still runs all
+    # its rounds, 16 is not run.  Size 4 sleeps 32 ms: the margin of 48 ms
     # keeps a loaded machine's slower first call below the ceiling.
     proc, data, _ = _run(
         project,
         clean_environment,
         "--jax-backend=cpu",
-        "--jax-max-call=50ms",
+        "--jax-max-call=80ms",
         "--benchmark-min-rounds=3",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -167,7 +175,7 @@ def test_a_long_first_call_stops_the_larger_sizes(project, clean_environment):
     point = points[16]
     assert point["budget_s"] is None
     assert "first call took" in point["message"] and "at size 8" in point["message"]
-    assert "above --jax-max-call 50 ms" in point["message"]
+    assert "above --jax-max-call 80 ms" in point["message"]
 
 
 @pytest.mark.parametrize(
@@ -269,54 +277,6 @@ def test_progress_lines_are_plain_without_a_terminal(budgeted):
     assert "pytest-lyapax progress: cpu: 6 of 6 tests done" in "\n".join(lines)
     assert "pytest-lyapax progress: cpu4: 6 of 6 tests done" in "\n".join(lines)
     assert "\x1b" not in proc.stdout and "\r" not in proc.stdout
-
-
-def test_progress_is_live_on_a_terminal(project, clean_environment):
-    import os
-    import pty
-
-    env = {k: v for k, v in clean_environment.items() if k != "CI"}
-    env["COLUMNS"] = "120"
-    leader, follower = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *FAST, "--jax-backend=cpu", "-k", "first"],
-        cwd=project,
-        env=env,
-        stdout=follower,
-        stderr=follower,
-        close_fds=True,
-    )
-    os.close(follower)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:
-            break
-        if not chunk:
-            break
-        out += chunk
-    assert proc.wait(timeout=300) == 0, out.decode(errors="replace")
-    os.close(leader)
-    text = out.decode(errors="replace")
-    assert "cpu: test 1 of 1, test_first [cpu]" in text, text
-    assert "\x1b[J" in text  # the live lines are erased before pytest writes
-    assert "pytest-lyapax progress:" not in text  # no plain lines
-
-
-def test_progress_line_counts_and_estimates():
-    from types import SimpleNamespace
-
-    from pytest_lyapax.run.progress import BackendProgress
-
-    session = SimpleNamespace(labels=("cpu",), order=("cpu",), expected={"cpu": 4})
-    clock = iter([0.0]).__next__
-    progress = BackendProgress(SimpleNamespace(), session, clock=clock)
-    state = progress.backends["cpu"]
-    state.started, state.done, state.current = 0.0, 2, "test_x [cpu-200]"
-    assert progress.line("cpu", 90.0) == (
-        "cpu: test 3 of 4, test_x [cpu-200], 1 min 30 s elapsed, about 1 min 30 s left"
-    )
 
 
 def test_merge_and_plot_carry_predicted_points_apart(budgeted, tmp_path):
