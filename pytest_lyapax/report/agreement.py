@@ -401,19 +401,35 @@ def failure_text(
 AGREEMENT_HEADER = ("test", "backend", "vs", "name", "verdict", "max abs", "max rel")
 
 
-def agreement_rows(entries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    """One row per test, backend and name of a report's ``agreement`` section."""
+def headline(entries: Sequence[Mapping[str, Any]]) -> str:
+    """ "all agree" or how many of a report's comparisons disagree."""
+    bad = [e for e in entries if not e.get("agree")]
+    result = "all agree" if not bad else f"{len(bad)} disagree"
+    return f"{len(entries)} comparison(s) with the reference backend: {result}"
+
+
+def agreement_rows(
+    entries: Sequence[Mapping[str, Any]], *, only_disagreeing: bool = False
+) -> list[tuple[str, ...]]:
+    """One row per test, backend and name of a report's ``agreement`` section
+    (a report read from disk: every field may be missing)."""
     rows = []
     for e in entries:
-        for n in e["names"]:
-            verdict = "agree" if n["agree"] else ("FAIL" if e["failed"] else "warn")
+        names = e.get("names") if isinstance(e.get("names"), list) else []
+        for n in names:
+            if not isinstance(n, Mapping) or (only_disagreeing and n.get("agree")):
+                continue
+            verdict = (
+                "agree" if n.get("agree") else "FAIL" if e.get("failed") else "warn"
+            )
+            problem = n.get("problem")
             rows.append(
                 (
-                    e["test"],
-                    e["backend"],
-                    e["reference"],
-                    n["name"],
-                    verdict + (f": {n['problem']}" if n["problem"] else ""),
+                    str(e.get("test")),
+                    str(e.get("backend")),
+                    str(e.get("reference")),
+                    str(n.get("name")),
+                    verdict + (f": {problem}" if problem else ""),
                     _g(n.get("max_abs")),
                     _g(n.get("max_rel")),
                 )
@@ -422,4 +438,4 @@ def agreement_rows(entries: list[dict[str, Any]]) -> list[tuple[str, ...]]:
 
 
 def _g(value: Any) -> str:
-    return "-" if value is None else f"{value:.3g}"
+    return f"{value:.3g}" if isinstance(value, (int, float)) else "-"

@@ -32,6 +32,7 @@ from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_ses
 WORKERINPUT_KEY = "pytest_lyapax_agree"
 RESULTS_DIR = "results"
 MARKER = "jax_agree"
+SHOWN_ROWS = 20
 
 
 def add_options(group: Any) -> None:
@@ -303,12 +304,14 @@ class AgreeController:
 
 
 def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
-    """The terminal's "results across backends" section."""
+    """The terminal's "results across backends" section: every row when there
+    are few, else the disagreeing ones."""
     if not entries:
         return []
-    bad = [e for e in entries if not e["agree"]]
-    head = f"{len(entries)} comparison(s) with the reference: " + (
-        "all agree" if not bad else f"{len(bad)} disagree"
-    )
     rows = agreement.agreement_rows(entries)
-    return [head, *agreement.format_table(rows, agreement.AGREEMENT_HEADER)]
+    if len(rows) > SHOWN_ROWS:
+        rows = agreement.agreement_rows(entries, only_disagreeing=True)
+    lines = [agreement.headline(entries)]
+    if rows:
+        lines += agreement.format_table(rows, agreement.AGREEMENT_HEADER)
+    return lines
