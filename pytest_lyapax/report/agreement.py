@@ -201,10 +201,25 @@ def compare_leaf(
     a, r = leaf_array(other, load), leaf_array(ref, load)
     if a is None or r is None:
         return _compare_by_summary(verdict, ref, other)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return _compare_arrays(verdict, a, r, other, ref, tolerance)
+
+
+def _compare_arrays(
+    verdict: LeafVerdict,
+    a: Any,
+    r: Any,
+    other: Mapping[str, Any],
+    ref: Mapping[str, Any],
+    tolerance: Tolerance,
+) -> LeafVerdict:
+    """The values of two leaves of equal shape and dtype (``a``: this backend's)."""
+    import numpy as np
+
+    shape, dtype = verdict.shape, verdict.dtype
     limits = tolerance.for_dtype(dtype)
     diff = np.abs(a - r) if a.dtype.kind in "fc" else np.abs(a.astype(float) - r)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        rel = np.where(r != 0, diff / np.abs(r), np.where(diff == 0, 0.0, np.inf))
+    rel = np.where(r != 0, diff / np.abs(r), np.where(diff == 0, 0.0, np.inf))
     if limits is None:
         allowed = np.zeros(diff.shape)
         verdict.tolerance = "exact"
@@ -236,8 +251,7 @@ def compare_leaf(
     verdict.ok = False
     # The worst element: a one-sided non-finite first, else the largest
     # deviation beyond what is allowed, relative to what is allowed.
-    with np.errstate(invalid="ignore", divide="ignore"):
-        score = np.where(both, diff / np.where(allowed > 0, allowed, 1e-300), 0.0)
+    score = np.where(both, diff / np.where(allowed > 0, allowed, 1e-300), 0.0)
     score = np.where(bad & ~both, np.inf, np.where(bad, score, -1.0))
     flat = int(np.argmax(score))
     index = np.unravel_index(flat, bad.shape)
