@@ -174,7 +174,7 @@ def leaf_array(leaf: Mapping[str, Any], load: Loader | None = None) -> Any:
     return np.asarray(data)
 
 
-def _element(array: Any, index: tuple[int, ...]) -> Any:
+def _element(array: Any, index: tuple[Any, ...]) -> Any:
     value = array[index]
     return value.tolist() if hasattr(value, "tolist") else value
 
@@ -366,7 +366,7 @@ TABLE_HEADER = (
 
 def table_rows(verdicts: Sequence[NameVerdict]) -> list[tuple[str, ...]]:
     """One row per disagreeing leaf (or name), as :data:`TABLE_HEADER`."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for v in verdicts:
         if v.problem:
             rows.append((v.name, "-", "-", "-", "-", "-", "-", "-", v.problem))
@@ -427,7 +427,7 @@ def agreement_rows(
 ) -> list[tuple[str, ...]]:
     """One row per test, backend and name of a report's ``agreement`` section
     (a report read from disk: every field may be missing)."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for e in entries:
         names = e.get("names") if isinstance(e.get("names"), list) else []
         for n in names:

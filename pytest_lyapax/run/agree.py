@@ -18,6 +18,7 @@ of the test, whose report has already been shown.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,7 @@ class _Seen:
     tolerance: agreement.Tolerance
 
 
-def _load_file(leaf: dict[str, Any]) -> Any:
+def _load_file(leaf: Mapping[str, Any]) -> Any:
     import numpy as np
 
     path = (leaf.get("file") or {}).get("path")
