@@ -25,6 +25,9 @@ from pytest_lyapax.report.agreement import BENCHMARK, RESULT
 # The attribute of a test's call report that carries its recorded results.
 RESULTS_ATTR = "pytest_lyapax_results"
 INLINE_BYTES = 64 * 1024
+# A benchmark's return value larger than this is not recorded (not compared):
+# large-size benchmarks would otherwise fill the report directory.
+MAX_BENCHMARK_BYTES = 16 * 1024 * 1024
 # Set by the worker: where large leaves go (None: nowhere, kept inline).
 STORE_KEY = pytest.StashKey["Path | None"]()
 _RECORDER_KEY = pytest.StashKey["ResultsRecorder"]()
@@ -195,6 +198,15 @@ def recorder_for(item: pytest.Item) -> ResultsRecorder:
     return recorder
 
 
+def _nbytes(value: Any) -> int:
+    """Bytes of a pytree's leaves, read without copying them to the host."""
+    import jax
+
+    return sum(
+        int(getattr(leaf, "nbytes", 8)) for leaf in jax.tree_util.tree_leaves(value)
+    )
+
+
 def payload_of(
     item: pytest.Item, tolerance: dict[str, Any], benchmark: bool
 ) -> str | None:
@@ -207,10 +219,12 @@ def payload_of(
         value = getattr(fixture, BENCHMARK_RESULT_ATTR)
         delattr(fixture, BENCHMARK_RESULT_ATTR)  # the device buffers go with it
         store = item.config.stash.get(STORE_KEY, None)
+        entry = None
         try:
-            entry = encode_value("benchmark", value, None, store, BENCHMARK)
+            if _nbytes(value) <= MAX_BENCHMARK_BYTES:
+                entry = encode_value("benchmark", value, None, store, BENCHMARK)
         except (TypeError, ValueError):
-            entry = None  # a benchmark returning something not numeric
+            pass  # a benchmark returning something not numeric: not compared
         if entry is not None and entry["leaves"]:
             entries.append(entry)
     if not entries:
