@@ -174,6 +174,18 @@ def leaf_array(leaf: Mapping[str, Any], load: Loader | None = None) -> Any:
     return np.asarray(data)
 
 
+def load_file(leaf: Mapping[str, Any]) -> Any:
+    """A leaf's array from its ``.npy`` file; None when it is not readable here."""
+    from pathlib import Path
+
+    import numpy as np
+
+    path = (leaf.get("file") or {}).get("path")
+    if not isinstance(path, str) or not Path(path).is_file():
+        return None
+    return np.load(path, allow_pickle=False)
+
+
 def _element(array: Any, index: tuple[Any, ...]) -> Any:
     value = array[index]
     return value.tolist() if hasattr(value, "tolist") else value

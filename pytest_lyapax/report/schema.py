@@ -28,7 +28,9 @@ backend, its results compared with the reference backend's (``test``,
 ``reference``, ``backend``, ``agree``, ``failed``, and ``names``: per
 recorded name its ``kind`` "result" or "benchmark", ``agree``, ``problem``,
 ``max_abs``, ``max_rel`` and the disagreeing ``leaves`` with the worst
-element; see ``report/agreement.py``).
+element; see ``report/agreement.py``), and ``results``: per test and
+backend the recorded entries themselves (``test``, ``backend``,
+``tolerance``, ``entries``), read by ``pytest-lyapax agree``.
 Readers accept every version up to :data:`SCHEMA_VERSION`; every field
 added after version 1 may be absent.
 """

@@ -18,7 +18,6 @@ of the test, whose report has already been shown.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -176,15 +175,6 @@ class _Seen:
     tolerance: agreement.Tolerance
 
 
-def _load_file(leaf: Mapping[str, Any]) -> Any:
-    import numpy as np
-
-    path = (leaf.get("file") or {}).get("path")
-    if not path or not Path(path).is_file():
-        return None
-    return np.load(path)
-
-
 class AgreeController:
     """The controller's hooks: compare each backend's results with the reference."""
 
@@ -233,6 +223,9 @@ class AgreeController:
             list(data.get("entries", [])),
             agreement.Tolerance.from_json(data.get("tolerance")),
         )
+        if seen[label].entries and report.passed:
+            # In the report too, so runs of two machines can be compared later.
+            self.session.recorded.append({"test": key, "backend": label, **data})
         ref = self.settings.reference
         if label == ref:
             for other in self.pending.pop(key, []):
@@ -249,7 +242,7 @@ class AgreeController:
         if not (ref.passed and other.passed):
             return  # a failed test is reported as such; its results may be partial
         verdicts = agreement.compare_entries(
-            ref.entries, other.entries, other.tolerance, _load_file
+            ref.entries, other.entries, other.tolerance, agreement.load_file
         )
         failing = [
             v

@@ -190,6 +190,7 @@ def build_document(
             "dispatch_only": dispatch_only(session),
             "points": list(session.points),
             "agreement": list(session.agreement),
+            "results": list(session.recorded),
             "comparison": None
             if compared is None
             else {"with": str(session.settings.compare_path), **compared.to_json()},

@@ -94,6 +94,7 @@ class LyapaxSession:
     worker_labels: dict[Any, str] = field(default_factory=dict)
     # Controller: results compared across backends (see agree.py), per test.
     agreement: list[dict[str, Any]] = field(default_factory=list)
+    recorded: list[dict[str, Any]] = field(default_factory=list)  # their entries
 
     @property
     def limits(self) -> Limits:

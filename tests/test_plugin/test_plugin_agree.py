@@ -401,3 +401,28 @@ def test_strict_later_reference_and_no_agree(project, clean_environment):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["pytest_lyapax"]["agreement"] == []
     assert "results across backends" not in proc.stdout
+
+
+def test_cross_machine_cli_on_saved_reports(default_run, tmp_path, capsys):
+    from pytest_lyapax.cli import main
+
+    _, data, report = default_run
+    saved = report / "benchmark.json"
+    assert main(["agree", str(saved), str(saved)]) == 0
+    assert "all agree" in capsys.readouterr().out
+    # The same run relabelled, as if cpu2 had been measured on another machine.
+    relabelled = json.loads(saved.read_text())
+    for entry in relabelled["pytest_lyapax"]["results"]:
+        entry["backend"] = {"cpu": "laptop", "cpu2": "server"}[entry["backend"]]
+    other = tmp_path / "server.json"
+    other.write_text(json.dumps(relabelled))
+    assert main(["agree", str(saved), str(other), "--pair", "cpu:server"]) == 1
+    out = capsys.readouterr().out
+    disagreeing = {"test_depends_on_backend", "test_mean_with_stderr[1.0]"}
+    disagreeing |= {"test_shape", "test_nan", "test_large", "test_bench"}
+    for name in disagreeing:
+        row = next(line for line in out.splitlines() if f"::{name} " in line)
+        assert " FAIL" in row, row
+    assert "6 disagree" in out
+    assert main(["agree", str(saved), str(other)]) == 2  # no common label
+    assert "--pair LABEL:LABEL" in capsys.readouterr().err
