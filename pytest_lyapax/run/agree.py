@@ -110,8 +110,9 @@ def register(config: pytest.Config) -> None:
         config.stash[results.STORE_KEY] = Path(store) if store else None
         worker = AgreeWorker(bool(data.get("benchmarks", True)))
         config.pluginmanager.register(worker, "pytest-lyapax-agree-worker")
-    elif session.role == CONTROLLER:
-        settings = read_agree_settings(config, session.labels)
+        return
+    settings = read_agree_settings(config, session.labels)  # checked in every role
+    if session.role == CONTROLLER:
         controller = AgreeController(config, session, settings)
         config.pluginmanager.register(controller, "pytest-lyapax-agree")
 

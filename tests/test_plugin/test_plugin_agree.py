@@ -401,6 +401,12 @@ def test_strict_later_reference_and_no_agree(project, clean_environment):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["pytest_lyapax"]["agreement"] == []
     assert "results across backends" not in proc.stdout
+    proc, _, _ = _run(project, clean_environment, "bad", "--jax-reference-backend=gpu")
+    assert proc.returncode == 4
+    assert (
+        "--jax-reference-backend='gpu' is not one of the backends of --jax-backend "
+        "(cpu, cpu2)"
+    ) in proc.stderr
 
 
 def test_cross_machine_cli_on_saved_reports(default_run, tmp_path, capsys):
