@@ -34,7 +34,7 @@ from pytest_lyapax.report.history import find_steps, history_series, render_hist
 from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
 from pytest_lyapax.report.schema import Report, ReportError
 from pytest_lyapax.report.schema import load_report as _load
-from pytest_lyapax.views import tables
+from pytest_lyapax.views import agreement_tables, tables
 
 MAX_TABLE_ROWS = 50
 
@@ -307,12 +307,12 @@ def cmd_agree(args: argparse.Namespace) -> int:
             f"and {other.path} (recorded with jax_results or by benchmarks; pass "
             "--pair LABEL:LABEL for differently named backends)"
         )
-    rows = agreement.agreement_rows(entries)
+    rows = agreement_tables.agreement_rows(entries)
     if len(rows) > MAX_TABLE_ROWS:
-        rows = agreement.agreement_rows(entries, only_disagreeing=True)
-    print(agreement.headline(entries))
+        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
+    print(agreement_tables.headline(entries))
     if rows:
-        table = agreement.format_table(rows, agreement.AGREEMENT_HEADER)
+        table = agreement_tables.format_table(rows, agreement_tables.AGREEMENT_HEADER)
         for line in table[: MAX_TABLE_ROWS + 1]:
             print(line)
     return 0 if all(e["agree"] for e in entries) else 1

@@ -28,6 +28,7 @@ from pytest_lyapax.measuring import results
 from pytest_lyapax.report import agreement
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_session
+from pytest_lyapax.views import agreement_tables
 
 WORKERINPUT_KEY = "pytest_lyapax_agree"
 RESULTS_DIR = "results"
@@ -269,7 +270,9 @@ class AgreeController:
         ]
         if not failing:
             return
-        text = agreement.failure_text(key, label, self.settings.reference, failing)
+        text = agreement_tables.failure_text(
+            key, label, self.settings.reference, failing
+        )
         if report is not None:
             report.outcome = "failed"
             report.longrepr = text
@@ -303,10 +306,10 @@ def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
     are few, else the disagreeing ones."""
     if not entries:
         return []
-    rows = agreement.agreement_rows(entries)
+    rows = agreement_tables.agreement_rows(entries)
     if len(rows) > SHOWN_ROWS:
-        rows = agreement.agreement_rows(entries, only_disagreeing=True)
-    lines = [agreement.headline(entries)]
+        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
+    lines = [agreement_tables.headline(entries)]
     if rows:
-        lines += agreement.format_table(rows, agreement.AGREEMENT_HEADER)
+        lines += agreement_tables.format_table(rows, agreement_tables.AGREEMENT_HEADER)
     return lines

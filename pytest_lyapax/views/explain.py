@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
-from pytest_lyapax.report import agreement, analysis, costmodel, details, units
+from pytest_lyapax.report import analysis, costmodel, details, units
 from pytest_lyapax.report.identity import (
     machine_of,
     record_label,
@@ -24,7 +24,7 @@ from pytest_lyapax.report.identity import (
     series_id,
 )
 from pytest_lyapax.report.schema import REPORT_KEY
-from pytest_lyapax.views import tables
+from pytest_lyapax.views import agreement_tables, tables
 from pytest_lyapax.views.figure import BackendLegend
 
 TITLE = "pytest-lyapax report"
@@ -326,12 +326,12 @@ def _agreement(view: ReportView) -> Section | None:
     if not isinstance(entries, list) or not entries:
         return None
     entries = [e for e in entries if isinstance(e, Mapping)]
-    rows = agreement.agreement_rows(entries)
+    rows = agreement_tables.agreement_rows(entries)
     if len(rows) > 200:
-        rows = agreement.agreement_rows(entries, only_disagreeing=True)
-    blocks: list[Block] = [Lines((agreement.headline(entries),))]
+        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
+    blocks: list[Block] = [Lines((agreement_tables.headline(entries),))]
     if rows:
-        blocks.append(Table(agreement.AGREEMENT_HEADER, tuple(rows[:200])))
+        blocks.append(Table(agreement_tables.AGREEMENT_HEADER, tuple(rows[:200])))
     return Section("Results across backends", blocks)
 
 

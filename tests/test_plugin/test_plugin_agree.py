@@ -17,6 +17,7 @@ from pytest_lyapax.measuring import results
 from pytest_lyapax.report import agreement
 from pytest_lyapax.report.schema import check_report
 from pytest_lyapax.run.agree import test_key as key_of
+from pytest_lyapax.views import agreement_tables
 
 # --- the comparison, on hand-made entries --------------------------------
 
@@ -130,7 +131,7 @@ def test_failure_table_names_every_column():
     verdicts = agreement.compare_entries(
         [_entry("x", [1.0])], [_entry("x", [2.0])], DEFAULT
     )
-    text = agreement.failure_text("t.py::test", "cpu2", "cpu", verdicts)
+    text = agreement_tables.failure_text("t.py::test", "cpu2", "cpu", verdicts)
     head, columns, row = text.splitlines()
     assert head == (
         "t.py::test: results on backend 'cpu2' disagree with the reference backend "
