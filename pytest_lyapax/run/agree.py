@@ -28,7 +28,6 @@ from pytest_lyapax.measuring import results
 from pytest_lyapax.report import agreement
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_session
-from pytest_lyapax.views import agreement_tables
 
 WORKERINPUT_KEY = "pytest_lyapax_agree"
 RESULTS_DIR = "results"
@@ -270,6 +269,8 @@ class AgreeController:
         ]
         if not failing:
             return
+        from pytest_lyapax.views import agreement_tables
+
         text = agreement_tables.failure_text(
             key, label, self.settings.reference, failing
         )
@@ -306,6 +307,8 @@ def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
     are few, else the disagreeing ones."""
     if not entries:
         return []
+    from pytest_lyapax.views import agreement_tables
+
     rows = agreement_tables.agreement_rows(entries)
     if len(rows) > SHOWN_ROWS:
         rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
