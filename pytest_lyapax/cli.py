@@ -8,12 +8,14 @@ Subcommands::
     html    REPORT.json [...] -o report.html     the run's self-contained page
     history DIR_OR_FILES... -o history.png   median per series over runs
     compare A.json B.json [--fail=median:25%]   the regression gate, without pytest
+    agree   A.json B.json [--pair cpu:gpu]   recorded results of two runs compared
 
 Reports are untrusted input, read by the same loader as the plugin's
 ``--jax-compare`` (``schema.load_report``): anything that is not a
 pytest-benchmark report with numeric statistics, or comes from a newer
 pytest-lyapax, is refused with one line on stderr.  Exit codes: 0 success;
-1 ``compare`` found a regression (or, with ``--fail``, a missing benchmark);
+1 ``compare`` found a regression (or, with ``--fail``, a missing benchmark),
+or ``agree`` a disagreement;
 2 usage error or unusable input (also: ``compare --fail`` across hosts or
 devices without ``--across-machines``).
 """
@@ -27,12 +29,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_lyapax.report import analysis, costmodel, details, stats
+from pytest_lyapax.report import agreement, analysis, costmodel, details, stats
 from pytest_lyapax.report.history import find_steps, history_series, render_history
 from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
 from pytest_lyapax.report.schema import Report, ReportError
 from pytest_lyapax.report.schema import load_report as _load
-from pytest_lyapax.views import tables
+from pytest_lyapax.views import agreement_tables, tables
 
 MAX_TABLE_ROWS = 50
 
@@ -259,6 +261,63 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _recorded(report: Report) -> dict[tuple[str, str], dict[str, Any]]:
+    entries = report.key.get("results")
+    out = {}
+    for e in entries if isinstance(entries, list) else []:
+        if isinstance(e, dict) and isinstance(e.get("entries"), list):
+            out[(str(e.get("test")), str(e.get("backend")))] = e
+    return out
+
+
+def cmd_agree(args: argparse.Namespace) -> int:
+    reference, other = load_report(Path(args.reference)), load_report(Path(args.other))
+    pairs = []
+    for text in args.pair or []:
+        left, sep, right = text.partition(":")
+        if not sep or not left or not right:
+            raise InputError(f"--pair {text!r}: expected LABEL:LABEL, e.g. cpu:gpu")
+        pairs.append((left, right))
+    ref, now = _recorded(reference), _recorded(other)
+    if not pairs:
+        pairs = sorted({(b, b) for _, b in ref} & {(b, b) for _, b in now})
+    entries = []
+    for (test, label), r in ref.items():
+        for left, right in pairs:
+            a = now.get((test, right))
+            if label != left or a is None:
+                continue
+            tolerance = agreement.Tolerance.from_json(a.get("tolerance"))
+            verdicts = agreement.compare_entries(
+                r["entries"], a["entries"], tolerance, agreement.load_file
+            )
+            entries.append(
+                {
+                    "test": test,
+                    "backend": f"{right} ({other.path.name})",
+                    "reference": f"{left} ({reference.path.name})",
+                    "agree": all(v.ok for v in verdicts),
+                    "failed": not all(v.ok for v in verdicts),
+                    "names": [v.to_json() for v in verdicts],
+                }
+            )
+    if not entries:
+        raise InputError(
+            f"no recorded results of the same test and backend in {reference.path} "
+            f"and {other.path} (recorded with jax_results or by benchmarks; pass "
+            "--pair LABEL:LABEL for differently named backends)"
+        )
+    rows = agreement_tables.agreement_rows(entries)
+    if len(rows) > MAX_TABLE_ROWS:
+        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
+    print(agreement_tables.headline(entries))
+    if rows:
+        table = agreement_tables.format_table(rows, agreement_tables.AGREEMENT_HEADER)
+        for line in table[: MAX_TABLE_ROWS + 1]:
+            print(line)
+    return 0 if all(e["agree"] for e in entries) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pytest-lyapax",
@@ -310,6 +369,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="gate even when the two runs come from different hosts or devices",
     )
     p.set_defaults(func=cmd_compare)
+    p = sub.add_parser("agree", help="recorded results of two runs compared")
+    p.add_argument("reference", help="the reference run's benchmark.json")
+    p.add_argument("other")
+    p.add_argument(
+        "--pair",
+        metavar="A:B",
+        action="append",
+        help="compare backend A of the reference with backend B of the other "
+        "run (repeatable; default: every label both runs have)",
+    )
+    p.set_defaults(func=cmd_agree)
     return parser
 
 

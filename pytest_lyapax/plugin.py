@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_lyapax.measuring.results import ResultsRecorder, recorder_for
+from pytest_lyapax.run import agree
 from pytest_lyapax.run.items import (
     LABEL_ATTR,
     count_copies,
@@ -186,6 +188,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "larger sizes of its series on that backend ('none' = off; needs "
         "--jax-backend). Ini: jax_max_call.",
     )
+    agree.add_options(group)
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
     parser.addini("jax_budget", "Default for --jax-budget.", default="")
     parser.addini("jax_max_call", "Default for --jax-max-call.", default="")
@@ -225,6 +228,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "jax_sizes(*sizes, label=None): default problem sizes for the jax_size "
         "fixture (overridden by --jax-sizes); label names the size axis",
     )
+    config.addinivalue_line("markers", agree.marker_line())
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         if WORKERINPUT_KEY in workerinput:
@@ -232,6 +236,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
             session = runplan.configure_worker(config, workerinput[WORKERINPUT_KEY])
             config.stash[SIZES_KEY] = session.settings.sizes
+            agree.register(config)
         return
     settings = read_settings(config, check_paths=not informational(config))
     config.stash[SIZES_KEY] = settings.sizes
@@ -239,6 +244,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_lyapax.run import runplan
 
         runplan.configure_controller(config, settings)
+        agree.register(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -456,6 +462,14 @@ def jax_backend(request: pytest.FixtureRequest) -> str:
 
     runplan.check_process_backend(session, label, request.addfinalizer)
     return label
+
+
+@pytest.fixture
+def jax_results(request: pytest.FixtureRequest) -> ResultsRecorder:
+    """Record results of this test to compare across backends:
+    ``jax_results.record(name, value, stderr=None)`` (see ``docs/pytest_lyapax.md``).
+    """
+    return recorder_for(request.node)
 
 
 @pytest.fixture

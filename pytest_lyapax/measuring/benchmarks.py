@@ -51,6 +51,7 @@ from typing import Any
 import pytest
 
 from pytest_lyapax.measuring import measure
+from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
 from pytest_lyapax.report.identity import PLUGIN_PARAMS
 from pytest_lyapax.report.schema import STAT_FIELDS
 from pytest_lyapax.report.stats import MIN_ROUNDS
@@ -319,6 +320,7 @@ def jax_fixture_class() -> type:
             result = super().__call__(blocking, *args, **kwargs)
             if split is not None:
                 _record_split(self, split)
+            setattr(self, BENCHMARK_RESULT_ATTR, result)  # compared across backends
             return result
 
         def pedantic(
@@ -347,6 +349,7 @@ def jax_fixture_class() -> type:
                     dict(kwargs or {}),
                     first,
                 )
+            setattr(self, BENCHMARK_RESULT_ATTR, result)  # compared across backends
             return result
 
     return JaxBenchmarkFixture

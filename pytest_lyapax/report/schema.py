@@ -23,7 +23,14 @@ the ``over_budget`` point status (``--jax-budget``, ``--jax-max-call``): a
 size predicted not to fit, never timed, with ``predicted_s`` (seconds per
 call), ``predicted_interval_s`` ([low, high]), ``rule`` ("cost model" or
 "scaled"), ``basis`` (in words) and ``budget_s`` (null: stopped by the
-first-call ceiling).
+first-call ceiling); 5 -- adds ``agreement``: per test and non-reference
+backend, its results compared with the reference backend's (``test``,
+``reference``, ``backend``, ``agree``, ``failed``, and ``names``: per
+recorded name its ``kind`` "result" or "benchmark", ``agree``, ``problem``,
+``max_abs``, ``max_rel`` and the disagreeing ``leaves`` with the worst
+element; see ``report/agreement.py``), and ``results``: per test and
+backend the recorded entries themselves (``test``, ``backend``,
+``tolerance``, ``entries``), read by ``pytest-lyapax agree``.
 Readers accept every version up to :data:`SCHEMA_VERSION`; every field
 added after version 1 may be absent.
 """
@@ -38,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 REPORT_KEY = "pytest_lyapax"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 MAX_FILE_BYTES = 512 * 1024 * 1024
 
 # The statistics pytest-benchmark stores per benchmark, in its own order.
@@ -131,6 +138,14 @@ _POINT_FIELDS: dict[str, Any] = {
     "status": _one_of("oom", "skipped_after_oom", "over_budget"),
     "message": _is(str),
 }
+# Schema 5: an entry of the ``agreement`` section.
+_AGREEMENT_FIELDS: dict[str, Any] = {
+    "test": _is(str),
+    "reference": _is(str),
+    "backend": _is(str),
+    "agree": _is(bool),
+    "names": _is(list),
+}
 # Schema 4: the prediction an over_budget point carries.
 _PREDICTION_FIELDS: dict[str, Any] = {
     "predicted_s": _seconds_ok,
@@ -191,6 +206,13 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
                 f"{what}: written by a newer pytest-lyapax (report schema {schema}); "
                 f"this one reads schema {SCHEMA_VERSION} and older: upgrade lyapax"
             )
+        agreed = key.get("agreement") if isinstance(key, dict) else None
+        if agreed is not None:
+            if not isinstance(agreed, list):
+                raise ReportError(f"{what}: '{REPORT_KEY}.agreement' is not a list")
+            for i, entry in enumerate(agreed):
+                where = f"{what}: {REPORT_KEY}.agreement #{i}"
+                _check_fields(entry, _AGREEMENT_FIELDS, where)
         points = key.get("points") if isinstance(key, dict) else None
         if points is not None:
             if not isinstance(points, list):

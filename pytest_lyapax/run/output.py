@@ -189,6 +189,8 @@ def build_document(
             "noise_test": stats.describe_test(),
             "dispatch_only": dispatch_only(session),
             "points": list(session.points),
+            "agreement": list(session.agreement),
+            "results": list(session.recorded),
             "comparison": None
             if compared is None
             else {"with": str(session.settings.compare_path), **compared.to_json()},
@@ -222,7 +224,7 @@ def write_reports(
     Writes nothing, and creates no directory, when nothing was measured.
     ``info`` is this machine's :func:`machine_info`.
     """
-    if not session.records:
+    if not session.records and not session.agreement:
         return []
     report_dir = session.settings.report_dir
     assert report_dir is not None

@@ -92,6 +92,9 @@ class LyapaxSession:
     # Controller: the backend label of each xdist worker (WorkerController),
     # decided once when xdist configures it (scheduling.assign_label).
     worker_labels: dict[Any, str] = field(default_factory=dict)
+    # Controller: results compared across backends (see agree.py), per test.
+    agreement: list[dict[str, Any]] = field(default_factory=list)
+    recorded: list[dict[str, Any]] = field(default_factory=list)  # their entries
 
     @property
     def limits(self) -> Limits:

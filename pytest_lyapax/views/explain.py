@@ -24,7 +24,7 @@ from pytest_lyapax.report.identity import (
     series_id,
 )
 from pytest_lyapax.report.schema import REPORT_KEY
-from pytest_lyapax.views import tables
+from pytest_lyapax.views import agreement_tables, tables
 from pytest_lyapax.views.figure import BackendLegend
 
 TITLE = "pytest-lyapax report"
@@ -321,6 +321,20 @@ def _comparison(view: ReportView) -> Section | None:
     return Section("Comparison with a saved run", blocks)
 
 
+def _agreement(view: ReportView) -> Section | None:
+    entries = view.key.get("agreement")
+    if not isinstance(entries, list) or not entries:
+        return None
+    entries = [e for e in entries if isinstance(e, Mapping)]
+    rows = agreement_tables.agreement_rows(entries)
+    if len(rows) > 200:
+        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
+    blocks: list[Block] = [Lines((agreement_tables.headline(entries),))]
+    if rows:
+        blocks.append(Table(agreement_tables.AGREEMENT_HEADER, tuple(rows[:200])))
+    return Section("Results across backends", blocks)
+
+
 def _machine(view: ReportView) -> Section:
     rows = []
     for name, value in view.machine_info.items():
@@ -346,7 +360,13 @@ def report_sections(
     elif figure is not None:
         sections.append(Section("Figure", [Lines((f"no figure: {figure}",))]))
     sections += _sized(view)
-    for optional in (_unsized(view), _resources(view), _comparison(view)):
+    optional_sections = (
+        _agreement(view),
+        _unsized(view),
+        _resources(view),
+        _comparison(view),
+    )
+    for optional in optional_sections:
         if optional is not None:
             sections.append(optional)
     noise = view.key.get("noise_test")

@@ -70,7 +70,7 @@ def real_run(tmp_path_factory, clean_environment):
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((path / "lyapax-report" / "benchmark.json").read_text())
-    assert report["pytest_lyapax"]["schema"] == 4
+    assert report["pytest_lyapax"]["schema"] == 5
     (path / "stdout.txt").write_text(proc.stdout)
     return path, report
 

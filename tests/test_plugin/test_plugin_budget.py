@@ -113,7 +113,7 @@ def test_sizes_that_do_not_fit_are_over_budget_points(budgeted):
     proc, data, _ = budgeted
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert check_report(data, "run") == data["benchmarks"]
-    assert data["pytest_lyapax"]["schema"] == 4
+    assert data["pytest_lyapax"]["schema"] == 5
     timed, points = _sizes(data, "cpu")
     assert timed == {1, 2, 4}
     assert set(points) == {8, 16}

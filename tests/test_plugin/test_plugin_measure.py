@@ -96,7 +96,7 @@ def measured(tmp_path_factory, clean_environment):
 def test_run_passes_and_report_is_schema_4(measured):
     proc, data, _ = measured
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert data["pytest_lyapax"]["schema"] == 4
+    assert data["pytest_lyapax"]["schema"] == 5
     assert check_report(data, "run") == data["benchmarks"]
 
 

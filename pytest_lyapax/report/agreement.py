@@ -1,0 +1,357 @@
+"""Results of one test compared across backends, leaf by leaf.
+
+A recorded result (``jax_results.record(name, value, stderr=...)`` or a
+benchmark's return value) travels as a JSON entry ``{"name", "kind",
+"leaves"}``; each leaf is ``{"path", "shape", "dtype", "data" | "file",
+"stderr"}`` (see :mod:`pytest_lyapax.measuring.results`).  This module
+compares one backend's entries with the reference backend's and says, per
+name, whether they agree and by how much they differ.
+
+Rules (documented in ``docs/pytest_lyapax.md``):
+
+* shapes and dtypes must match;
+* integers and booleans must be equal; floating leaves agree where
+  ``|a - r| <= atol + rtol * |r|`` (``r`` the reference), with ``rtol`` and
+  ``atol`` from ``@pytest.mark.jax_agree`` or the default of the dtype
+  (:data:`DEFAULT_TOLERANCES`); complex leaves compare their real and
+  imaginary parts with the tolerance of their component dtype;
+* a leaf recorded with ``stderr`` (a statistical estimate) agrees where
+  ``|a - r| <= z * sqrt(sa**2 + sr**2)`` (``z`` default :data:`DEFAULT_Z`),
+  or within the dtype tolerance when that is wider (so two identical
+  estimates with a zero error bar agree);
+* the same non-finite value at the same place (NaN and NaN, inf and inf)
+  agrees; a non-finite value on one side only never does;
+* a name recorded on one backend and not on the other is a disagreement.
+
+No pytest or JAX here; numpy is imported when something is compared.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# dtype name -> (rtol, atol).  Chosen for results computed by the same code
+# on two backends: a few thousand ulps of float64 (reductions summed in
+# another order), about 100 ulps of float32 (so TF32 matmuls, ~1e-3, show),
+# one or two ulps of the 16-bit formats.
+DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-12, 1e-14),
+    "float32": (1e-5, 1e-6),
+    "float16": (1e-3, 1e-4),
+    "bfloat16": (1e-2, 1e-3),
+}
+DEFAULT_Z = 4.0
+_COMPONENT = {"complex128": "float64", "complex64": "float32"}
+# Kinds of a recorded entry.
+RESULT, BENCHMARK = "result", "benchmark"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """A test's tolerance (``@pytest.mark.jax_agree``); None: the dtype's default."""
+
+    rtol: float | None = None
+    atol: float | None = None
+    z: float = DEFAULT_Z
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | None) -> Tolerance:
+        data = data or {}
+        return cls(data.get("rtol"), data.get("atol"), data.get("z", DEFAULT_Z))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rtol": self.rtol, "atol": self.atol, "z": self.z}
+
+    def for_dtype(self, dtype: str) -> tuple[float, float] | None:
+        """``(rtol, atol)`` for a leaf of ``dtype``; None: must be exact."""
+        base = DEFAULT_TOLERANCES.get(_COMPONENT.get(dtype, dtype))
+        if base is None and self.rtol is None and self.atol is None:
+            return None
+        rtol, atol = base or (0.0, 0.0)
+        return (
+            rtol if self.rtol is None else self.rtol,
+            atol if self.atol is None else self.atol,
+        )
+
+
+def check_tolerance(kwargs: Mapping[str, Any]) -> Tolerance:
+    """The ``jax_agree`` marker's keywords as a :class:`Tolerance`.
+
+    Raises:
+        ValueError: an unknown keyword, or a value that is not a finite
+            number >= 0 (``z`` > 0).
+    """
+    unknown = sorted(set(kwargs) - {"rtol", "atol", "z"})
+    if unknown:
+        raise ValueError(
+            f"@pytest.mark.jax_agree got {unknown[0]}={kwargs[unknown[0]]!r}; "
+            "allowed keywords: rtol, atol, z"
+        )
+    for key, value in kwargs.items():
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if (
+            not ok
+            or not math.isfinite(value)
+            or value < 0
+            or (key == "z" and not value)
+        ):
+            raise ValueError(
+                f"@pytest.mark.jax_agree got {key}={value!r}; expected a finite "
+                f"number {'> 0' if key == 'z' else '>= 0'}"
+            )
+    z = kwargs.get("z", DEFAULT_Z)
+    return Tolerance(kwargs.get("rtol"), kwargs.get("atol"), float(z))
+
+
+@dataclass
+class LeafVerdict:
+    """How one leaf of one name compares with the reference."""
+
+    name: str
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    ok: bool
+    problem: str = ""  # why it disagrees, in words ("" when it agrees)
+    max_abs: float | None = None
+    max_rel: float | None = None
+    index: tuple[int, ...] | None = None  # the worst element
+    reference: Any = None
+    value: Any = None
+    tolerance: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "path": self.path,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "agree": self.ok,
+            "problem": self.problem,
+            "max_abs": _finite_or_none(self.max_abs),
+            "max_rel": _finite_or_none(self.max_rel),
+            "index": None if self.index is None else list(self.index),
+            "reference": _jsonable(self.reference),
+            "value": _jsonable(self.value),
+            "tolerance": self.tolerance,
+        }
+
+
+def _finite_or_none(value: float | None) -> float | None:
+    return value if value is None or math.isfinite(value) else None
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)  # "nan", "inf": strict JSON has no such numbers
+    return value
+
+
+Loader = Callable[[Mapping[str, Any]], Any]
+
+
+def leaf_array(leaf: Mapping[str, Any], load: Loader | None = None) -> Any:
+    """A leaf's values as a float64/int array (complex: a trailing axis of 2);
+    None when they are in a file that cannot be read here."""
+    import numpy as np
+
+    if "data" in leaf and leaf["data"] is not None:
+        data = np.asarray(leaf["data"])
+    elif load is not None:
+        data = load(leaf)
+        if data is None:
+            return None
+        if np.iscomplexobj(data):
+            data = np.stack([data.real, data.imag], axis=-1)
+    else:
+        return None
+    kind = np.dtype(leaf["dtype"]).kind if leaf["dtype"] != "bfloat16" else "f"
+    if kind in "fc":
+        return np.asarray(data, dtype=np.float64)
+    return np.asarray(data)
+
+
+def load_file(leaf: Mapping[str, Any]) -> Any:
+    """A leaf's array from its ``.npy`` file; None when it is not readable here."""
+    from pathlib import Path
+
+    import numpy as np
+
+    path = (leaf.get("file") or {}).get("path")
+    if not isinstance(path, str) or not Path(path).is_file():
+        return None
+    return np.load(path, allow_pickle=False)
+
+
+def _element(array: Any, index: tuple[Any, ...]) -> Any:
+    value = array[index]
+    return value.tolist() if hasattr(value, "tolist") else value
+
+
+def compare_leaf(
+    name: str,
+    ref: Mapping[str, Any],
+    other: Mapping[str, Any],
+    tolerance: Tolerance,
+    load: Loader | None = None,
+) -> LeafVerdict:
+    """One leaf of ``other`` against the same leaf of the reference."""
+    import numpy as np
+
+    shape, dtype = tuple(ref["shape"]), str(ref["dtype"])
+    verdict = LeafVerdict(name, str(ref["path"]), shape, dtype, ok=True)
+    if tuple(other["shape"]) != shape or str(other["dtype"]) != dtype:
+        verdict.ok = False
+        verdict.problem = (
+            f"shape/dtype {tuple(other['shape'])} {other['dtype']} against the "
+            f"reference's {shape} {dtype}"
+        )
+        return verdict
+    a, r = leaf_array(other, load), leaf_array(ref, load)
+    if a is None or r is None:
+        return _compare_by_summary(verdict, ref, other)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return _compare_arrays(verdict, a, r, other, ref, tolerance)
+
+
+def _compare_arrays(
+    verdict: LeafVerdict,
+    a: Any,
+    r: Any,
+    other: Mapping[str, Any],
+    ref: Mapping[str, Any],
+    tolerance: Tolerance,
+) -> LeafVerdict:
+    """The values of two leaves of equal shape and dtype (``a``: this backend's)."""
+    import numpy as np
+
+    shape, dtype = verdict.shape, verdict.dtype
+    limits = tolerance.for_dtype(dtype)
+    diff = np.abs(a - r) if a.dtype.kind in "fc" else np.abs(a.astype(float) - r)
+    rel = np.where(r != 0, diff / np.abs(r), np.where(diff == 0, 0.0, np.inf))
+    if limits is None:
+        allowed = np.zeros(diff.shape)
+        verdict.tolerance = "exact"
+    else:
+        rtol, atol = limits
+        allowed = atol + rtol * np.abs(r)
+        verdict.tolerance = f"rtol {rtol:g}, atol {atol:g}"
+    sa, sr = other.get("stderr"), ref.get("stderr")
+    if sa is not None or sr is not None:
+        sigma = np.hypot(
+            np.broadcast_to(np.asarray(sa if sa is not None else 0.0, float), r.shape),
+            np.broadcast_to(np.asarray(sr if sr is not None else 0.0, float), r.shape),
+        )
+        allowed = np.maximum(allowed, tolerance.z * sigma)
+        verdict.tolerance = f"z {tolerance.z:g} x stderr, or {verdict.tolerance}"
+    finite_a, finite_r = np.isfinite(a), np.isfinite(r)
+    same_special = ~finite_a & ~finite_r & ((a == r) | (np.isnan(a) & np.isnan(r)))
+    one_sided = finite_a != finite_r
+    both = finite_a & finite_r
+    excess = np.where(both, diff - allowed, 0.0)
+    bad = (excess > 0) | one_sided | (~finite_a & ~finite_r & ~same_special)
+    if diff.size:
+        verdict.max_abs = float(np.max(np.where(both, diff, 0.0)))
+        # Relative to a non-zero reference only (a zero makes any change inf).
+        nonzero = both & (r != 0)
+        verdict.max_rel = float(np.max(rel[nonzero])) if nonzero.any() else None
+    if not bad.any():
+        return verdict
+    verdict.ok = False
+    # The worst element: a one-sided non-finite first, else the largest
+    # deviation beyond what is allowed, relative to what is allowed.
+    score = np.where(both, diff / np.where(allowed > 0, allowed, 1e-300), 0.0)
+    score = np.where(bad & ~both, np.inf, np.where(bad, score, -1.0))
+    flat = int(np.argmax(score))
+    index = np.unravel_index(flat, bad.shape)
+    verdict.index = tuple(int(i) for i in index[: len(shape)])
+    verdict.reference, verdict.value = _element(r, index), _element(a, index)
+    count = int(bad.sum())
+    verdict.problem = (
+        f"{count} of {bad.size} element(s) beyond the tolerance"
+        if not (one_sided | (~finite_a & ~same_special)).any()
+        else f"{count} of {bad.size} element(s) differ, non-finite on one side"
+    )
+    return verdict
+
+
+def _compare_by_summary(
+    verdict: LeafVerdict, ref: Mapping[str, Any], other: Mapping[str, Any]
+) -> LeafVerdict:
+    """Leaves whose files are not readable here: equal hashes agree."""
+    a, r = other.get("file") or {}, ref.get("file") or {}
+    verdict.tolerance = "sha256 (file not readable here)"
+    if a.get("sha256") and a.get("sha256") == r.get("sha256"):
+        return verdict
+    verdict.ok = False
+    verdict.problem = (
+        f"stored in a file not readable here and its sha256 differs (mean "
+        f"{a.get('mean')} against {r.get('mean')})"
+    )
+    return verdict
+
+
+@dataclass
+class NameVerdict:
+    """One recorded name of one test on one backend against the reference."""
+
+    name: str
+    kind: str
+    leaves: list[LeafVerdict]
+    problem: str = ""  # a disagreement of the whole name (missing, structure)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem and all(leaf.ok for leaf in self.leaves)
+
+    def to_json(self) -> dict[str, Any]:
+        worst = [leaf for leaf in self.leaves if leaf.max_abs is not None]
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "agree": self.ok,
+            "problem": self.problem,
+            "max_abs": max((leaf.max_abs or 0.0 for leaf in worst), default=None),
+            "max_rel": max((leaf.max_rel or 0.0 for leaf in worst), default=None),
+            "leaves": [leaf.to_json() for leaf in self.leaves if not leaf.ok],
+        }
+
+
+def compare_entries(
+    reference: Sequence[Mapping[str, Any]],
+    other: Sequence[Mapping[str, Any]],
+    tolerance: Tolerance,
+    load: Loader | None = None,
+) -> list[NameVerdict]:
+    """Every name recorded on either side, in the reference's order."""
+    ref_by = {e["name"]: e for e in reference}
+    other_by = {e["name"]: e for e in other}
+    out = []
+    for name in [*ref_by, *(n for n in other_by if n not in ref_by)]:
+        r, a = ref_by.get(name), other_by.get(name)
+        kind = str((r or a or {}).get("kind", RESULT))
+        if r is None or a is None:
+            side = "reference" if r is None else "this backend"
+            out.append(NameVerdict(name, kind, [], f"not recorded on {side}"))
+            continue
+        r_paths = [leaf["path"] for leaf in r["leaves"]]
+        a_paths = [leaf["path"] for leaf in a["leaves"]]
+        if r_paths != a_paths:
+            out.append(
+                NameVerdict(
+                    name,
+                    kind,
+                    [],
+                    f"pytree leaves {a_paths} against the reference's {r_paths}",
+                )
+            )
+            continue
+        leaves = [
+            compare_leaf(name, rl, al, tolerance, load)
+            for rl, al in zip(r["leaves"], a["leaves"], strict=True)
+        ]
+        out.append(NameVerdict(name, kind, leaves))
+    return out

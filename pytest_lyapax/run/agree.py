@@ -1,0 +1,318 @@
+"""Results compared across backends: the options, and the worker's and the
+controller's hooks.
+
+Each worker attaches what a test recorded (``jax_results.record``, and a
+benchmark's return value unless ``--jax-no-agree``) to the test's call
+report.  The controller keeps the reference backend's entries per test and
+compares every other backend's with them as their reports arrive
+(:mod:`pytest_lyapax.report.agreement`): a disagreement turns that report
+into a failure, before pytest's own reporting sees it, so the terminal, the
+exit status and ``--junitxml`` all count it.  A benchmark's return value that
+disagrees is a warning in the summary unless ``--jax-agree-strict``.  The
+reference runs first unless ``--jax-reference-backend`` names a later
+backend; then the comparison waits for the reference's report, and a
+disagreement found then fails the session (listed in the summary) instead
+of the test, whose report has already been shown.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_lyapax.measuring import results
+from pytest_lyapax.report import agreement
+from pytest_lyapax.run.items import LABEL_ATTR
+from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_session
+
+WORKERINPUT_KEY = "pytest_lyapax_agree"
+RESULTS_DIR = "results"
+MARKER = "jax_agree"
+SHOWN_ROWS = 20
+
+
+def add_options(group: Any) -> None:
+    """The agreement options, in the plugin's option group."""
+    group.addoption(
+        "--jax-reference-backend",
+        dest="jax_reference_backend",
+        metavar="LABEL",
+        default=None,
+        help="Compare every backend's recorded results (jax_results.record, "
+        "benchmark return values) with this backend's; default: the first "
+        "label of --jax-backend.",
+    )
+    group.addoption(
+        "--jax-agree-strict",
+        dest="jax_agree_strict",
+        action="store_true",
+        default=False,
+        help="A benchmark's return value that disagrees across backends fails "
+        "its test (default: a warning in the summary).",
+    )
+    group.addoption(
+        "--jax-no-agree",
+        dest="jax_no_agree",
+        action="store_true",
+        default=False,
+        help="Record and compare no benchmark return values (results recorded "
+        "with jax_results are still compared).",
+    )
+
+
+def marker_line() -> str:
+    return (
+        f"{MARKER}(rtol=None, atol=None, z=4): tolerance of this test's results "
+        "compared across backends (default by dtype; z for results with stderr)"
+    )
+
+
+@dataclass(frozen=True)
+class AgreeSettings:
+    reference: str
+    strict: bool
+    benchmarks: bool  # record benchmark return values
+
+
+def read_agree_settings(
+    config: pytest.Config, labels: tuple[str, ...]
+) -> AgreeSettings:
+    """The agreement options of the controller.
+
+    Raises:
+        pytest.UsageError: a reference label that is not one of the backends.
+    """
+    reference = config.getoption("jax_reference_backend") or labels[0]
+    if reference not in labels:
+        raise pytest.UsageError(
+            f"--jax-reference-backend={reference!r} is not one of the backends of "
+            f"--jax-backend ({', '.join(labels)})"
+        )
+    return AgreeSettings(
+        reference,
+        bool(config.getoption("jax_agree_strict")),
+        not config.getoption("jax_no_agree"),
+    )
+
+
+def register(config: pytest.Config) -> None:
+    """Register the agreement hooks of this process's role (none otherwise)."""
+    session = get_session(config)
+    if session is None:
+        return
+    if session.role == WORKER:
+        data = json.loads(getattr(config, "workerinput", {}).get(WORKERINPUT_KEY, "{}"))
+        store = data.get("store")
+        config.stash[results.STORE_KEY] = Path(store) if store else None
+        worker = AgreeWorker(bool(data.get("benchmarks", True)))
+        config.pluginmanager.register(worker, "pytest-lyapax-agree-worker")
+        return
+    settings = read_agree_settings(config, session.labels)  # checked in every role
+    if session.role == CONTROLLER:
+        controller = AgreeController(config, session, settings)
+        config.pluginmanager.register(controller, "pytest-lyapax-agree")
+
+
+def marker_tolerance(item: pytest.Item) -> agreement.Tolerance:
+    marker = item.get_closest_marker(MARKER)
+    if marker is None:
+        return agreement.Tolerance()
+    if marker.args:
+        raise ValueError(
+            f"@pytest.mark.{MARKER} takes keywords only (rtol=, atol=, z=), got "
+            f"{marker.args!r}"
+        )
+    return agreement.check_tolerance(marker.kwargs)
+
+
+class AgreeWorker:
+    """A worker's hooks: check the marker, attach the results to the report."""
+
+    def __init__(self, benchmarks: bool) -> None:
+        self.benchmarks = benchmarks
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        try:
+            marker_tolerance(item)
+        except ValueError as exc:
+            pytest.fail(f"{item.nodeid}: {exc}", pytrace=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        if call.when == "call":
+            try:
+                tolerance = marker_tolerance(item).to_json()
+            except ValueError:
+                tolerance = {}
+            payload = results.payload_of(item, tolerance, self.benchmarks)
+            if payload is not None:
+                setattr(report, results.RESULTS_ATTR, payload)
+        return report
+
+
+def test_key(nodeid: str, label: str) -> str:
+    """The test's id without its backend: the same on every backend."""
+    head, sep, params = nodeid.rpartition("[")
+    if not sep or not params.endswith("]"):
+        return nodeid
+    parts = params[:-1].split("-")
+    if label in parts:
+        parts.reverse()
+        parts.remove(label)
+        parts.reverse()
+    return f"{head}[{'-'.join(parts)}]" if parts else head
+
+
+@dataclass
+class _Seen:
+    passed: bool
+    entries: list[dict[str, Any]]
+    tolerance: agreement.Tolerance
+
+
+class AgreeController:
+    """The controller's hooks: compare each backend's results with the reference."""
+
+    def __init__(
+        self, config: pytest.Config, session: LyapaxSession, settings: AgreeSettings
+    ) -> None:
+        self.config = config
+        self.session = session
+        self.settings = settings
+        self.seen: dict[str, dict[str, _Seen]] = {}
+        self.pending: dict[str, list[str]] = {}
+        self.late_failures: list[str] = []
+        self.warnings: list[str] = []
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        report_dir = self.session.settings.report_dir
+        node.workerinput[WORKERINPUT_KEY] = json.dumps(
+            {
+                "store": None if report_dir is None else str(report_dir / RESULTS_DIR),
+                "benchmarks": self.settings.benchmarks,
+            }
+        )
+
+    def _ran_before(self, label: str) -> bool:
+        """Whether the reference's phase came before ``label``'s."""
+        order = self.session.order
+        ref = self.settings.reference
+        return ref in order and label in order and order.index(ref) < order.index(label)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "call":
+            return
+        label = getattr(report, LABEL_ATTR, None)
+        if label is None:
+            return
+        key = test_key(report.nodeid, label)
+        seen = self.seen.setdefault(key, {})
+        if label in seen:
+            return  # another process of the same backend (--jax-processes)
+        raw = getattr(report, results.RESULTS_ATTR, None)
+        data = json.loads(raw) if raw else {}
+        seen[label] = _Seen(
+            report.passed,
+            list(data.get("entries", [])),
+            agreement.Tolerance.from_json(data.get("tolerance")),
+        )
+        if seen[label].entries and report.passed:
+            # In the report too, so runs of two machines can be compared later.
+            self.session.recorded.append({"test": key, "backend": label, **data})
+        ref = self.settings.reference
+        if label == ref:
+            for other in self.pending.pop(key, []):
+                self._compare(key, other, None)
+        elif ref in seen:
+            self._compare(key, label, report)
+        elif not self._ran_before(label):
+            self.pending.setdefault(key, []).append(label)
+
+    def _compare(self, key: str, label: str, report: pytest.TestReport | None) -> None:
+        ref, other = self.seen[key][self.settings.reference], self.seen[key][label]
+        if not ref.entries and not other.entries:
+            return
+        if not (ref.passed and other.passed):
+            return  # a failed test is reported as such; its results may be partial
+        verdicts = agreement.compare_entries(
+            ref.entries, other.entries, other.tolerance, agreement.load_file
+        )
+        failing = [
+            v
+            for v in verdicts
+            if not v.ok and (v.kind == agreement.RESULT or self.settings.strict)
+        ]
+        warned = [v for v in verdicts if not v.ok and v not in failing]
+        self.session.agreement.append(
+            {
+                "test": key,
+                "reference": self.settings.reference,
+                "backend": label,
+                "agree": all(v.ok for v in verdicts),
+                "failed": bool(failing),
+                "names": [v.to_json() for v in verdicts],
+            }
+        )
+        where = f"{key} on {label!r}"
+        self.warnings += [
+            f"{where}: benchmark result {v.name!r} disagrees with "
+            f"{self.settings.reference!r} (--jax-agree-strict fails it)"
+            for v in warned
+        ]
+        if not failing:
+            return
+        from pytest_lyapax.views import agreement_tables
+
+        text = agreement_tables.failure_text(
+            key, label, self.settings.reference, failing
+        )
+        if report is not None:
+            report.outcome = "failed"
+            report.longrepr = text
+        else:
+            self.late_failures.append(text)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        # tryfirst: the reports written after this hold the late comparisons.
+        if self.late_failures and session.exitstatus in (
+            pytest.ExitCode.OK,
+            pytest.ExitCode.NO_TESTS_COLLECTED,
+        ):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        lines = summary_lines(self.session.agreement)
+        if not lines:
+            return
+        terminalreporter.write_sep("-", "results across backends")
+        for line in lines + [f"warning: {w}" for w in self.warnings]:
+            terminalreporter.write_line(line)
+        for text in self.late_failures:
+            terminalreporter.write_sep("=", "disagreement found after the test ran")
+            for line in text.splitlines():
+                terminalreporter.write_line(line)
+
+
+def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
+    """The terminal's "results across backends" section: every row when there
+    are few, else the disagreeing ones."""
+    if not entries:
+        return []
+    from pytest_lyapax.views import agreement_tables
+
+    rows = agreement_tables.agreement_rows(entries)
+    if len(rows) > SHOWN_ROWS:
+        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
+    lines = [agreement_tables.headline(entries)]
+    if rows:
+        lines += agreement_tables.format_table(rows, agreement_tables.AGREEMENT_HEADER)
+    return lines

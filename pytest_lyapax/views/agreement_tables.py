@@ -1,0 +1,121 @@
+"""Tables of results compared across backends (``report/agreement.py``):
+the long report of a failed test, the terminal's and the reports' section.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_lyapax.report.agreement import NameVerdict
+
+
+def _num(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}" if math.isfinite(value) else repr(value)
+    return "-" if value is None else str(value)
+
+
+TABLE_HEADER = (
+    "name",
+    "leaf",
+    "shape",
+    "max abs dev",
+    "max rel dev",
+    "worst index",
+    "reference",
+    "this backend",
+    "tolerance",
+)
+
+
+def table_rows(verdicts: Sequence[NameVerdict]) -> list[tuple[str, ...]]:
+    """One row per disagreeing leaf (or name), as :data:`TABLE_HEADER`."""
+    rows: list[tuple[str, ...]] = []
+    for v in verdicts:
+        if v.problem:
+            rows.append((v.name, "-", "-", "-", "-", "-", "-", "-", v.problem))
+        for leaf in v.leaves:
+            if leaf.ok:
+                continue
+            rows.append(
+                (
+                    v.name,
+                    leaf.path or "(root)",
+                    str(leaf.shape) if leaf.shape else "()",
+                    _num(leaf.max_abs),
+                    _num(leaf.max_rel),
+                    "-" if leaf.index is None else str(leaf.index),
+                    _num(leaf.reference),
+                    _num(leaf.value),
+                    leaf.problem + (f"; {leaf.tolerance}" if leaf.tolerance else ""),
+                )
+            )
+    return rows
+
+
+def format_table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    """Plain text columns (terminal output, a failure's long report)."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
+    lines += [
+        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
+        for row in rows
+    ]
+    return [line.rstrip() for line in lines]
+
+
+def failure_text(
+    test: str, label: str, reference: str, verdicts: Sequence[NameVerdict]
+) -> str:
+    """The long report of a test failed by a disagreement."""
+    rows = table_rows([v for v in verdicts if not v.ok])
+    head = (
+        f"{test}: results on backend {label!r} disagree with the reference "
+        f"backend {reference!r}"
+    )
+    return "\n".join([head, *format_table(rows, TABLE_HEADER)])
+
+
+AGREEMENT_HEADER = ("test", "backend", "vs", "name", "verdict", "max abs", "max rel")
+
+
+def headline(entries: Sequence[Mapping[str, Any]]) -> str:
+    """ "all agree" or how many of a report's comparisons disagree."""
+    bad = [e for e in entries if not e.get("agree")]
+    result = "all agree" if not bad else f"{len(bad)} disagree"
+    return f"{len(entries)} comparison(s) with the reference backend: {result}"
+
+
+def agreement_rows(
+    entries: Sequence[Mapping[str, Any]], *, only_disagreeing: bool = False
+) -> list[tuple[str, ...]]:
+    """One row per test, backend and name of a report's ``agreement`` section
+    (a report read from disk: every field may be missing)."""
+    rows: list[tuple[str, ...]] = []
+    for e in entries:
+        names = e.get("names") if isinstance(e.get("names"), list) else []
+        for n in names:
+            if not isinstance(n, Mapping) or (only_disagreeing and n.get("agree")):
+                continue
+            verdict = (
+                "agree" if n.get("agree") else "FAIL" if e.get("failed") else "warn"
+            )
+            problem = n.get("problem")
+            rows.append(
+                (
+                    str(e.get("test")),
+                    str(e.get("backend")),
+                    str(e.get("reference")),
+                    str(n.get("name")),
+                    verdict + (f": {problem}" if problem else ""),
+                    _g(n.get("max_abs")),
+                    _g(n.get("max_rel")),
+                )
+            )
+    return rows
+
+
+def _g(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, (int, float)) else "-"
