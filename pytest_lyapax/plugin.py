@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_lyapax.report.gates import add_gate_options
 from pytest_lyapax.run.items import item_label
 from pytest_lyapax.run.options import (
     informational,
@@ -74,35 +75,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Compare this run with a saved benchmark.json, per backend and size "
         "(needs --jax-backend).",
     )
-    group.addoption(
-        "--jax-compare-fail",
-        dest="jax_compare_fail",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help="Fail the session when a benchmark is slower than in --jax-compare "
-        "by more than EXPR: FIELD:PERCENT%% or FIELD:TIME with a unit (s, ms, us, "
-        "ns), e.g. median:25%% or median:25ms; repeatable (each is a gate); also "
-        "fails when nothing could be compared or a saved benchmark is missing. "
-        "Refused (usage error) against a run of another host or device "
-        "(needs --jax-backend).",
-    )
-    group.addoption(
-        "--jax-compare-allow-missing",
-        dest="jax_compare_allow_missing",
-        action="store_true",
-        default=False,
-        help="With --jax-compare-fail: do not fail when saved benchmarks are "
-        "missing from this run or nothing matched (needs --jax-backend).",
-    )
-    group.addoption(
-        "--jax-compare-across-machines",
-        dest="jax_compare_across_machines",
-        action="store_true",
-        default=False,
-        help="With --jax-compare-fail: gate even when the saved run was measured "
-        "on another host or device (the differences are still reported; needs "
-        "--jax-backend).",
+    add_gate_options(
+        group.addoption, "--jax-compare-", "jax_compare_", " (needs --jax-backend)"
     )
     group.addoption(
         "--jax-processes",
