@@ -29,6 +29,7 @@ from typing import Any
 
 from pytest_lyapax.report import analysis, costmodel, details, gates, stats
 from pytest_lyapax.report.history import find_steps, history_series, render_history
+from pytest_lyapax.report.identity import extra_info
 from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
 from pytest_lyapax.report.schema import Report, ReportError
 from pytest_lyapax.report.schema import load_report as _load
@@ -123,7 +124,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     benches = analysis.group_sized(merged.benchmarks, merged.order)
     # Each merged record names its machine (a merged input keeps several).
     machines = "; ".join(
-        dict.fromkeys(str(b["extra_info"]["machine"]) for b in merged.benchmarks)
+        dict.fromkeys(str(extra_info(b)["machine"]) for b in merged.benchmarks)
     )
     failed = [point for r in reports for point in details.failed_points(r.data)]
     models = costmodel.by_key(costmodel.cost_models(benches))
