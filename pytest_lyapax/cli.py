@@ -29,8 +29,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_lyapax.report import agreement, analysis, costmodel, details, stats
+from pytest_lyapax.report import agreement, analysis, costmodel, details, gates, stats
 from pytest_lyapax.report.history import find_steps, history_series, render_history
+from pytest_lyapax.report.identity import extra_info
 from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
 from pytest_lyapax.report.schema import Report, ReportError
 from pytest_lyapax.report.schema import load_report as _load
@@ -125,7 +126,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     benches = analysis.group_sized(merged.benchmarks, merged.order)
     # Each merged record names its machine (a merged input keeps several).
     machines = "; ".join(
-        dict.fromkeys(str(b["extra_info"]["machine"]) for b in merged.benchmarks)
+        dict.fromkeys(str(extra_info(b)["machine"]) for b in merged.benchmarks)
     )
     failed = [point for r in reports for point in details.failed_points(r.data)]
     models = costmodel.by_key(costmodel.cost_models(benches))
@@ -220,15 +221,11 @@ def cmd_history(args: argparse.Namespace) -> int:
     return 0
 
 
-def _thresholds(texts: Sequence[str]) -> tuple[analysis.CompareThreshold, ...]:
-    try:
-        return tuple(analysis.parse_threshold(text) for text in texts)
-    except ValueError as exc:
-        raise InputError(f"--fail: {exc}") from None
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    thresholds = _thresholds(args.fail or [])
+    try:
+        thresholds = gates.parse_gates(args.fail, "--fail")
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
     saved, now = load_report(Path(args.saved)), load_report(Path(args.now))
     result = analysis.compare_runs(
         saved.data, now.benchmarks, thresholds, now.machine_info
@@ -246,18 +243,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
     if not thresholds:
         return 0
-    gates = ", ".join(str(t) for t in thresholds)
     refused = result.refusal()
     if refused and not args.across_machines:
-        raise InputError(
-            f"--fail: refusing to gate runs measured apart ({refused}): the change "
-            "would measure the machines, not the code; compare runs of one machine, "
-            "or pass --across-machines to gate anyway"
-        )
+        why = f"--fail: refusing to gate runs measured apart ({refused})"
+        raise InputError(gates.refusal(why, "--across-machines"))
     failures = result.gate_failures(args.allow_missing)
     for line in failures[:MAX_TABLE_ROWS]:
         print(f"FAIL: {line}")
-    print(f"gate {gates}: {'FAILED' if failures else 'passed'}")
+    rules = ", ".join(str(t) for t in thresholds)
+    print(f"gate {rules}: {'FAILED' if failures else 'passed'}")
     return 1 if failures else 0
 
 
@@ -355,19 +349,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="the --jax-compare-fail gate on two files")
     p.add_argument("saved")
     p.add_argument("now")
-    p.add_argument(
-        "--fail",
-        metavar="EXPR",
-        action="append",
-        help="a gate, FIELD:PERCENT%% or FIELD:TIME with a unit (s, ms, us, ns), "
-        "e.g. median:25%% or median:25ms; repeatable",
-    )
-    p.add_argument("--allow-missing", action="store_true")
-    p.add_argument(
-        "--across-machines",
-        action="store_true",
-        help="gate even when the two runs come from different hosts or devices",
-    )
+    gates.add_gate_options(p.add_argument, "--")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("agree", help="recorded results of two runs compared")
     p.add_argument("reference", help="the reference run's benchmark.json")

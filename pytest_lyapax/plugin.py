@@ -1,4 +1,4 @@
-"""pytest-lyapax entry point: options, markers, fixtures and run set-up.
+"""pytest-lyapax entry point: options, markers, fixtures and the role set-up.
 
 ``pytest --jax-backend=cpu,gpu`` runs every test once per backend, each
 backend in its own pytest-xdist worker whose ``JAX_PLATFORMS`` is set before
@@ -12,28 +12,23 @@ from __future__ import annotations
 import pytest
 
 from pytest_lyapax.measuring.results import ResultsRecorder, recorder_for
+from pytest_lyapax.report.gates import add_gate_options
 from pytest_lyapax.run import agree
-from pytest_lyapax.run.items import (
-    LABEL_ATTR,
-    count_copies,
-    item_label,
-    marker_labels,
-    per_backend_items,
-)
+from pytest_lyapax.run.items import item_label
 from pytest_lyapax.run.options import (
     informational,
     read_settings,
     validate_marker_sizes,
 )
-from pytest_lyapax.run.session import INPROCESS, WORKER, WORKERINPUT_KEY, get_session
+from pytest_lyapax.run.session import WORKERINPUT_KEY, get_session
 
-# ``runplan`` (and with it the xdist scheduling, report and figure code) and
-# ``benchmarks`` are imported inside the hooks that only active runs reach:
-# pytest imports this module at every start, also where the plugin is unused.
+# Only the hooks pytest needs from the start live here.  An active run's
+# role (controller, worker, in-process) registers its own hook object from
+# ``runplan`` (run/roles.py), imported with the xdist scheduling, report and
+# benchmark code only by active runs: pytest imports this module at every
+# start, also where the plugin is unused.
 
 SIZES_KEY = pytest.StashKey["tuple[int, ...] | None"]()
-# Why an item without a line number is skipped (see _has_line).
-SKIP_KEY = pytest.StashKey[str]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -82,35 +77,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="Compare this run with a saved benchmark.json, per backend and size "
         "(needs --jax-backend).",
     )
-    group.addoption(
-        "--jax-compare-fail",
-        dest="jax_compare_fail",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help="Fail the session when a benchmark is slower than in --jax-compare "
-        "by more than EXPR: FIELD:PERCENT%% or FIELD:TIME with a unit (s, ms, us, "
-        "ns), e.g. median:25%% or median:25ms; repeatable (each is a gate); also "
-        "fails when nothing could be compared or a saved benchmark is missing. "
-        "Refused (usage error) against a run of another host or device "
-        "(needs --jax-backend).",
-    )
-    group.addoption(
-        "--jax-compare-allow-missing",
-        dest="jax_compare_allow_missing",
-        action="store_true",
-        default=False,
-        help="With --jax-compare-fail: do not fail when saved benchmarks are "
-        "missing from this run or nothing matched (needs --jax-backend).",
-    )
-    group.addoption(
-        "--jax-compare-across-machines",
-        dest="jax_compare_across_machines",
-        action="store_true",
-        default=False,
-        help="With --jax-compare-fail: gate even when the saved run was measured "
-        "on another host or device (the differences are still reported; needs "
-        "--jax-backend).",
+    add_gate_options(
+        group.addoption, "--jax-compare-", "jax_compare_", " (needs --jax-backend)"
     )
     group.addoption(
         "--jax-processes",
@@ -248,192 +216,24 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    session = get_session(metafunc.config)
-    if session is not None and "jax_backend" in metafunc.fixturenames:
-        where = metafunc.definition.nodeid
-        try:
-            marker_labels(metafunc.definition, session.settings.known_labels)
-        except ValueError as exc:
-            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
-        # Every requested label, also those a marker excludes: those items
-        # are skipped with a reason, so each backend reports every test.
-        labels = list(session.labels)
-        metafunc.parametrize("jax_backend", labels, indirect=True, ids=labels)
-    if "jax_size" in metafunc.fixturenames:
-        where = metafunc.definition.nodeid
-        sizes = metafunc.config.stash.get(SIZES_KEY, None)
-        if sizes is None:
-            marker = metafunc.definition.get_closest_marker("jax_sizes")
-            if marker is None:
-                raise pytest.Collector.CollectError(
-                    f"{where} uses the jax_size fixture but declares no sizes: add "
-                    "@pytest.mark.jax_sizes(20, 50, ...) or pass --jax-sizes=LIST"
-                )
-            try:
-                sizes = validate_marker_sizes(marker.args, where)
-            except ValueError as exc:
-                raise pytest.Collector.CollectError(str(exc)) from None
-        metafunc.parametrize(
-            "jax_size", sizes, indirect=True, ids=[str(s) for s in sizes]
-        )
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(
-    config: pytest.Config, items: list[pytest.Item]
-) -> None:
-    # tryfirst: -k, -m and --lf must see the per-backend copies of the items.
-    session = get_session(config)
-    if session is None:
+    # The backend axis is parametrized by the hooks of an active run
+    # (run/roles.py); the size axis exists with or without --jax-backend.
+    if "jax_size" not in metafunc.fixturenames:
         return
-    collected = len(items)
-    items[:] = per_backend_items(items, session.labels, session.settings.known_labels)
-    count_copies(config, len(items) - collected)
-    if session.role in (WORKER, INPROCESS) and session.limits.active:
-        # The budget predicts a size from the smaller ones: they run first.
-        from pytest_lyapax.run.budget import ascending_sizes
-
-        ascending_sizes(items)
-    for item in items:
-        label = item_label(item)
-        reason = None
-        if session.role in (WORKER, INPROCESS):
-            reason = session.skip_reason(label)
-        wanted = marker_labels(item, session.settings.known_labels)
-        if reason is None and wanted and label not in wanted:
-            reason = (
-                f"marked jax_backend({', '.join(sorted(wanted))}): not run on "
-                f"backend {label!r}"
+    sizes = metafunc.config.stash.get(SIZES_KEY, None)
+    if sizes is None:
+        where = metafunc.definition.nodeid
+        marker = metafunc.definition.get_closest_marker("jax_sizes")
+        if marker is None:
+            raise pytest.Collector.CollectError(
+                f"{where} uses the jax_size fixture but declares no sizes: add "
+                "@pytest.mark.jax_sizes(20, 50, ...) or pass --jax-sizes=LIST"
             )
-        if reason is not None and _has_line(item):
-            item.add_marker(pytest.mark.skip(reason=reason))
-        elif reason is not None:
-            # pytest reports a skip marker at the item's line and fails
-            # (INTERNALERROR) for an item without one (pytest-mypy's, a
-            # custom collector's): skipped at set-up instead.
-            item.stash[SKIP_KEY] = reason
-
-
-def _has_line(item: pytest.Item) -> bool:
-    try:
-        return item.reportinfo()[1] is not None
-    except Exception:  # noqa: BLE001 - a plugin's reportinfo; skip at set-up
-        return False
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_finish(session: pytest.Session) -> None:
-    lsession = get_session(session.config)
-    if lsession is not None and lsession.role == WORKER:
-        # Each worker keeps exactly the items of its backend; the scheduler
-        # runs a worker's whole collection (see scheduling.py).  Not earlier:
-        # --lf/--ff (a wrapper of pytest_collection_modifyitems) must choose
-        # among every backend's copies, as a run without workers does.
-        session.items[:] = [
-            item for item in session.items if lsession.runs_here(item_label(item))
-        ]
-    if lsession is not None and lsession.role == WORKER and session.items:
-        # Start JAX now (if the tests may use it): all workers collect at the
-        # same time, before any backend's phase begins, so no later backend
-        # pays its start-up (~1 s) while an earlier one waits, and nothing is
-        # being timed yet.
-        from pytest_lyapax.run import runplan
-
-        runplan.start_jax(session.items)
-
-
-def pytest_sessionstart(session: pytest.Session) -> None:
-    lsession = get_session(session.config)
-    if lsession is None:
-        return
-    from pytest_lyapax.measuring import benchmarks
-    from pytest_lyapax.run import runplan
-
-    if lsession.role == WORKER:
-        benchmarks.enable_in_worker(session.config)
-    elif lsession.role == INPROCESS:
-        benchmarks.raise_default_rounds(session.config)
-        runplan.settle_inprocess_backend(lsession)
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    # trylast: after pytest has torn down the session-scoped fixtures.
-    lsession = get_session(session.config)
-    if lsession is not None and lsession.role == WORKER:
-        from pytest_lyapax.run import runplan
-
-        runplan.release_worker_memory()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item):
-    skip_reason = item.stash.get(SKIP_KEY, None)
-    if skip_reason is not None:
-        pytest.skip(skip_reason)
-    session = get_session(item.config)
-    measured = session is not None and "benchmark" in getattr(item, "fixturenames", ())
-    if measured:
-        from pytest_lyapax.measuring import benchmarks
-        from pytest_lyapax.run import budget
-
-        benchmarks.skip_after_oom(item, item_label(item))
-        budget.skip_over_budget(item, item_label(item), session.limits)
-    result = yield
-    # Without --jax-backend the plugin is inert: pytest-benchmark's own
-    # fixture, untouched.
-    if measured:
-        assert session is not None
-        benchmarks.instrument(item, item_label(item), session.settings.extras)
-    return result
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    reason = None
-    try:
-        return (yield)
-    except Exception as exc:
-        if get_session(item.config) is None:
-            raise
-        from pytest_lyapax.measuring import benchmarks
-
-        reason = benchmarks.oom_reason(item, item_label(item), exc)
-        if reason is None:
-            raise
-        # Drop the frames (and the device buffers they hold) before going on.
-        exc.__traceback__ = None
-    # Out of the except block, so the skip does not keep the error alive;
-    # then free what reference cycles still hold for the next, smaller test.
-    import gc
-
-    gc.collect()
-    raise pytest.skip.Exception(reason, _use_item_location=True)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    report = yield
-    if get_session(item.config) is not None:
-        # Travels with the report to the controller (xdist serialises every
-        # attribute), so results are attributed without parsing test ids.
-        setattr(report, LABEL_ATTR, item_label(item))
-        from pytest_lyapax.measuring import benchmarks
-
-        point = benchmarks.pop_point(item)
-        if point is not None:
-            setattr(report, benchmarks.POINT_ATTR, point)
-        if call.when == "call":
-            record = benchmarks.record_of(item)
-            if record is not None:
-                setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
-            limits = get_session(item.config).limits  # type: ignore[union-attr]
-            label = item_label(item)
-            if label is not None:  # also without a budget: the time left reads it
-                from pytest_lyapax.run import budget
-
-                budget.observe(item, label, record, limits)
-    return report
+        try:
+            sizes = validate_marker_sizes(marker.args, where)
+        except ValueError as exc:
+            raise pytest.Collector.CollectError(str(exc)) from None
+    metafunc.parametrize("jax_size", sizes, indirect=True, ids=[str(s) for s in sizes])
 
 
 @pytest.fixture

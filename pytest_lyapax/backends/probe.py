@@ -9,6 +9,7 @@ reserve GPU memory the GPU worker needs.
 from __future__ import annotations
 
 import glob
+import inspect
 import json
 import os
 import subprocess
@@ -17,31 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
+from pytest_lyapax.backends import _probe_script
 from pytest_lyapax.backends.labels import FALLBACK, OK, UNAVAILABLE, Backend
 
 PROBE_TIMEOUT_S = 180.0
-_MARK = "PYTEST_LYAPAX_PROBE "
-
-# Runs in the probed interpreter.  It reports failures itself so that the
-# controller sees the exception type even when the message is empty.
-_PROBE_CODE = f"""
-import json
-out = {{}}
-try:
-    import jax
-    import jax.numpy as jnp
-    out["jax_version"] = jax.__version__
-    x = jnp.arange(16.0)
-    total = float(jax.block_until_ready(jnp.dot(x, x)))
-    if total != 1240.0:
-        raise RuntimeError("probe computation returned %r, expected 1240.0" % total)
-    device = jax.devices()[0]
-    out.update(ok=True, backend=jax.default_backend(), device=device.device_kind,
-               device_count=jax.device_count())
-except BaseException as exc:
-    out.update(ok=False, error_type=type(exc).__name__, error=str(exc))
-print({_MARK!r} + json.dumps(out), flush=True)
-"""
+# The probe itself (pytest_lyapax/backends/_probe_script.py), as the source
+# text a fresh interpreter runs with ``python -c``, here or on a host.
+PROBE_SOURCE = inspect.getsource(_probe_script)
 
 
 @dataclass(frozen=True)
@@ -101,8 +84,8 @@ def interpret(
     """Classify one probe's output (pure; separated out for testing)."""
     payload = None
     for line in stdout.splitlines():
-        if line.startswith(_MARK):
-            payload = json.loads(line[len(_MARK) :])
+        if line.startswith(_probe_script.MARK):
+            payload = json.loads(line[len(_probe_script.MARK) :])
     if payload is None:
         tail = " | ".join(stderr.strip().splitlines()[-3:]) or "no output"
         reason = (
@@ -158,7 +141,7 @@ def probe_backends(
         # A probe needs only a few bytes of device memory: don't reserve most of it.
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
         procs[backend.platform] = subprocess.Popen(
-            [sys.executable, "-c", _PROBE_CODE],
+            [sys.executable, "-c", PROBE_SOURCE],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pytest_lyapax.backends import codeid
+from pytest_lyapax.backends import _gateway_code, _probe_script, codeid
 from pytest_lyapax.backends.hosts import HostSpec
 from pytest_lyapax.backends.labels import (
     GPU_MEMORY_ENV,
@@ -30,69 +30,14 @@ from pytest_lyapax.backends.labels import (
     Backend,
 )
 from pytest_lyapax.backends.probe import (
-    _PROBE_CODE,
+    PROBE_SOURCE,
     PROBE_TIMEOUT_S,
     ProbeResult,
     interpret,
 )
 
-_INFO_MARK = "PYTEST_LYAPAX_HOST "
 _NAMES = (*codeid.TOOLS, "pytest", "pytest-xdist", "execnet")
 
-# Runs in the probe interpreter on the host, after the JAX probe.
-_INFO_CODE = f"""
-import importlib.util, os, platform, sys
-from importlib import metadata
-def _version(name):
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
-def _cpu():
-    try:
-        import cpuinfo
-        return cpuinfo.get_cpu_info().get("brand_raw") or platform.processor()
-    except Exception:
-        pass
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-print({_INFO_MARK!r} + json.dumps({{
-    "host": platform.node(), "cpu": _cpu(), "python": sys.executable,
-    "python_version": platform.python_version(), "cwd": os.getcwd(),
-    "versions": {{n: _version(n) for n in {list(_NAMES)!r}}},
-    "plugin_importable": importlib.util.find_spec("pytest_lyapax") is not None,
-}}), flush=True)
-"""
-
-# Runs in the gateway process on the host: start the probe interpreter.
-_GATEWAY_CODE = r"""
-import os, subprocess, sys
-args = channel.receive()
-env = dict(os.environ)
-env.update(args["env"])
-cwd = args["chdir"]
-python = args["python"] or sys.executable
-if cwd is not None and not os.path.isdir(cwd):
-    channel.send({"error": "chdir=%s is not a directory on the host" % cwd})
-else:
-    try:
-        proc = subprocess.run(
-            [python, "-c", args["code"]], env=env, cwd=cwd,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            universal_newlines=True, timeout=args["timeout"])
-        channel.send({"returncode": proc.returncode, "stdout": proc.stdout,
-                      "stderr": proc.stderr})
-    except subprocess.TimeoutExpired:
-        channel.send({"error": "its JAX probe took longer than %g s" % args["timeout"]})
-    except OSError as exc:
-        channel.send({"error": "cannot start python=%s there: %s" % (python, exc)})
-"""
 
 T = TypeVar("T")
 
@@ -157,8 +102,8 @@ def interpret_host(
     )
     info: dict[str, Any] = {}
     for line in stdout.splitlines():
-        if line.startswith(_INFO_MARK):
-            info = json.loads(line[len(_INFO_MARK) :])
+        if line.startswith(_probe_script.INFO_MARK):
+            info = json.loads(line[len(_probe_script.INFO_MARK) :])
     versions = info.pop("versions", {}) or {}
     info.pop("plugin_importable", None)
     details = {**result.info, **info, "gateway": host.where}
@@ -212,13 +157,14 @@ def probe_host(
         gateway = within(
             timeout, "connect", lambda: group.makegateway(host.connect_spec())
         )
-        channel = gateway.remote_exec(_GATEWAY_CODE)
+        channel = gateway.remote_exec(_gateway_code)
         channel.send(
             {
                 "env": probe_environment(backend, host),
                 "chdir": host.chdir,
                 "python": host.python if host.kind != "popen" else None,
-                "code": _PROBE_CODE + _INFO_CODE,
+                "code": PROBE_SOURCE,
+                "argv": [_probe_script.HOST_INFO_FLAG, *_NAMES],
                 "timeout": probe_timeout,
             }
         )

@@ -42,6 +42,9 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
+from pytest_lyapax.report import details
+from pytest_lyapax.report.identity import worker_fields
+
 OOM, SKIPPED_AFTER_OOM = "oom", "skipped_after_oom"
 OVER_BUDGET = "over_budget"  # budget.py: predicted not to fit, never timed
 POINT_STATUSES = (OOM, SKIPPED_AFTER_OOM, OVER_BUDGET)
@@ -309,9 +312,11 @@ def host_argument_benchmarks(records: Sequence[Mapping[str, Any]]) -> list[str]:
     """
     out = []
     for record in records:
-        info = record.get("extra_info") or {}
-        platform = info.get("jax_backend")
-        if info.get("args_on") in ("host", "mixed") and platform not in (None, "cpu"):
+        platform = worker_fields(record).get("jax_backend")
+        if details.args_on(record) in ("host", "mixed") and platform not in (
+            None,
+            "cpu",
+        ):
             out.append(str(record.get("fullname")))
     return out
 

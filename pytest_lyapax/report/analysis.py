@@ -17,11 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_lyapax.report import stats
+from pytest_lyapax.report.details import peak_memory, warmup_of
 from pytest_lyapax.report.identity import (
     Machine,
     SeriesId,
     record_size,
     series_id,
+    size_label,
     unique_names,
 )
 from pytest_lyapax.report.schema import TIME_FIELDS
@@ -120,34 +122,17 @@ class Point:
     peak_is_rss: bool = False
 
 
-def _warmup_compile(info: Mapping[str, Any]) -> float | None:
-    warmup = info.get("warmup")
-    value = warmup.get("compile_s") if isinstance(warmup, Mapping) else None
-    return float(value) if isinstance(value, int | float) else None
-
-
-def _peak_memory(info: Mapping[str, Any]) -> tuple[int | None, bool]:
-    memory = info.get("memory")
-    if not isinstance(memory, Mapping):
-        return None, False
-    device = memory.get("device_peak_bytes")
-    if isinstance(device, int):
-        return device, False
-    rss = memory.get("host_peak_rss_bytes")
-    return (rss, True) if isinstance(rss, int) else (None, False)
-
-
 def point_of(record: Mapping[str, Any], size: int = 0) -> Point:
     s = record["stats"]
-    info = record.get("extra_info") or {}
-    peak, is_rss = _peak_memory(info)
+    peak, is_rss = peak_memory(record)
+    warmup = warmup_of(record)
     return Point(
         size,
         s["median"],
         s["q1"],
         s["q3"],
         stats.round_times(record),
-        _warmup_compile(info),
+        warmup.compile_s if warmup is not None else None,
         peak,
         is_rss,
     )
@@ -199,9 +184,9 @@ def group_sized(
         bench = groups.setdefault(
             sid.benchmark, SizedBenchmark(sid.benchmark, names[sid.benchmark])
         )
-        info = record.get("extra_info") or {}
-        if info.get("size_label"):
-            bench.size_label = str(info["size_label"])
+        label = size_label(record)
+        if label is not None:
+            bench.size_label = label
         size = record_size(record)
         assert size is not None
         assert sid.label is not None

@@ -17,7 +17,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_lyapax.report.identity import record_label, record_size, series_id
+from pytest_lyapax.report.identity import (
+    extra_info,
+    record_label,
+    record_size,
+    series_id,
+)
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.report.units import format_seconds
 
@@ -32,9 +37,14 @@ def _number(value: object) -> float | None:
 
 
 def _mapping(record: Mapping[str, Any], key: str) -> Mapping[str, Any]:
-    info = record.get("extra_info")
-    value = info.get(key) if isinstance(info, Mapping) else None
+    value = extra_info(record).get(key)
     return value if isinstance(value, Mapping) else {}
+
+
+def first_call_s(record: Mapping[str, Any]) -> float | None:
+    """Seconds of the untimed first call, compilation included (None: not
+    recorded)."""
+    return _number(extra_info(record).get("first_call_s"))
 
 
 @dataclass(frozen=True)
@@ -93,8 +103,7 @@ def warmup_of(record: Mapping[str, Any]) -> Warmup | None:
             _number(w.get("compile_s")),
             state,
         )
-    info = record.get("extra_info")
-    old = _number(info.get("first_call_s")) if isinstance(info, Mapping) else None
+    old = first_call_s(record)
     return None if old is None else Warmup("first_call", old)
 
 
@@ -121,9 +130,24 @@ def time_split_of(record: Mapping[str, Any]) -> tuple[float, float] | None:
 
 
 def args_on(record: Mapping[str, Any]) -> str | None:
-    info = record.get("extra_info")
-    value = info.get("args_on") if isinstance(info, Mapping) else None
+    """Where the timed call's arguments lived: host, device, mixed or none."""
+    value = extra_info(record).get("args_on")
     return value if value in ("host", "device", "mixed", "none") else None
+
+
+def peak_memory(record: Mapping[str, Any]) -> tuple[int | None, bool]:
+    """The peak memory in bytes: the device's where reported, else the
+    worker's RSS (then True); (None, False) if neither was measured."""
+    memory = memory_of(record)
+    device, rss = memory["device_peak_bytes"], memory["host_peak_rss_bytes"]
+    if device is not None:
+        return int(device), False
+    return (int(rss), True) if rss is not None else (None, False)
+
+
+def no_array_leaves(record: Mapping[str, Any]) -> bool:
+    """Whether the result held no JAX array to wait for (dispatch only)."""
+    return bool(extra_info(record).get("no_array_leaves"))
 
 
 @dataclass(frozen=True)

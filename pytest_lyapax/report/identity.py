@@ -107,15 +107,40 @@ class SeriesId:
         }
 
 
+def extra_info(record: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A benchmark record's ``extra_info`` (empty when absent or not a mapping).
+
+    The one reader of that dict: each field has its accessor here (series
+    identity) or in :mod:`~pytest_lyapax.report.details` (measurements).
+    """
+    info = record.get("extra_info")
+    return info if isinstance(info, Mapping) else {}
+
+
 def record_label(record: Mapping[str, Any]) -> str | None:
     """The series label of a record (the backend, or ``backend @ host`` once merged)."""
-    label = (record.get("extra_info") or {}).get("backend")
+    label = extra_info(record).get("backend")
     return label if isinstance(label, str) else None
 
 
 def record_size(record: Mapping[str, Any]) -> int | None:
-    size = (record.get("extra_info") or {}).get("size")
+    size = extra_info(record).get("size")
     return size if isinstance(size, int) and not isinstance(size, bool) else None
+
+
+def size_label(record: Mapping[str, Any]) -> str | None:
+    """The name of the size axis (``@pytest.mark.jax_sizes(label=...)``), or None."""
+    label = extra_info(record).get("size_label")
+    return str(label) if label else None
+
+
+def worker_fields(record: Mapping[str, Any]) -> dict[str, str]:
+    """What the record's worker said about its JAX: ``device``,
+    ``jax_version``, ``jaxlib_version`` and ``jax_backend`` (the platform JAX
+    actually ran on: ``cpu`` for a label ``cpu2=cpu``), those it recorded."""
+    info = extra_info(record)
+    keys = ("device", "jax_version", "jaxlib_version", "jax_backend")
+    return {key: info[key] for key in keys if info.get(key) is not None}
 
 
 def other_params(record: Mapping[str, Any]) -> str:
@@ -137,7 +162,7 @@ def machine_of(
     them there, else from the report's ``machine_info``; device kind and
     versions from the record's ``extra_info`` (written by its worker).
     """
-    info = record.get("extra_info") or {}
+    info = extra_info(record)
     machine_info = machine_info if isinstance(machine_info, Mapping) else {}
     cpu_info = machine_info.get("cpu")
     brand = cpu_info.get("brand_raw") if isinstance(cpu_info, Mapping) else None
@@ -154,7 +179,7 @@ def series_id(
     record: Mapping[str, Any], machine_info: Mapping[str, Any] | None = None
 ) -> SeriesId:
     """The identity of the series ``record`` belongs to (see the module docstring)."""
-    info = record.get("extra_info") or {}
+    info = extra_info(record)
     label = record_label(record)
     backend = _text(info.get("source_backend"), label or "") or None
     test = str(record.get("fullname") or record.get("name") or "").split("[", 1)[0]

@@ -40,6 +40,7 @@ from typing import Any
 import pytest
 
 from pytest_lyapax.measuring.measure import OVER_BUDGET
+from pytest_lyapax.report.details import first_call_s
 from pytest_lyapax.report.units import format_seconds
 
 COST_MODEL, SCALED = "cost model", "scaled"
@@ -289,11 +290,10 @@ def observe(
         return
     stats = record.get("stats") or {}
     median = stats.get("median")
-    info = record.get("extra_info") or {}
-    first = info.get("first_call_s")
+    first = first_call_s(record)
     if not isinstance(median, int | float) or median <= 0:
         return
-    first_s = float(first) if isinstance(first, int | float) else float(median)
+    first_s = first if first is not None else float(median)
     samples = tuple(float(x) for x in stats.get("data") or ())
     series.measured.append(_Measured(size, float(median), samples, first_s))
     series.measured.sort(key=lambda m: m.size)

@@ -23,6 +23,7 @@ from pytest_lyapax.measuring.benchmarks import (
     hand_to_benchmark_session,
 )
 from pytest_lyapax.report.analysis import ComparisonResult
+from pytest_lyapax.report.gates import refusal
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.run import output
 from pytest_lyapax.run.items import LABEL_ATTR, item_label
@@ -147,11 +148,11 @@ class ResultCollector:
             f"--jax-compare-fail={t}" for t in self.session.settings.compare_fail
         )
         if self.session.gate_refused:
+            why = f"the saved run was measured elsewhere: {self.session.gate_refused}"
             terminalreporter.write_sep(
                 "=",
-                f"pytest-lyapax: {gates} refused (usage error): the saved run was "
-                f"measured elsewhere: {self.session.gate_refused}; compare runs of "
-                "one machine, or pass --jax-compare-across-machines",
+                f"pytest-lyapax: {gates} refused (usage error): "
+                + refusal(why, "--jax-compare-across-machines"),
                 red=True,
             )
         failures = self.session.gate_failures

@@ -24,7 +24,8 @@ from pytest_lyapax.backends.labels import (
     PLATFORM_BACKENDS,
     Backend,
 )
-from pytest_lyapax.report.analysis import CompareThreshold, parse_threshold
+from pytest_lyapax.report.analysis import CompareThreshold
+from pytest_lyapax.report.gates import parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
 
@@ -174,12 +175,12 @@ def validate_marker_sizes(args: Sequence[object], where: str) -> tuple[int, ...]
 
 
 def parse_compare_fail(texts: Sequence[str]) -> tuple[CompareThreshold, ...]:
-    """Parse each ``--jax-compare-fail``: ``FIELD:N%`` or ``FIELD:N`` with a
-    time unit (s, ms, us, ns); a bare number is a usage error."""
+    """Parse each ``--jax-compare-fail`` (see :func:`gates.parse_gates`);
+    a bad expression is a usage error."""
     try:
-        return tuple(parse_threshold(text) for text in texts)
+        return parse_gates(texts, "--jax-compare-fail")
     except ValueError as exc:
-        raise pytest.UsageError(f"--jax-compare-fail: {exc}") from None
+        raise pytest.UsageError(str(exc)) from None
 
 
 def check_report_dir(path: Path, option: str = "--jax-report-dir") -> Path:
@@ -227,12 +228,11 @@ def check_same_host(data: Mapping[str, Any], option: str) -> None:
         machine_of(b, data.get("machine_info")).host for b in data.get("benchmarks", [])
     } - {"", here}
     if hosts:
-        raise pytest.UsageError(
+        why = (
             f"{option}: the saved run was measured on host {sorted(hosts)[0]!r}, "
-            f"this run is on {here!r}; a gate across machines compares the "
-            "machines, not the code. Compare runs of one machine, or pass "
-            "--jax-compare-across-machines to gate anyway"
+            f"this run is on {here!r}"
         )
+        raise pytest.UsageError(refusal(why, "--jax-compare-across-machines"))
 
 
 # Command-line options that mean nothing unless backends are requested.

@@ -46,7 +46,8 @@ from pytest_lyapax.backends.labels import (
 )
 from pytest_lyapax.measuring import measure
 from pytest_lyapax.report import analysis, costmodel, stats
-from pytest_lyapax.report.identity import record_label
+from pytest_lyapax.report.details import no_array_leaves
+from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
 from pytest_lyapax.run.session import LyapaxSession
 from pytest_lyapax.views import explain, tables
@@ -110,10 +111,7 @@ def backend_summary(session: LyapaxSession) -> list[dict[str, Any]]:
         entry = state.to_json()
         mine = [r for r in session.records if record_label(r) == label]
         if mine:
-            extra = mine[0].get("extra_info", {})
-            for key in ("device", "jax_version", "jaxlib_version", "jax_backend"):
-                if extra.get(key) is not None:
-                    entry[key] = extra[key]
+            entry.update(worker_fields(mine[0]))
         entry["n_benchmarks"] = len(mine)
         out.append(entry)
     return out
@@ -146,11 +144,7 @@ def settle_statuses(session: LyapaxSession) -> None:
 
 def dispatch_only(session: LyapaxSession) -> list[str]:
     """Full ids of benchmarks whose result had no JAX array to wait for."""
-    return [
-        str(r["fullname"])
-        for r in session.records
-        if (r.get("extra_info") or {}).get("no_array_leaves")
-    ]
+    return [str(r["fullname"]) for r in session.records if no_array_leaves(r)]
 
 
 def build_document(

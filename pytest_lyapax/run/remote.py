@@ -43,6 +43,7 @@ from pytest_lyapax.backends.remoteprobe import (
 )
 from pytest_lyapax.backends.remoteworker import BEAT_EVERY_S, LINK_KEY
 from pytest_lyapax.measuring.benchmarks import RECORD_ATTR
+from pytest_lyapax.run import _chdir_code
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.scheduling import worker_spec as local_worker_spec
 from pytest_lyapax.run.session import LyapaxSession
@@ -51,14 +52,6 @@ if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
 MISMATCH_EXIT = pytest.ExitCode.USAGE_ERROR
-
-# Runs in a remote worker's interpreter before xdist's worker code.
-_CHDIR_CODE = """
-import os
-path = channel.receive()
-os.chdir(path)
-channel.send(os.getcwd())
-"""
 
 
 def host_of(backend: Backend) -> HostSpec | None:
@@ -169,7 +162,7 @@ class RemoteHooks:
         if host is None or self.session.states[label].status == UNAVAILABLE:
             return
         if host.chdir:
-            channel = gateway.remote_exec(_CHDIR_CODE)
+            channel = gateway.remote_exec(_chdir_code)
             channel.send(host.chdir)
             channel.receive(timeout=self.timeout)
         _own_sys_path(gateway)

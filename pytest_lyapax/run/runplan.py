@@ -8,17 +8,16 @@ reads what the controller decided from ``workerinput``.
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import pytest
 
 from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.run import remote
+from pytest_lyapax.run import remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -29,7 +28,7 @@ from pytest_lyapax.run.session import (
     STASH_KEY,
     BackendState,
     LyapaxSession,
-    mark_inprocess_states,
+    check_required,
 )
 
 
@@ -80,6 +79,7 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     session = LyapaxSession.for_worker(payload)
     config.stash[STASH_KEY] = session
     config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
+    roles.register(config, session)
     benchmarks.defer_benchmark_only(config)
     benchmarks.quiet_xdist_check(config)
     # The option itself arrived as the controller left it (disabled).
@@ -137,6 +137,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     config.stash[STASH_KEY] = session
     config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
     if informational(config):
+        roles.register(config, session)
         return session
     remote.check_typed_xdist(config, _xdist_flags_on_command_line(config))
     reason = why_not_xdist(config)
@@ -158,8 +159,8 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         else:
             session.role = INPROCESS  # nothing can run: every backend is skipped
     else:
-        # Which backend this process runs is settled at session start, after
-        # every pytest_configure (conftests may still configure JAX).
+        # Which backend this process runs is settled at session start
+        # (roles.InProcessHooks), after every pytest_configure.
         session.role = INPROCESS
         session.pending_detection = reason
         if settings.processes > 1:
@@ -167,6 +168,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
                 f"--jax-processes={settings.processes} needs xdist workers; this "
                 "run measures in this one process"
             )
+    roles.register(config, session)
     collector = ResultCollector(config, session)
     config.pluginmanager.register(collector, "pytest-lyapax-results")
     if session.role == CONTROLLER:
@@ -176,25 +178,6 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             BackendProgress(config, session), "pytest-lyapax-progress"
         )
     return session
-
-
-def check_required(session: LyapaxSession) -> None:
-    """``--jax-require``: a required backend that cannot run is a usage error."""
-    for label in session.settings.required:
-        state = session.states[label]
-        if not state.runnable:
-            raise pytest.UsageError(
-                f"--jax-require: backend {label!r} (JAX_PLATFORMS="
-                f"{state.backend.platform}) is {state.status}: {state.reason}"
-            )
-
-
-def settle_inprocess_backend(session: LyapaxSession) -> None:
-    """In a run without xdist, find this process's backend; the others skip."""
-    if session.pending_detection:
-        mark_inprocess_states(session, session.pending_detection)
-        session.pending_detection = ""
-        check_required(session)
 
 
 def check_process_backend(
@@ -236,45 +219,3 @@ def _check_jax_backend(session: LyapaxSession, label: str) -> None:
             f"single platform, e.g. --jax-backend-platform={label}={first}",
             pytrace=False,
         )
-
-
-def start_jax(items: Sequence[pytest.Item]) -> None:
-    """Start this process's JAX backend if the collected tests may use it.
-
-    That is when the test modules imported JAX, or when a test uses the
-    ``benchmark`` fixture (whose set-up reads the JAX device in any case:
-    better now, while all workers collect, than inside the backend's phase).
-    A suite that does neither is not made to start it.  Failures are left to
-    the per-test check (:func:`check_process_backend`), which reports them.
-    """
-    benchmarked = any("benchmark" in getattr(i, "fixturenames", ()) for i in items)
-    if "jax" not in sys.modules and not benchmarked:
-        return
-    try:
-        import jax
-
-        jax.devices()
-    except Exception:  # noqa: BLE001, S110 - reported by the first test instead
-        pass
-
-
-def release_worker_memory() -> None:
-    """Free JAX's compiled programs and buffers in a finishing worker.
-
-    Done before the worker reports that it finished (and the next backend
-    starts timing): left to interpreter exit, this can take seconds, during
-    which execnet may interrupt the worker.
-
-    Then freezes the garbage collector's view of what is left (libraries,
-    the collected tests): after its last test a worker only shuts down, and
-    pytest's final ``gc.collect()`` passes (five at unconfigure) would
-    otherwise rescan JAX's large heap each time, ~0.1 s apiece on a 2-core
-    machine, while the controller waits for the worker to exit.  Garbage
-    made after this point is still collected.
-    """
-    if "jax" in sys.modules:
-        import jax
-
-        jax.clear_caches()
-    gc.collect()
-    gc.freeze()

@@ -229,6 +229,17 @@ def mark_inprocess_states(session: LyapaxSession, why_no_xdist: str) -> None:
         state.reason = f"{why_no_xdist}; {here}"
 
 
+def check_required(session: LyapaxSession) -> None:
+    """``--jax-require``: a required backend that cannot run is a usage error."""
+    for label in session.settings.required:
+        state = session.states[label]
+        if not state.runnable:
+            raise pytest.UsageError(
+                f"--jax-require: backend {label!r} (JAX_PLATFORMS="
+                f"{state.backend.platform}) is {state.status}: {state.reason}"
+            )
+
+
 STASH_KEY = pytest.StashKey[LyapaxSession]()
 
 

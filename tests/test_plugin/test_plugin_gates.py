@@ -1,0 +1,67 @@
+"""The gate options are declared once (report/gates.py) for the plugin and the CLI."""
+
+import argparse
+
+import pytest
+from _pytest.config.argparsing import Parser
+
+from pytest_lyapax import cli, plugin
+from pytest_lyapax.report.gates import GATE_OPTIONS, parse_gates, refusal
+
+
+def _plugin_options() -> dict[str, dict]:
+    parser = Parser(_ispytest=True)
+    plugin.pytest_addoption(parser)
+    return {
+        name: option.attrs()
+        for group in parser._groups
+        for option in group.options
+        for name in option.names()
+    }
+
+
+def _compare_options() -> dict[str, argparse.Action]:
+    sub = next(
+        a
+        for a in cli.build_parser()._actions
+        if isinstance(a, argparse._SubParsersAction)
+    )
+    return {
+        name: action
+        for action in sub.choices["compare"]._actions
+        for name in action.option_strings
+    }
+
+
+def test_plugin_and_cli_declare_the_same_gate_options():
+    ours, theirs = _plugin_options(), _compare_options()
+    for option in GATE_OPTIONS:
+        in_plugin = ours[f"--jax-compare-{option.stem}"]
+        in_cli = theirs[f"--{option.stem}"]
+        assert in_plugin["dest"] == "jax_compare_" + in_cli.dest
+        assert in_plugin["action"] == ("append" if option.repeatable else "store_true")
+        assert in_plugin["default"] == in_cli.default
+        # One help text: the same words, each naming its own parser's options.
+        plugin_help = in_plugin["help"].replace("--jax-compare-", "--")
+        assert plugin_help == in_cli.help[:-1] + " (needs --jax-backend)."
+
+
+def test_a_gate_expression_is_parsed_once_for_both():
+    (gate,) = parse_gates(["median:25ms"], "--fail")
+    assert str(gate) == str(plugin_gate(["median:25ms"]))
+    with pytest.raises(ValueError, match=r"^--fail: 'median:25' has no unit"):
+        parse_gates(["median:25"], "--fail")
+    with pytest.raises(
+        pytest.UsageError, match=r"^--jax-compare-fail: 'median:25' has no unit"
+    ):
+        plugin_gate(["median:25"])
+    text = refusal("host 'a' vs 'b'", "--across-machines")
+    assert text.startswith("host 'a' vs 'b'; a gate across machines")
+    assert text.endswith("pass --across-machines to gate anyway")
+
+
+def plugin_gate(texts):
+    from pytest_lyapax.run.options import parse_compare_fail
+
+    (gate,) = parse_compare_fail(texts)
+    return gate
