@@ -45,7 +45,7 @@ from pytest_lyapax.backends.labels import (
     outcome_text,
 )
 from pytest_lyapax.measuring import measure
-from pytest_lyapax.report import analysis, costmodel, stats
+from pytest_lyapax.report import analysis, costmodel, roofline, stats
 from pytest_lyapax.report.identity import record_label
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
 from pytest_lyapax.run.session import LyapaxSession
@@ -172,6 +172,7 @@ def build_document(
         for c in analysis.crossovers(b)
     ]
     statuses = [s.status for s in session.states.values()]
+    roofline.annotate(session.records)
     return {
         "machine_info": info,
         "commit_info": commit_info(config),
@@ -189,6 +190,7 @@ def build_document(
             "noise_test": stats.describe_test(),
             "dispatch_only": dispatch_only(session),
             "points": list(session.points),
+            "machines": roofline.machines(session.records),
             "comparison": None
             if compared is None
             else {"with": str(session.settings.compare_path), **compared.to_json()},
@@ -356,6 +358,10 @@ def summary_lines(
         sections.append(("benchmarks without a size axis: median wall time", table))
     if benches and len(labels) > 1:
         sections[-1][1].append(f"faster / within noise: {stats.rule_text()}")
+    roofline.annotate(session.records)
+    placed = roofline.series_lines(session.records)
+    if placed:
+        sections.append(("pytest-lyapax: roofline (XLA cost analysis)", placed))
     unblocked = dispatch_only(session)
     if unblocked:
         lines = [

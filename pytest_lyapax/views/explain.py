@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
-from pytest_lyapax.report import analysis, costmodel, details, units
+from pytest_lyapax.report import analysis, costmodel, details, roofline, units
 from pytest_lyapax.report.identity import (
     machine_of,
     record_label,
@@ -321,6 +321,15 @@ def _comparison(view: ReportView) -> Section | None:
     return Section("Comparison with a saved run", blocks)
 
 
+def _roofline(view: ReportView) -> Section | None:
+    lines = roofline.series_lines(view.records)
+    return (
+        Section("Roofline (XLA cost analysis)", [Lines(tuple(lines))])
+        if lines
+        else None
+    )
+
+
 def _machine(view: ReportView) -> Section:
     rows = []
     for name, value in view.machine_info.items():
@@ -346,7 +355,8 @@ def report_sections(
     elif figure is not None:
         sections.append(Section("Figure", [Lines((f"no figure: {figure}",))]))
     sections += _sized(view)
-    for optional in (_unsized(view), _resources(view), _comparison(view)):
+    optional_sections = (_unsized(view), _resources(view), _roofline(view))
+    for optional in (*optional_sections, _comparison(view)):
         if optional is not None:
             sections.append(optional)
     noise = view.key.get("noise_test")
