@@ -10,9 +10,10 @@ predicts a shortest time -- ``F / P`` (compute), ``Q / B`` (bandwidth),
 ``fraction`` of it reached is that time over ``t`` (1: the size runs at the
 measured limit).  ``intensity`` is ``F / Q`` (FLOP per byte).
 
-The fraction may exceed 1 by up to :data:`SLACK` without anything being
-wrong: the bandwidth peak is a triad on arrays far larger than the caches,
-while a small benchmark's data may stay in cache, and the peaks are the
+The bandwidth roof is the memory's (a triad on arrays far larger than the
+caches): a size whose data stays in cache can run above it, and its line
+says "(above it: from cache)".  For data beyond the caches the fraction
+stays below 1 + :data:`SLACK`, the slack covering that the peaks are the
 best of a few repetitions measured at another moment of a shared machine.
 Where the program has ``while`` loops, XLA counted each loop body once, so
 the work and every rate derived from it are lower bounds
@@ -122,7 +123,10 @@ def phrase(entry: Mapping[str, Any]) -> str:
         return f"launch-bound, {1.0 / fraction:.1f}x the launch floor"
     if bound in ("bandwidth", "compute") and isinstance(fraction, float):
         what = "bandwidth" if bound == "bandwidth" else "FLOP/s"
-        return f"{100.0 * fraction:.0f} % of measured {what}"
+        above = (
+            " (above it: from cache)" if bound == "bandwidth" and fraction > 1 else ""
+        )
+        return f"{100.0 * fraction:.0f} % of measured {what}{above}"
     rate = entry.get("achieved_flops_per_s")
     if isinstance(rate, float):
         return f"{rate:.3g} FLOP/s, {entry['achieved_bytes_per_s']:.3g} B/s (no peaks)"
