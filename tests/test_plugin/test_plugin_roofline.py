@@ -256,3 +256,15 @@ def test_plugin_prints_and_writes_a_line_per_series(plugin_run):
     assert "test_matmul cpu: n=16: " in proc.stdout
     assert "## Roofline (XLA cost analysis)" in summary
     assert "test\\_matmul cpu: n=16: " in summary
+
+
+def test_no_peaks_option(pytester):
+    from pytest_lyapax.run.options import read_settings
+
+    settings = read_settings(
+        pytester.parseconfig("--jax-backend=cpu", "--jax-no-peaks")
+    )
+    assert settings.peaks is False and settings.extras is True
+    assert read_settings(pytester.parseconfig("--jax-backend=cpu")).peaks is True
+    with pytest.raises(pytest.UsageError, match="--jax-no-peaks needs --jax-backend"):
+        read_settings(pytester.parseconfig("--jax-no-peaks"))
