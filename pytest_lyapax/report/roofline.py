@@ -165,3 +165,25 @@ def series_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
             text += " (loop bodies counted once by XLA: rates are lower bounds)"
         lines.append(f"{name} {label}: {text}")
     return lines
+
+
+def figure_points(
+    records: Iterable[Mapping[str, Any]],
+) -> dict[str, list[tuple[str, int, float, float]]]:
+    """Per backend label, each annotated sized point as ``(series, size,
+    intensity, achieved FLOP/s)``, in the records' order."""
+    out: dict[str, list[tuple[str, int, float, float]]] = {}
+    for record in records:
+        info = record.get("extra_info")
+        label = record_label(record)
+        entry = info.get("roofline") if isinstance(info, Mapping) else None
+        size = info.get("size") if isinstance(info, Mapping) else None
+        if label is None or not isinstance(entry, Mapping) or not isinstance(size, int):
+            continue
+        intensity = _positive(entry.get("intensity"))
+        rate = _positive(entry.get("achieved_flops_per_s"))
+        if intensity is None or rate is None:
+            continue
+        name = str(record.get("fullname", "?")).split("[", 1)[0].rsplit("::", 1)[-1]
+        out.setdefault(label, []).append((name, size, intensity, rate))
+    return out

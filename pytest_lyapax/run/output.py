@@ -60,6 +60,7 @@ from pytest_lyapax.views.render import (
 
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
+ROOFLINE_NAME = "roofline.png"
 RUNS_DIR = "runs"
 _RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
@@ -254,8 +255,25 @@ def write_reports(
         session.figure_error = f"no {FIGURE_NAME}: {figure}"
     else:
         written.append(report_dir / FIGURE_NAME)
+        written += _write_roofline(report_dir, view, session)
     written += write_readable(report_dir, view, figure, session)
     return written
+
+
+def _write_roofline(
+    report_dir: Path, view: explain.ReportView, session: LyapaxSession
+) -> list[Path]:
+    """``roofline.png`` when some point has its work (a failure is noted)."""
+    try:
+        png = view.roofline_png()
+    except Exception as exc:  # noqa: BLE001 - must not cost the other files
+        problem = f"no {ROOFLINE_NAME}: {type(exc).__name__}: {exc}"
+        session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
+        return []
+    if png is None:
+        return []
+    atomic_write(report_dir / ROOFLINE_NAME, png)
+    return [report_dir / ROOFLINE_NAME]
 
 
 def write_readable(
