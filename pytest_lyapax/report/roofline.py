@@ -155,7 +155,7 @@ def series_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
         qr = info.get("qr")
         key = (f"{name}" + (f" (qr={qr})" if isinstance(qr, str) else ""), label)
         symbols.setdefault(key, _symbol(info.get("size_label")))
-        looped = bool(entry.get("while_loops"))
+        looped = bool(entry.get("while_loops")) and not entry.get("loop_scaled")
         series.setdefault(key, []).append((size, phrase(entry), looped))
     lines = []
     for (name, label), points in series.items():

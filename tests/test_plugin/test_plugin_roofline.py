@@ -228,7 +228,7 @@ def plugin_run(tmp_path_factory, clean_environment):
     report = path / "lyapax-report"
     data = json.loads((report / "benchmark.json").read_text())
     by_name = {b["fullname"].split("::")[1]: b for b in data["benchmarks"]}
-    return proc, data, by_name, (report / "summary.md").read_text()
+    return proc, data, by_name, report
 
 
 def test_plugin_records_work_peaks_and_bounds(plugin_run):
@@ -251,7 +251,8 @@ def test_plugin_records_work_peaks_and_bounds(plugin_run):
 
 
 def test_plugin_prints_and_writes_a_line_per_series(plugin_run):
-    proc, _, _, summary = plugin_run
+    proc, _, _, report = plugin_run
+    summary = (report / "summary.md").read_text()
     assert "pytest-lyapax: roofline (XLA cost analysis)" in proc.stdout
     assert "test_matmul cpu: n=16: " in proc.stdout
     assert "## Roofline (XLA cost analysis)" in summary
@@ -268,3 +269,18 @@ def test_no_peaks_option(pytester):
     assert read_settings(pytester.parseconfig("--jax-backend=cpu")).peaks is True
     with pytest.raises(pytest.UsageError, match="--jax-no-peaks needs --jax-backend"):
         read_settings(pytester.parseconfig("--jax-no-peaks"))
+
+
+def test_figure_and_html_regenerate_byte_equal(plugin_run, tmp_path):
+    from pytest_lyapax.cli import main
+
+    _, _, _, report = plugin_run
+    png = (report / "roofline.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+    saved = str(report / "benchmark.json")
+    assert main(["plot", "--roofline", saved, "-o", str(tmp_path / "r.png")]) == 0
+    assert (tmp_path / "r.png").read_bytes() == png
+    assert main(["html", saved, "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_bytes()
+    assert page == (report / "report.html").read_bytes()
+    assert b'<img id="roofline-figure"' in page
