@@ -130,7 +130,7 @@ def _scaled(text: str, whole: Mapping[str, Any]) -> tuple[dict[str, float] | Non
     bodies = {body for inner in loops.values() for body, _ in inner}
     if any(c != entry and c not in bodies for c in loops):
         return None, "a loop sits outside the entry and the loop bodies"
-    from jaxlib import _hlo
+    from jaxlib import _hlo  # type: ignore[attr-defined]  # no stubs
 
     client = jax.devices()[0].client
     analyse = xla_client._xla.hlo_module_cost_analysis

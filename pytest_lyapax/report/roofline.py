@@ -37,6 +37,7 @@ _PEAK_KEYS = {
     "bandwidth": "bandwidth_bytes_per_s",
     "launch": "launch_s",
 }
+BOUNDS_ORDER = ("compute", "bandwidth", "launch")
 _SYMBOL = re.compile(r"\b([A-Za-z])\b")
 
 
@@ -59,18 +60,17 @@ def point(
         "bound": None,
         "fraction": None,
     }
-    limits = {b: _positive((peaks or {}).get(k)) for b, k in _PEAK_KEYS.items()}
-    if any(v is None for v in limits.values()):
+    compute, bandwidth, launch = (
+        _positive((peaks or {}).get(_PEAK_KEYS[b])) for b in BOUNDS_ORDER
+    )
+    if compute is None or bandwidth is None or launch is None:
         out["bound_reason"] = "peaks not measured (--jax-no-peaks or a failed probe)"
         return out
-    shortest = {
-        "compute": flops / limits["compute"],  # type: ignore[operator]
-        "bandwidth": nbytes / limits["bandwidth"],  # type: ignore[operator]
-        "launch": limits["launch"],
-    }
-    bound = max(BOUNDS, key=lambda b: shortest[b])  # type: ignore[arg-type,return-value]
+    shortest = {"compute": flops / compute, "bandwidth": nbytes / bandwidth}
+    shortest["launch"] = launch
+    bound = max(BOUNDS, key=shortest.__getitem__)
     out["bound"] = bound
-    out["fraction"] = float(shortest[bound]) / seconds  # type: ignore[arg-type]
+    out["fraction"] = shortest[bound] / seconds
     return out
 
 
