@@ -2,7 +2,8 @@
 
 Runs the main job, ``pytest perf_tests --jax-backend=cpu``, alternately with
 the extra measurements (warm-up split, memory, dispatch/device split,
-argument location: the default) and without them (``--jax-no-extras``), each
+argument location, the roofline's work per call and the machine's peaks:
+the default) and without them (``--jax-no-extras``), each
 run in a fresh process with its own report directory, and prints the wall
 time and the CPU seconds (user + system, whole process tree) of each run
 and the ratio of the medians.  It also checks that the extras are in every
@@ -37,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ["perf_tests", "--jax-backend=cpu", "-q", "-p", "no:cacheprovider"]
 QUICK = ["--jax-sizes=20,50", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
-EXTRAS = ("warmup", "memory", "time_split", "args_on")
+EXTRAS = ("warmup", "memory", "time_split", "args_on", "roofline")
 
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:

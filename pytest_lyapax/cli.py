@@ -117,6 +117,8 @@ def _legends(merged: Merged) -> list[Any]:
 def cmd_plot(args: argparse.Namespace) -> int:
     from pytest_lyapax.views.figure import render_png
 
+    if args.roofline:
+        return _plot_roofline(args)
     reports = [
         load_report(p, need_plot_stats=True) for p in expand_inputs(args.reports)
     ]
@@ -147,6 +149,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
             print(f"{bench.name}: {c.describe(bench.size_label)}")
         for line in models[bench.key].lines():
             print(f"{bench.name}: cost model {line}")
+    return 0
+
+
+def _plot_roofline(args: argparse.Namespace) -> int:
+    """``plot --roofline``: roofline.png of one saved report."""
+    from pytest_lyapax.views.explain import view_of
+
+    paths = expand_inputs(args.reports)
+    if len(paths) != 1:
+        raise InputError(f"plot --roofline takes one report, got {len(paths)}")
+    png = view_of(load_report(paths[0]).data).roofline_png()
+    if png is None:
+        raise InputError(f"{paths[0]}: no benchmark has a roofline entry")
+    _write(args.output, png)
+    print(f"wrote {args.output}")
     return 0
 
 
@@ -325,6 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("plot", help="draw the crossover figure from saved reports")
     p.add_argument("reports", nargs="+")
     p.add_argument("-o", "--output", type=Path, default=Path("crossover.png"))
+    p.add_argument(
+        "--roofline",
+        action="store_true",
+        help="draw roofline.png (achieved FLOP/s against intensity) of one report",
+    )
     p.set_defaults(func=cmd_plot)
     for name, default, what in (
         ("summary", "summary.md", "GitHub-flavoured markdown summary"),

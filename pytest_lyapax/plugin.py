@@ -138,6 +138,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "split, memory figures or dispatch/device split (needs --jax-backend).",
     )
     group.addoption(
+        "--jax-no-peaks",
+        dest="jax_no_peaks",
+        action="store_true",
+        default=False,
+        help="Do not measure each backend's peaks (bandwidth, FLOP/s, launch "
+        "floor; a few seconds per worker): the roofline then gives the work per "
+        "call only (needs --jax-backend).",
+    )
+    group.addoption(
         "--jax-budget",
         dest="jax_budget",
         metavar="DURATION",

@@ -19,7 +19,9 @@ an untimed warm-up before pytest-benchmark's calibration and rounds: the
 trace/lower and compile steps of a lowerable ``f``, then its first call
 (together ``extra_info["first_call_s"]``), then the memory figures; the
 timed calls themselves are split into dispatch and device time
-(``measure.py``; all switched off by ``--jax-no-extras``). No extra call.
+(``measure.py``), and the work per call from XLA's cost analysis with the
+machine's peaks (``roofline.py``; all switched off by ``--jax-no-extras``,
+the peaks alone by ``--jax-no-peaks``). No extra call.
 ``benchmark.pedantic`` adds no call before its rounds: its
 ``warmup_rounds`` (default 0) decide, so ``pedantic(f, rounds=1,
 iterations=1)`` times one cold call, compilation included, and it calls the
@@ -50,7 +52,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import measure
+from pytest_lyapax.measuring import measure, roofline
 from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
 from pytest_lyapax.report.identity import PLUGIN_PARAMS
 from pytest_lyapax.report.schema import STAT_FIELDS
@@ -63,8 +65,10 @@ POINT_ATTR = "pytest_lyapax_point"
 _OOM_KEY = pytest.StashKey[dict[tuple[str, str, str], tuple[int, str]]]()
 # Per item: its out-of-memory point, until its report carries it.
 _POINT_KEY = pytest.StashKey[dict[str, Any]]()
-# Attribute of the fixture: whether the untimed extras are measured.
+# Attributes of the fixture: whether the untimed extras are measured, and
+# the machine's peaks (measured once per process, roofline.py).
 _EXTRAS_ATTR = "_pytest_lyapax_extras"
+_PEAKS_ATTR = "_pytest_lyapax_peaks"
 # --benchmark-only, hidden from pytest-benchmark's start-up check (see below).
 _ONLY_KEY = pytest.StashKey[bool]()
 # The user's --benchmark-disable, before the plugin disabled it for start-up.
@@ -261,13 +265,22 @@ def _warm_up(
         blocking(*args, **kwargs)
         info["first_call_s"] = time.perf_counter() - start
         return
+    _record_peaks(fixture)
     start = time.perf_counter()
     warmup, compiled = measure.warm_up(function, blocking, args, kwargs)
     info["first_call_s"] = time.perf_counter() - start
     info["warmup"] = warmup
     info["memory"] = measure.memory(compiled)
+    info["roofline"] = roofline.cost_of_call(function, compiled, args, kwargs)
     del compiled
     info["args_on"] = measure.args_on(args, kwargs)
+
+
+def _record_peaks(fixture: Any) -> None:
+    """The process's peaks into the record (measured before its first
+    benchmark's warm-up, untimed), unless ``--jax-no-peaks``."""
+    if getattr(fixture, _PEAKS_ATTR, True):
+        fixture.extra_info["peaks"] = roofline.peaks_once()
 
 
 def _record_split(fixture: Any, split: measure.SplitSamples) -> None:
@@ -295,6 +308,13 @@ def _after_pedantic(
         except Exception:  # noqa: BLE001 - then the program's bytes stay unknown
             compiled = None
     info["memory"] = measure.memory(compiled)
+    if args is None:
+        info["roofline"] = roofline.not_available(
+            "pedantic with setup: the arguments are not known"
+        )
+    else:
+        _record_peaks(fixture)
+        info["roofline"] = roofline.cost_of_call(target, compiled, args, kwargs)
     del compiled
     if args is not None:
         info["args_on"] = measure.args_on(args, kwargs)
@@ -370,9 +390,12 @@ def device_info() -> dict[str, Any]:
     }
 
 
-def instrument(item: pytest.Item, label: str | None, extras: bool = True) -> None:
+def instrument(
+    item: pytest.Item, label: str | None, extras: bool = True, peaks: bool = True
+) -> None:
     """Make the item's ``benchmark`` JAX-aware and label it (after fixture
-    setup); ``extras=False`` (``--jax-no-extras``) measures the first call only."""
+    setup); ``extras=False`` (``--jax-no-extras``) measures the first call
+    only, ``peaks=False`` (``--jax-no-peaks``) leaves the machine's peaks out."""
     funcargs = getattr(item, "funcargs", None) or {}
     fixture = funcargs.get("benchmark")
     if fixture is None:
@@ -382,6 +405,7 @@ def instrument(item: pytest.Item, label: str | None, extras: bool = True) -> Non
     if type(fixture) is BenchmarkFixture:
         fixture.__class__ = jax_fixture_class()
     setattr(fixture, _EXTRAS_ATTR, extras)
+    setattr(fixture, _PEAKS_ATTR, peaks)
     params = getattr(getattr(item, "callspec", None), "params", {})
     marker = item.get_closest_marker("jax_sizes")
     info = fixture.extra_info

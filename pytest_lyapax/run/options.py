@@ -45,6 +45,7 @@ class Settings:
     required: tuple[str, ...] = ()
     processes: int = 1  # fresh worker processes per backend (--jax-processes)
     extras: bool = True  # untimed compile/memory/split measurements (--jax-no-extras)
+    peaks: bool = True  # the machine's measured peaks for the roofline (--jax-no-peaks)
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
     # Backends on other hosts (--jax-backend-host): how long to wait for an
@@ -249,6 +250,7 @@ NEED_BACKEND = {
     "jax_backend_host_timeout": "--jax-backend-host-timeout",
     "jax_allow_code_mismatch": "--jax-allow-code-mismatch",
     "jax_no_extras": "--jax-no-extras",
+    "jax_no_peaks": "--jax-no-peaks",
     "jax_budget": "--jax-budget",
     "jax_max_call": "--jax-max-call",
 }
@@ -390,6 +392,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         required=required,
         processes=processes,
         extras=not bool(config.getoption("jax_no_extras")),
+        peaks=not bool(config.getoption("jax_no_peaks")),
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
         host_timeout=host_timeout,
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),

@@ -45,7 +45,7 @@ from pytest_lyapax.backends.labels import (
     outcome_text,
 )
 from pytest_lyapax.measuring import measure
-from pytest_lyapax.report import analysis, costmodel, stats
+from pytest_lyapax.report import analysis, costmodel, roofline, stats
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
@@ -61,6 +61,7 @@ from pytest_lyapax.views.render import (
 
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
+ROOFLINE_NAME = "roofline.png"
 RUNS_DIR = "runs"
 _RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
@@ -166,6 +167,7 @@ def build_document(
         for c in analysis.crossovers(b)
     ]
     statuses = [s.status for s in session.states.values()]
+    roofline.annotate(session.records)
     return {
         "machine_info": info,
         "commit_info": commit_info(config),
@@ -185,6 +187,7 @@ def build_document(
             "points": list(session.points),
             "agreement": list(session.agreement),
             "results": list(session.recorded),
+            "machines": roofline.machines(session.records),
             "comparison": None
             if compared is None
             else {"with": str(session.settings.compare_path), **compared.to_json()},
@@ -248,8 +251,25 @@ def write_reports(
         session.figure_error = f"no {FIGURE_NAME}: {figure}"
     else:
         written.append(report_dir / FIGURE_NAME)
+        written += _write_roofline(report_dir, view, session)
     written += write_readable(report_dir, view, figure, session)
     return written
+
+
+def _write_roofline(
+    report_dir: Path, view: explain.ReportView, session: LyapaxSession
+) -> list[Path]:
+    """``roofline.png`` when some point has its work (a failure is noted)."""
+    try:
+        png = view.roofline_png()
+    except Exception as exc:  # noqa: BLE001 - must not cost the other files
+        problem = f"no {ROOFLINE_NAME}: {type(exc).__name__}: {exc}"
+        session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
+        return []
+    if png is None:
+        return []
+    atomic_write(report_dir / ROOFLINE_NAME, png)
+    return [report_dir / ROOFLINE_NAME]
 
 
 def write_readable(
@@ -352,6 +372,10 @@ def summary_lines(
         sections.append(("benchmarks without a size axis: median wall time", table))
     if benches and len(labels) > 1:
         sections[-1][1].append(f"faster / within noise: {stats.rule_text()}")
+    roofline.annotate(session.records)
+    placed = roofline.series_lines(session.records)
+    if placed:
+        sections.append(("pytest-lyapax: roofline (XLA cost analysis)", placed))
     unblocked = dispatch_only(session)
     if unblocked:
         lines = [

@@ -125,7 +125,10 @@ class _TestRunner(PerBackendCollection):
             budget.skip_over_budget(item, item_label(item), self.session.limits)
         result = yield
         if measured:
-            benchmarks.instrument(item, item_label(item), self.session.settings.extras)
+            settings = self.session.settings
+            benchmarks.instrument(
+                item, item_label(item), settings.extras, settings.peaks
+            )
         return result
 
     @pytest.hookimpl(wrapper=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
-from pytest_lyapax.report import analysis, costmodel, details, units
+from pytest_lyapax.report import analysis, costmodel, details, roofline, units
 from pytest_lyapax.report.identity import (
     machine_of,
     record_label,
@@ -43,10 +43,12 @@ class Lines:
 
 @dataclass(frozen=True)
 class Figure:
-    """The crossover figure (PNG bytes) drawn from the document."""
+    """A figure (PNG bytes) drawn from the document; ``ident`` names its
+    HTML element."""
 
     png: bytes
     alt: str
+    ident: str = "crossover-figure"
 
 
 Block = Table | Lines | Figure
@@ -113,6 +115,17 @@ class ReportView:
             costmodel.by_key(self.models),
             details.panel_notes(self.records, self.machine_info, self.failed),
         )
+
+    def roofline_png(self) -> bytes | None:
+        """``roofline.png`` (None: no point has its work and time)."""
+        points = roofline.figure_points(self.records)
+        if not points:
+            return None
+        from pytest_lyapax.views.rooffigure import render_roofline_png
+
+        machines = self.key.get("machines")
+        machines = machines if isinstance(machines, Mapping) else {}
+        return render_roofline_png(points, machines, self.machine)
 
     def figure_png(self) -> bytes:
         from pytest_lyapax.views.figure import render_png
@@ -335,6 +348,24 @@ def _agreement(view: ReportView) -> Section | None:
     return Section("Results across backends", blocks)
 
 
+def _roofline(view: ReportView, draw: bool) -> Section | None:
+    """The line per series; with ``draw``, roofline.png (or why not)."""
+    lines = roofline.series_lines(view.records)
+    if not lines:
+        return None
+    blocks: list[Block] = [Lines(tuple(lines))]
+    if draw:
+        try:
+            png = view.roofline_png()
+        except ImportError as exc:  # matplotlib is optional
+            blocks.append(Lines((f"no roofline figure: {exc}",)))
+        else:
+            if png is not None:
+                alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
+                blocks.append(Figure(png, alt, "roofline-figure"))
+    return Section("Roofline (XLA cost analysis)", blocks)
+
+
 def _machine(view: ReportView) -> Section:
     rows = []
     for name, value in view.machine_info.items():
@@ -360,10 +391,12 @@ def report_sections(
     elif figure is not None:
         sections.append(Section("Figure", [Lines((f"no figure: {figure}",))]))
     sections += _sized(view)
+    drawn = figure is not None
     optional_sections = (
         _agreement(view),
         _unsized(view),
         _resources(view),
+        _roofline(view, drawn),
         _comparison(view),
     )
     for optional in optional_sections:

@@ -114,7 +114,7 @@ def render_html(sections: Sequence[Section]) -> str:
             elif isinstance(block, Figure):
                 data = base64.b64encode(block.png).decode("ascii")
                 out.append(
-                    f'<figure><img id="crossover-figure" alt="{html.escape(block.alt)}"'
+                    f'<figure><img id="{block.ident}" alt="{html.escape(block.alt)}"'
                     f' src="data:image/png;base64,{data}"></figure>'
                 )
         out.append("</section>")

@@ -147,6 +147,17 @@ def synthetic_report(oom=True):
                             "calls": 5,
                         },
                         "args_on": "device",
+                        # As the report stores it: annotated (report/roofline.py).
+                        "roofline": {
+                            "source": "xla cost analysis",
+                            "flops": 2.0 * n * n,
+                            "bytes": 8.0 * n * n,
+                            "intensity": 0.25,
+                            "achieved_flops_per_s": 2.0 * n * n / pt.median,
+                            "achieved_bytes_per_s": 8.0 * n * n / pt.median,
+                            "bound": "bandwidth",
+                            "fraction": 0.5,
+                        },
                     },
                 }
             )
@@ -165,6 +176,16 @@ def synthetic_report(oom=True):
             },
         ],
         "run_order": ["cpu", "gpu"],
+        "machines": {
+            label: {
+                "peaks": {
+                    "flops_per_s": 1e11,
+                    "bandwidth_bytes_per_s": 5e10,
+                    "launch_s": 5e-6,
+                }
+            }
+            for label in ("cpu", "gpu")
+        },
         "noise_test": {"test": "Mann-Whitney U", "alpha": 0.01},
         "comparison": {
             "with": "saved.json",
@@ -253,7 +274,7 @@ def test_html_report_structure_is_self_contained_and_escaped(rendered):
     parsed.feed(page)
     assert parsed.tags.count("table") >= 5  # header, backends, sizes, memory, machine
     assert "script" not in parsed.tags and "link" not in parsed.tags
-    assert parsed.tags.count("img") == 1
+    assert parsed.tags.count("img") == 2  # crossover.png and roofline.png
     assert all(u.startswith("data:image/png;base64,") for u in parsed.urls)
     assert "Backends" in parsed.headings and "Machine" in parsed.headings
     assert "test_k: median wall time per call" in parsed.headings
@@ -335,6 +356,7 @@ def test_report_html_renders_in_headless_chromium(rendered, tmp_path):
     dom = chromium(["--dump-dom", page], tmp_path, tmp_path / "net.json")
     assert "<table>" in dom and "test_k: median wall time per call" in dom
     assert 'id="crossover-figure"' in dom and "Compile, memory" in dom
+    assert 'id="roofline-figure"' in dom and "50 % of measured bandwidth" in dom
     assert "<script>alert" not in dom  # escaped text stayed text
     assert page_requests(tmp_path / "net.json") == []
     shot = tmp_path / "shot.png"
