@@ -312,6 +312,13 @@ def _after_pedantic(
         info["roofline"] = roofline.not_available(
             "pedantic with setup: the arguments are not known"
         )
+    elif compiled is None:
+        # Tracing a plain callable with jax.jit would run its Python once more,
+        # and pedantic calls exactly what was asked.
+        info["roofline"] = roofline.not_available(
+            "pedantic with a callable that has no .lower (not jitted): lowering "
+            "it would call it again"
+        )
     else:
         _record_peaks(fixture)
         info["roofline"] = roofline.cost_of_call(target, compiled, args, kwargs)
@@ -340,7 +347,8 @@ def jax_fixture_class() -> type:
             result = super().__call__(blocking, *args, **kwargs)
             if split is not None:
                 _record_split(self, split)
-            setattr(self, BENCHMARK_RESULT_ATTR, result)  # compared across backends
+            if self.enabled:  # --benchmark-disable: nothing measured, nothing kept
+                setattr(self, BENCHMARK_RESULT_ATTR, result)  # compared across backends
             return result
 
         def pedantic(
@@ -369,7 +377,8 @@ def jax_fixture_class() -> type:
                     dict(kwargs or {}),
                     first,
                 )
-            setattr(self, BENCHMARK_RESULT_ATTR, result)  # compared across backends
+            if self.enabled:  # --benchmark-disable: nothing measured, nothing kept
+                setattr(self, BENCHMARK_RESULT_ATTR, result)  # compared across backends
             return result
 
     return JaxBenchmarkFixture
