@@ -27,7 +27,9 @@ different process count from the coordinator's raises ``ValueError``; a job
 that never gathers all its processes, or loses one (killed, crashed,
 pre-empted) while running, is ended by JAX's runtime in every surviving
 process (SIGABRT, exit status 134) after ``timeout`` or ``heartbeat_timeout``
-seconds, with a message naming the missing process. Results of a sweep are
+seconds, with a message naming the missing process (where JAX's client does
+not end a process still waiting to register, lyapax does so ``max(10,
+timeout)`` seconds later). Results of a sweep are
 equal across layouts for non-chaotic rows (to rounding); chaotic rows are
 not promised bitwise equal between a one- and a multi-process run (the
 per-process program is vectorised differently, and chaos amplifies the
@@ -304,26 +306,51 @@ def _wait_for_coordinator(
     )
 
 
-def _watchdog(wait: float, address: Any, n: Any, pid: Any) -> threading.Timer:
-    """A line on stderr if registration outlasts ``wait``: JAX's runtime then
-    ends the process with a terse DEADLINE_EXCEEDED, which this explains."""
+class _Watchdog:
+    """Explains, then enforces, the registration deadline.
 
-    who = "this process" if pid is None else f"process {pid}"
-    where = "" if address is None else f" {address}"
-    every = "all processes" if n is None else f"all {n} processes"
+    After ``wait`` seconds it prints one line saying what JAX's runtime is
+    about to do; JAX then ends the process with a terse DEADLINE_EXCEEDED.
+    Its client does not always do so (a coordinator that itself went away
+    first can leave a client retrying for minutes), so after a further
+    ``grace`` seconds the watchdog ends the process the same way
+    (SIGABRT, exit status 134): the deadline holds whatever JAX does."""
 
-    def explain() -> None:
-        print(
+    def __init__(self, wait: float, grace: float, address: Any, n: Any, pid: Any):
+        who = "this process" if pid is None else f"process {pid}"
+        where = "" if address is None else f" {address}"
+        every = "all processes" if n is None else f"all {n} processes"
+        self._line = (
             f"lyapax.distributed.initialize: {who} waited {wait:g} s at the "
             f"coordinator{where} for {every} to register; some "
             "never arrived (not started, started with another num_processes or "
             "coordinator address, or unreachable). JAX's runtime ends the "
-            "process now.",
+            "process now."
+        )
+        self._wait, self._grace = wait, grace
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        if self._done.wait(self._wait):
+            return
+        print(self._line, file=sys.stderr, flush=True)
+        if self._done.wait(self._grace):
+            return
+        print(
+            "lyapax.distributed.initialize: JAX's runtime did not end the "
+            f"process within {self._grace:g} s more; ending it (SIGABRT).",
             file=sys.stderr,
             flush=True,
         )
+        os.abort()
 
-    timer = threading.Timer(wait, explain)
-    timer.daemon = True
-    timer.start()
-    return timer
+    def cancel(self) -> None:
+        self._done.set()
+
+
+def _watchdog(wait: float, address: Any, n: Any, pid: Any) -> _Watchdog:
+    """The registration watchdog, with a grace of ``max(10, wait)`` seconds
+    for JAX's own deadline before it ends the process itself."""
+    return _Watchdog(wait, max(10.0, wait), address, n, pid)

@@ -232,3 +232,41 @@ def test_a_process_that_dies_ends_the_other_with_a_clear_error(tmp_path):
     assert dead[0] == 3
     assert survivor[0] != 0 and "survived" not in survivor[1]
     assert "stopped sending heartbeats" in survivor[2], survivor[2][-2000:]
+
+
+def test_the_registration_watchdog_ends_a_process_jax_leaves_waiting():
+    # JAX's client does not always end a process whose job never gathers; the
+    # watchdog explains after `wait` and ends it itself after `grace` more.
+    code = (
+        "import time; from lyapax.distributed import _Watchdog; "
+        "_Watchdog(0.2, 0.3, '127.0.0.1:1', 3, 1); time.sleep(30)"
+    )
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env({}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == -6, proc.stderr[-2000:]  # SIGABRT
+    assert time.monotonic() - start < 25
+    assert "for all 3 processes to register" in proc.stderr
+    assert "ending it (SIGABRT)" in proc.stderr
+
+
+def test_a_cancelled_watchdog_leaves_the_process_alone():
+    code = (
+        "import time; from lyapax.distributed import _Watchdog; "
+        "w = _Watchdog(0.2, 0.2, None, None, None); w.cancel(); time.sleep(0.8); "
+        "print('alive')"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env=_env({}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "alive", proc.stderr
+    assert "register" not in proc.stderr
