@@ -29,7 +29,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_lyapax.report import agreement, analysis, costmodel, details, gates, stats
+from pytest_lyapax.report import (
+    agreement,
+    analysis,
+    costmodel,
+    details,
+    gates,
+    rooftext,
+    stats,
+)
 from pytest_lyapax.report.history import find_steps, history_series, render_history
 from pytest_lyapax.report.identity import extra_info
 from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
@@ -144,9 +152,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.output} ({len(benches)} sized benchmarks; machines: {machines})"
     )
+    roof = rooftext.index(merged.benchmarks)
     for bench in benches[:MAX_TABLE_ROWS]:
-        for c in analysis.crossovers(bench):
-            print(f"{bench.name}: {c.describe(bench.size_label)}")
+        for line in rooftext.crossover_lines(bench, roof):
+            print(f"{bench.name}: {line}")
         for line in models[bench.key].lines():
             print(f"{bench.name}: cost model {line}")
     return 0

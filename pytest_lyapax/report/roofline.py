@@ -24,9 +24,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, MutableMapping
-from typing import Any
+from typing import Any, NamedTuple
 
-from pytest_lyapax.report.identity import record_label
+from pytest_lyapax.report.identity import (
+    record_label,
+    record_size,
+    series_id,
+    unique_names,
+)
 
 SOURCE = "xla cost analysis"
 BOUNDS = ("bandwidth", "compute", "launch")
@@ -133,7 +138,9 @@ def phrase(entry: Mapping[str, Any]) -> str:
     return f"{entry.get('source', 'not available')}: {entry.get('reason', '')}".strip()
 
 
-def _symbol(size_label: object) -> str:
+def symbol(size_label: object) -> str:
+    """How a size is written in a line: "d=" for "network size d (nodes)"
+    (the label's first one-letter word), else "size "."""
     found = _SYMBOL.search(size_label) if isinstance(size_label, str) else None
     return f"{found.group(1)}=" if found else "size "
 
@@ -142,6 +149,8 @@ def series_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     """A line per sized series and backend, its sizes in increasing order:
     "test_x cpu: d=20 launch-bound, 3.1x the launch floor; d=2000 71 % of
     measured bandwidth"."""
+    records = list(records)
+    names = unique_names(series_id(r) for r in records if record_size(r) is not None)
     series: dict[tuple[str, str], list[tuple[int, str, bool]]] = {}
     symbols: dict[tuple[str, str], str] = {}
     for record in records:
@@ -151,10 +160,10 @@ def series_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
         entry = info.get("roofline") if isinstance(info, Mapping) else None
         if label is None or not isinstance(size, int) or not isinstance(entry, Mapping):
             continue
-        name = str(record.get("fullname", "?")).split("[", 1)[0].rsplit("::", 1)[-1]
         qr = info.get("qr")
-        key = (f"{name}" + (f" (qr={qr})" if isinstance(qr, str) else ""), label)
-        symbols.setdefault(key, _symbol(info.get("size_label")))
+        name = names[series_id(record).benchmark]
+        key = (name + (f" (qr={qr})" if isinstance(qr, str) else ""), label)
+        symbols.setdefault(key, symbol(info.get("size_label")))
         looped = bool(entry.get("while_loops")) and not entry.get("loop_scaled")
         series.setdefault(key, []).append((size, phrase(entry), looped))
     lines = []
@@ -167,12 +176,21 @@ def series_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
     return lines
 
 
-def figure_points(
-    records: Iterable[Mapping[str, Any]],
-) -> dict[str, list[tuple[str, int, float, float]]]:
-    """Per backend label, each annotated sized point as ``(series, size,
-    intensity, achieved FLOP/s)``, in the records' order."""
-    out: dict[str, list[tuple[str, int, float, float]]] = {}
+class Marker(NamedTuple):
+    """One size on roofline.png: where it ran and, when the launch floor
+    bound it, the best FLOP/s a call of its work can reach
+    (``flops / launch_s``, below the roofs at its intensity)."""
+
+    series: str
+    size: int
+    intensity: float
+    rate: float  # achieved FLOP/s
+    launch_ceiling: float | None
+
+
+def figure_points(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Marker]]:
+    """Per backend label, each annotated sized point, in the records' order."""
+    out: dict[str, list[Marker]] = {}
     for record in records:
         info = record.get("extra_info")
         label = record_label(record)
@@ -184,6 +202,13 @@ def figure_points(
         rate = _positive(entry.get("achieved_flops_per_s"))
         if intensity is None or rate is None:
             continue
+        fraction = _positive(entry.get("fraction"))
+        # fraction = launch_s / t and rate = flops / t: flops / launch_s.
+        ceiling = (
+            rate / fraction
+            if entry.get("bound") == "launch" and fraction is not None
+            else None
+        )
         name = str(record.get("fullname", "?")).split("[", 1)[0].rsplit("::", 1)[-1]
-        out.setdefault(label, []).append((name, size, intensity, rate))
+        out.setdefault(label, []).append(Marker(name, size, intensity, rate, ceiling))
     return out

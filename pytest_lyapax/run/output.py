@@ -45,7 +45,7 @@ from pytest_lyapax.backends.labels import (
     outcome_text,
 )
 from pytest_lyapax.measuring import measure
-from pytest_lyapax.report import analysis, costmodel, roofline, stats
+from pytest_lyapax.report import analysis, costmodel, roofline, rooftext, stats
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
@@ -360,9 +360,11 @@ def summary_lines(
     }
     benches = analysis.group_sized(session.records, labels, info)
     models = costmodel.by_key(costmodel.cost_models(benches))
+    roofline.annotate(session.records)
+    roof = rooftext.index(session.records)
     for bench in benches:
         table = tables.sized_table(bench, labels, missing)
-        table += [c.describe(bench.size_label) for c in analysis.crossovers(bench)]
+        table += rooftext.crossover_lines(bench, roof)
         if bench.key in models:
             table += [f"cost model {line}" for line in models[bench.key].lines()]
         sections.append((f"{bench.name}: median wall time per call", table))
@@ -372,7 +374,6 @@ def summary_lines(
         sections.append(("benchmarks without a size axis: median wall time", table))
     if benches and len(labels) > 1:
         sections[-1][1].append(f"faster / within noise: {stats.rule_text()}")
-    roofline.annotate(session.records)
     placed = roofline.series_lines(session.records)
     if placed:
         sections.append(("pytest-lyapax: roofline (XLA cost analysis)", placed))

@@ -16,7 +16,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
-from pytest_lyapax.report import analysis, costmodel, details, roofline, units
+from pytest_lyapax.report import (
+    analysis,
+    costmodel,
+    details,
+    roofline,
+    rooftext,
+    units,
+)
 from pytest_lyapax.report.identity import (
     machine_of,
     record_label,
@@ -215,9 +222,10 @@ def _missing(view: ReportView) -> dict[str, str]:
 def _sized(view: ReportView) -> list[Section]:
     out = []
     models = costmodel.by_key(view.models)
+    roof = rooftext.index(view.records)
     for bench in view.benches:
         header, rows = tables.sized_rows(bench, view.order, _missing(view))
-        lines = [c.describe(bench.size_label) for c in analysis.crossovers(bench)]
+        lines = rooftext.crossover_lines(bench, roof)
         model = models.get(bench.key)
         if model is not None:
             lines += [f"cost model {line}" for line in model.lines()]

@@ -2,7 +2,14 @@
 
 Per backend, its measured roofs -- ``min(peak FLOP/s, intensity x peak
 bandwidth)``, from ``pytest_lyapax.machines[label].peaks`` -- and one marker
-per timed size of each series, labelled with the size.  Drawn from the
+per timed size of each series, labelled with the size.  The launch floor
+is not a line in this plane (a call's shortest time ``launch_s`` caps its
+FLOP/s at ``flops / launch_s``, which depends on its work, not only on its
+intensity): for each launch-bound size a short bar at that cap, joined to
+the marker by a dotted line, shows the best a call of that work could reach
+on that backend -- the gap is the share of the time spent above the
+launch floor (the bar lies below the roofs, or the size would not be
+launch-bound).  Drawn from the
 report alone (matplotlib's object API, Agg canvas), so ``pytest-lyapax
 html`` and ``plot --roofline`` redraw the same bytes.
 """
@@ -13,12 +20,14 @@ import io
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_lyapax.report.roofline import Marker
+
 _MARKERS = "osD^v<>p"
 _DPI = 100
 
 
 def render_roofline_png(
-    points: Mapping[str, list[tuple[str, int, float, float]]],
+    points: Mapping[str, list[Marker]],
     machines: Mapping[str, Any],
     machine: str,
 ) -> bytes:
@@ -35,6 +44,7 @@ def render_roofline_png(
     high = max((p[2] for p in every), default=100.0) * 4
     series = sorted({p[0] for p in every})
     colors = [f"C{i}" for i in range(10)]
+    floored = False
     for i, (label, pts) in enumerate(points.items()):
         color = colors[i % len(colors)]
         peaks = (machines.get(label) or {}).get("peaks") or {}
@@ -44,9 +54,13 @@ def render_roofline_png(
             xs = [low, min(max(knee, low), high), high]
             ys = [min(flops, x * bandwidth) for x in xs]
             ax.plot(xs, ys, color=color, linewidth=1.2, label=f"{label} roof")
-        for name, size, intensity, rate in pts:
+        for name, size, intensity, rate, ceiling in pts:
             marker = _MARKERS[series.index(name) % len(_MARKERS)]
             ax.plot([intensity], [rate], marker, color=color, markersize=5)
+            if ceiling is not None:
+                floored = True
+                ax.plot([intensity] * 2, [rate, ceiling], ":", color=color, lw=0.8)
+                ax.plot([intensity], [ceiling], "_", color=color, markersize=9)
             ax.annotate(
                 str(size),
                 (intensity, rate),
@@ -55,6 +69,15 @@ def render_roofline_png(
                 fontsize=7,
                 color=color,
             )
+    if floored:
+        ax.plot(
+            [],
+            [],
+            "_",
+            color="0.3",
+            markersize=9,
+            label="launch floor: flops / launch_s (launch-bound sizes)",
+        )
     for j, name in enumerate(series):
         ax.plot([], [], _MARKERS[j % len(_MARKERS)], color="0.3", label=name)
     ax.set_xscale("log")
