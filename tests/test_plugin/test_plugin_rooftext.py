@@ -201,6 +201,13 @@ def test_summary_html_and_figure_regenerate_byte_equal(saved, tmp_path):
         assert md_escape(line) in markdown
 
 
+def test_plot_prints_the_reason_with_the_crossover(saved, tmp_path, capsys):
+    path, _ = saved
+    assert main(["plot", str(path), "-o", str(tmp_path / "c.png")]) == 0
+    out = capsys.readouterr().out
+    assert f"test_x: {CROSSOVER}\ntest_x: {WHY}\n" in out
+
+
 def test_terminal_tells_the_reason_and_the_series_lines():
     document = copy.deepcopy(_document())
     backends = (Backend("cpu", "cpu"), Backend("gpu", "cuda"))
