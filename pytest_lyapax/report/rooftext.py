@@ -160,7 +160,11 @@ def _stretches(c: analysis.Crossover, sym: str) -> list[tuple[str, list[int], in
 
 
 def _reasons(places: Iterable[RoofPoint]) -> str:
-    return "; ".join(dict.fromkeys(p.reason for p in places))
+    """The first recorded reason, and how many other ones there are (the
+    per-series lines give each size's)."""
+    reasons = list(dict.fromkeys(p.reason for p in places))
+    more = len(reasons) - 1
+    return reasons[0] + (f"; {more} other reason(s) at other sizes" if more else "")
 
 
 def why(
