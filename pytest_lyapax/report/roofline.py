@@ -120,6 +120,13 @@ def machines(records: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def percent(fraction: float) -> str:
+    """A fraction as a percentage: whole percents, one significant digit
+    below 1 % (a size at 0.3 % of a roof is not at "0 %")."""
+    value = 100.0 * fraction
+    return f"{value:.0f} %" if value >= 1 or value == 0 else f"{value:.1g} %"
+
+
 def phrase(entry: Mapping[str, Any]) -> str:
     """One point's place in words: "71 % of measured bandwidth",
     "launch-bound, 1.3x the launch floor"."""
@@ -131,7 +138,7 @@ def phrase(entry: Mapping[str, Any]) -> str:
         above = (
             " (above it: from cache)" if bound == "bandwidth" and fraction > 1 else ""
         )
-        return f"{100.0 * fraction:.0f} % of measured {what}{above}"
+        return f"{percent(fraction)} of measured {what}{above}"
     rate = entry.get("achieved_flops_per_s")
     if isinstance(rate, float):
         return f"{rate:.3g} FLOP/s, {entry['achieved_bytes_per_s']:.3g} B/s (no peaks)"

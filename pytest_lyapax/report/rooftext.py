@@ -22,7 +22,7 @@ from typing import Any
 
 from pytest_lyapax.report import analysis
 from pytest_lyapax.report.identity import record_label, record_size, series_id
-from pytest_lyapax.report.roofline import symbol
+from pytest_lyapax.report.roofline import percent, symbol
 from pytest_lyapax.report.units import format_seconds
 
 # What decides a stretch where every side is held by the same limit.
@@ -100,7 +100,7 @@ def quantity(place: RoofPoint) -> str:
     )
     peak = place.peaks.get(key)
     peak_text = _si(float(peak), unit) if isinstance(peak, int | float) else "peak"
-    return f"{100.0 * fraction:.0f} % of its {peak_text}"
+    return f"{percent(fraction)} of its {peak_text}"
 
 
 def _sizes(sym: str, sizes: Sequence[int]) -> str:

@@ -166,6 +166,28 @@ def test_no_crossing_is_one_stretch_quoted_at_the_largest_size():
     )
 
 
+def test_two_crossings_give_three_stretches_and_small_fractions_stay_visible():
+    document = _document()
+    for record in document["benchmarks"]:  # gpu slower again at d=2000
+        info = record["extra_info"]
+        if (info["backend"], info["size"]) == ("gpu", 2000):
+            record["stats"]["median"] = 1.2e-2
+            record["stats"]["data"] = [1.2e-2 * (1 + 1e-3 * i) for i in range(11)]
+    roofline.annotate(document["benchmarks"])
+    # log(t_cpu / t_gpu): ln 2 at 200, ln(1 / 1.2) at 2000: crossing at
+    # 200 * 10**(ln 2 / ln 2.4) ~ 1.24e3.
+    assert _why(document)[1] == (
+        "why, from the roofline: below d ~74.2 gpu and cpu are both "
+        "launch-bound (gpu 2.0x its 10 us launch floor at d=20; cpu 2.0x its 4 "
+        "us launch floor at d=20), so the per-call price decides; between d "
+        "~74.2 and ~1.24e+03: gpu launch-bound (5.0x its 10 us launch floor at "
+        "d=200); cpu bandwidth-bound (50 % of its 20 GB/s at d=200); above d "
+        "~1.24e+03 gpu and cpu are both bandwidth-bound (gpu 0.3 % of its 4 "
+        "TB/s at d=2000; cpu 70 % of its 20 GB/s at d=2000), so the memory "
+        "bandwidth each reaches decides"
+    )
+
+
 def test_launch_floor_markers_are_flops_over_launch_s():
     points = roofline.figure_points(_document()["benchmarks"])
     ceilings = {
