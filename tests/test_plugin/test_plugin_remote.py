@@ -335,6 +335,81 @@ def test_host_lost_between_probe_and_start_runs_a_skipping_local_worker():
     assert session.skip_reason("cpu2").startswith("jax backend 'cpu2' unavailable")
 
 
+class FakeChannel:
+    """The link channel's two ends in one object: what was sent, and the
+    callback a message from the other side is delivered to."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+        self.callback = None
+
+    def send(self, message: str) -> None:
+        self.sent.append(json.loads(message))
+
+    def setcallback(self, callback) -> None:
+        self.callback = callback
+
+
+def test_remote_worker_waits_for_each_tests_acknowledgement():
+    """A remote worker does not start its next test before the controller
+    acknowledged the last one: a host that dies then loses at most the test
+    it was running (its relay may die holding unforwarded messages)."""
+    import threading
+
+    from pytest_lyapax.backends.remoteworker import WorkerLink
+
+    channel = FakeChannel()
+    link = WorkerLink(None, {"channel": channel, "beat_s": 0.0, "ack_s": 600.0})
+    done = threading.Event()
+
+    def finish() -> None:
+        link.pytest_runtest_logfinish("t.py::test_a")
+        done.set()
+
+    waiter = threading.Thread(target=finish, daemon=True)
+    waiter.start()
+    channel.callback(json.dumps({"ack": "t.py::test_other"}))
+    channel.callback("not json")
+    assert not done.wait(0.3)  # still waiting: not its acknowledgement
+    channel.callback(json.dumps({"ack": "t.py::test_a"}))
+    assert done.wait(30)
+    # Bounded: no acknowledgement within ack_s, the worker goes on; a local
+    # worker (ack_s 0) never waits and takes no callback.
+    WorkerLink(
+        None, {"channel": FakeChannel(), "ack_s": 0.05}
+    ).pytest_runtest_logfinish("t.py::test_b")
+    local = FakeChannel()
+    WorkerLink(None, {"channel": local, "ack_s": 0.0}).pytest_runtest_logfinish("x")
+    assert local.callback is None
+
+
+def test_controller_acknowledges_a_remote_tests_last_report():
+    from types import SimpleNamespace
+
+    from pytest_lyapax.run.options import Settings
+    from pytest_lyapax.run.session import BackendState, LyapaxSession
+
+    backends = (Backend("cpu", "cpu"), Backend("cpu2", "cpu", "socket=127.0.0.1:1"))
+    session = LyapaxSession(
+        Settings(backends=backends),
+        "controller",
+        {b.label: BackendState(b) for b in backends},
+    )
+    hooks = remote.RemoteHooks(SimpleNamespace(), session)
+    remote_node, local_node, channel = object(), object(), FakeChannel()
+    hooks.links[remote_node] = channel
+    for node in (local_node, remote_node):
+        for when in ("setup", "call", "teardown"):
+            report = SimpleNamespace(nodeid=f"t.py::test[{when}]", when=when, node=node)
+            handling = hooks.pytest_runtest_logreport(report)
+            next(handling)  # the other plugins handle the report now
+            assert channel.sent == []
+            with pytest.raises(StopIteration):
+                handling.send(None)
+    # One acknowledgement, after the remote test's teardown report was handled.
+    assert channel.sent == [{"ack": "t.py::test[teardown]"}]
+
+
 # -- runs -------------------------------------------------------------------
 def test_typed_tx_with_jax_backend_is_a_usage_error(pytester, clean_environment):
     suite(pytester.path)
