@@ -58,8 +58,24 @@ def test_plain(jax_backend):
 """
 
 # Appended for the kill case: cpu2's worker kills its host (the socket
-# server's whole process group) in the middle of its tests.
+# server's whole process group) in the middle of its tests.  Just before,
+# the host's relay (the server process, which forwards the worker's
+# messages) stalls for 2 s with a finished benchmark's report unforwarded:
+# the report survives only if the worker waits for the controller's
+# acknowledgement before starting the test that kills the host.
 KILL_TEST = """
+
+def test_zy_relay_stalls(benchmark, jax_backend):
+    import signal
+    import subprocess
+
+    benchmark(lambda: 1.0)
+    if jax_backend == "cpu2":
+        relay = os.getppid()
+        os.kill(relay, signal.SIGSTOP)
+        subprocess.Popen(["sh", "-c", f"sleep 2; kill -CONT {relay}"],
+                         start_new_session=True)
+
 
 def test_zz_kill_the_host(jax_backend):
     import signal
@@ -526,10 +542,10 @@ def test_host_killed_mid_run_keeps_the_other_results(
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     states = backends_of(report_of(path))
     assert states["cpu"]["status"] == "ok"
-    assert states["cpu"]["outcomes"] == {"passed": 5}
+    assert states["cpu"]["outcomes"] == {"passed": 6}
     assert states["cpu2"]["status"] == "crashed"
     assert "was lost mid-run" in states["cpu2"]["reason"]
-    assert states["cpu2"]["n_benchmarks"] == 2  # measured before the kill
+    assert states["cpu2"]["n_benchmarks"] == 3  # measured before the kill
     result.stdout.fnmatch_lines(["*backend(s) crashed: cpu2*"])
 
 
