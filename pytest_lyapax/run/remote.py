@@ -12,7 +12,10 @@ labelled with the host (``extra_info.host``/``cpu``, the series key of
 Alongside xdist's channel each worker gets a link channel (in
 ``workerinput``) over which it sends, right after collecting and before any
 test runs, its code identity (``codeid.py``), and then a heartbeat.  The
-controller compares every remote identity with this checkout's; a
+controller acknowledges each remote test once it has handled the test's
+last report, and the worker starts its next test only then, so a host that
+dies loses at most the test it was running.  The controller compares every
+remote identity with this checkout's; a
 difference stops that backend (status ``mismatch``, exit code 4) unless
 ``--jax-allow-code-mismatch``.  A worker whose host goes quiet for longer
 than ``--jax-backend-host-timeout`` has its connection cut, and a remote
