@@ -12,7 +12,10 @@ labelled with the host (``extra_info.host``/``cpu``, the series key of
 Alongside xdist's channel each worker gets a link channel (in
 ``workerinput``) over which it sends, right after collecting and before any
 test runs, its code identity (``codeid.py``), and then a heartbeat.  The
-controller compares every remote identity with this checkout's; a
+controller acknowledges each remote test once it has handled the test's
+last report, and the worker starts its next test only then, so a host that
+dies loses at most the test it was running.  The controller compares every
+remote identity with this checkout's; a
 difference stops that backend (status ``mismatch``, exit code 4) unless
 ``--jax-allow-code-mismatch``.  A worker whose host goes quiet for longer
 than ``--jax-backend-host-timeout`` has its connection cut, and a remote
@@ -41,7 +44,7 @@ from pytest_lyapax.backends.remoteprobe import (
     probe_hosts,
     within,
 )
-from pytest_lyapax.backends.remoteworker import BEAT_EVERY_S, LINK_KEY
+from pytest_lyapax.backends.remoteworker import ACK, BEAT_EVERY_S, LINK_KEY
 from pytest_lyapax.measuring.benchmarks import RECORD_ATTR
 from pytest_lyapax.run import _chdir_code
 from pytest_lyapax.run.items import LABEL_ATTR
@@ -110,6 +113,7 @@ class RemoteHooks:
         self.identities: dict[Any, dict[str, Any]] = {}
         self.waiting: set[Any] = set()  # configured nodes that have not collected
         self.last_seen: dict[Any, float] = {}
+        self.links: dict[Any, Any] = {}  # remote node -> its link channel
         self.severed: dict[Any, str] = {}
         self.checked = False
         self.down: set[Any] = set()
@@ -175,9 +179,11 @@ class RemoteHooks:
         node.workerinput[LINK_KEY] = {
             "channel": channel,
             "beat_s": BEAT_EVERY_S if remote else 0.0,
+            "ack_s": self.timeout if remote else 0.0,
         }
         self.waiting.add(node)
         if remote:
+            self.links[node] = channel
             self.last_seen[node] = time.monotonic()
             if self.watchdog is None:
                 self.watchdog = threading.Thread(
@@ -328,19 +334,28 @@ class RemoteHooks:
         node.shutdown()
 
     # -- results ------------------------------------------------------------
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Any:
         label = getattr(report, LABEL_ATTR, None)
         raw = getattr(report, RECORD_ATTR, None)
-        if not raw or label not in self.hosts:
-            return
-        info = self.session.states[label].info
-        record = json.loads(raw)
-        extra = record.setdefault("extra_info", {})
-        for key in ("host", "cpu", "gateway"):
-            if info.get(key):
-                extra[key] = info[key]
-        setattr(report, RECORD_ATTR, json.dumps(record))
+        if raw and label in self.hosts:
+            info = self.session.states[label].info
+            record = json.loads(raw)
+            extra = record.setdefault("extra_info", {})
+            for key in ("host", "cpu", "gateway"):
+                if info.get(key):
+                    extra[key] = info[key]
+            setattr(report, RECORD_ATTR, json.dumps(record))
+        result = yield
+        # Every plugin has handled the report: a remote worker waiting for
+        # its test's last one may start the next test (remoteworker.py).
+        channel = self.links.get(getattr(report, "node", None))
+        if channel is not None and report.when == "teardown":
+            try:
+                channel.send(json.dumps({ACK: report.nodeid}))
+            except Exception:  # noqa: BLE001, S110 - the host is gone; xdist says so
+                pass
+        return result
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -58,8 +58,24 @@ def test_plain(jax_backend):
 """
 
 # Appended for the kill case: cpu2's worker kills its host (the socket
-# server's whole process group) in the middle of its tests.
+# server's whole process group) in the middle of its tests.  Just before,
+# the host's relay (the server process, which forwards the worker's
+# messages) stalls for 2 s with a finished benchmark's report unforwarded:
+# the report survives only if the worker waits for the controller's
+# acknowledgement before starting the test that kills the host.
 KILL_TEST = """
+
+def test_zy_relay_stalls(benchmark, jax_backend):
+    import signal
+    import subprocess
+
+    benchmark(lambda: 1.0)
+    if jax_backend == "cpu2":
+        relay = os.getppid()
+        os.kill(relay, signal.SIGSTOP)
+        subprocess.Popen(["sh", "-c", f"sleep 2; kill -CONT {relay}"],
+                         start_new_session=True)
+
 
 def test_zz_kill_the_host(jax_backend):
     import signal
@@ -335,6 +351,81 @@ def test_host_lost_between_probe_and_start_runs_a_skipping_local_worker():
     assert session.skip_reason("cpu2").startswith("jax backend 'cpu2' unavailable")
 
 
+class FakeChannel:
+    """The link channel's two ends in one object: what was sent, and the
+    callback a message from the other side is delivered to."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict] = []
+        self.callback = None
+
+    def send(self, message: str) -> None:
+        self.sent.append(json.loads(message))
+
+    def setcallback(self, callback) -> None:
+        self.callback = callback
+
+
+def test_remote_worker_waits_for_each_tests_acknowledgement():
+    """A remote worker does not start its next test before the controller
+    acknowledged the last one: a host that dies then loses at most the test
+    it was running (its relay may die holding unforwarded messages)."""
+    import threading
+
+    from pytest_lyapax.backends.remoteworker import WorkerLink
+
+    channel = FakeChannel()
+    link = WorkerLink(None, {"channel": channel, "beat_s": 0.0, "ack_s": 600.0})
+    done = threading.Event()
+
+    def finish() -> None:
+        link.pytest_runtest_logfinish("t.py::test_a")
+        done.set()
+
+    waiter = threading.Thread(target=finish, daemon=True)
+    waiter.start()
+    channel.callback(json.dumps({"ack": "t.py::test_other"}))
+    channel.callback("not json")
+    assert not done.wait(0.3)  # still waiting: not its acknowledgement
+    channel.callback(json.dumps({"ack": "t.py::test_a"}))
+    assert done.wait(30)
+    # Bounded: no acknowledgement within ack_s, the worker goes on; a local
+    # worker (ack_s 0) never waits and takes no callback.
+    WorkerLink(
+        None, {"channel": FakeChannel(), "ack_s": 0.05}
+    ).pytest_runtest_logfinish("t.py::test_b")
+    local = FakeChannel()
+    WorkerLink(None, {"channel": local, "ack_s": 0.0}).pytest_runtest_logfinish("x")
+    assert local.callback is None
+
+
+def test_controller_acknowledges_a_remote_tests_last_report():
+    from types import SimpleNamespace
+
+    from pytest_lyapax.run.options import Settings
+    from pytest_lyapax.run.session import BackendState, LyapaxSession
+
+    backends = (Backend("cpu", "cpu"), Backend("cpu2", "cpu", "socket=127.0.0.1:1"))
+    session = LyapaxSession(
+        Settings(backends=backends),
+        "controller",
+        {b.label: BackendState(b) for b in backends},
+    )
+    hooks = remote.RemoteHooks(SimpleNamespace(), session)
+    remote_node, local_node, channel = object(), object(), FakeChannel()
+    hooks.links[remote_node] = channel
+    for node in (local_node, remote_node):
+        for when in ("setup", "call", "teardown"):
+            report = SimpleNamespace(nodeid=f"t.py::test[{when}]", when=when, node=node)
+            handling = hooks.pytest_runtest_logreport(report)
+            next(handling)  # the other plugins handle the report now
+            assert channel.sent == []
+            with pytest.raises(StopIteration):
+                handling.send(None)
+    # One acknowledgement, after the remote test's teardown report was handled.
+    assert channel.sent == [{"ack": "t.py::test[teardown]"}]
+
+
 # -- runs -------------------------------------------------------------------
 def test_typed_tx_with_jax_backend_is_a_usage_error(pytester, clean_environment):
     suite(pytester.path)
@@ -451,10 +542,10 @@ def test_host_killed_mid_run_keeps_the_other_results(
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     states = backends_of(report_of(path))
     assert states["cpu"]["status"] == "ok"
-    assert states["cpu"]["outcomes"] == {"passed": 5}
+    assert states["cpu"]["outcomes"] == {"passed": 6}
     assert states["cpu2"]["status"] == "crashed"
     assert "was lost mid-run" in states["cpu2"]["reason"]
-    assert states["cpu2"]["n_benchmarks"] == 2  # measured before the kill
+    assert states["cpu2"]["n_benchmarks"] == 3  # measured before the kill
     result.stdout.fnmatch_lines(["*backend(s) crashed: cpu2*"])
 
 
