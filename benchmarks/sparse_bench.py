@@ -23,16 +23,15 @@ code). Times are the best of ``--repeats`` warm calls.
 
 from __future__ import annotations
 
-import argparse
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _timing import best_interleaved, parse_sizes, sizes_parser, timed  # noqa: E402
 from jax.experimental import sparse  # noqa: E402
-from network_floor import floor, timed  # noqa: E402
+from network_floor import floor  # noqa: E402
 
 from lyapax import lyapunov_spectrum  # noqa: E402
 from lyapax._internal.sparse import as_ell  # noqa: E402
@@ -88,13 +87,12 @@ def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
     b = np.asarray(floor_call(bcoo, problem))
     c = np.asarray(floor_call(ell, problem))
     diff = float(max(np.max(np.abs(a - b)), np.max(np.abs(a - c))))
-    times: dict[str, list[float]] = {"ours": [], "floor_bcoo": [], "floor_ell": []}
-    # Interleaved, so that load from other processes hits all three alike.
-    for _ in range(repeats):
-        times["ours"].append(timed(lambda: ours(problem)))
-        times["floor_bcoo"].append(timed(lambda: floor_call(bcoo, problem)))
-        times["floor_ell"].append(timed(lambda: floor_call(ell, problem)))
-    best = {key: min(ts) for key, ts in times.items()}
+    calls = {
+        "ours": lambda: ours(problem),
+        "floor_bcoo": lambda: floor_call(bcoo, problem),
+        "floor_ell": lambda: floor_call(ell, problem),
+    }
+    best = best_interleaved(calls, repeats)
     return {
         **best,
         "nnz": int(bcoo.nse),
@@ -105,19 +103,13 @@ def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(map(str, SIZES)),
-        help="comma-separated node counts (default: %(default)s)",
-    )
+    parser = sizes_parser(__doc__.splitlines()[0], SIZES, "node counts", repeats=3)
     parser.add_argument("--neighbours", type=int, default=20, help="edges per node")
-    parser.add_argument("--repeats", type=int, default=3, help="best of N calls")
     parser.add_argument(
         "--quick", action="store_true", help="smoke run: n = 200, 500, one repeat"
     )
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = parse_sizes(args.sizes)
     repeats = args.repeats
     if args.quick:
         sizes, repeats = [200, 500], 1
