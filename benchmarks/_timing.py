@@ -36,10 +36,15 @@ def best_interleaved(
 
 
 def sizes_parser(
-    description: str, sizes: Sequence[int], what: str, repeats: int
+    description: str,
+    sizes: Sequence[int],
+    what: str,
+    repeats: int,
+    quick: str | None = None,
 ) -> argparse.ArgumentParser:
-    """A parser with ``--sizes`` (comma-separated ``what``) and ``--repeats``
-    (best of N calls); a script adds its own options."""
+    """A parser with ``--sizes`` (comma-separated ``what``), ``--repeats``
+    (best of N calls) and, given its help text ``quick``, ``--quick``; a
+    script adds its own options."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument(
         "--sizes",
@@ -47,6 +52,8 @@ def sizes_parser(
         help=f"comma-separated {what} (default: %(default)s)",
     )
     parser.add_argument("--repeats", type=int, default=repeats, help="best of N calls")
+    if quick is not None:
+        parser.add_argument("--quick", action="store_true", help=quick)
     return parser
 
 

@@ -90,10 +90,12 @@ def floor(weights, omega, theta0, G, dt, *, k, n_blocks, renorm_every):
     return -jnp.sort(-cum / (dt * renorm_every * n_blocks))
 
 
-def floor_call(problem, n_nodes):
+def floor_call(problem, weights=None):
+    """The floor on ``problem``'s network (``weights``: the coupling in another
+    format, default the problem's own)."""
     params = problem.step_fn.params
     return floor(
-        problem.step_fn.weights,
+        problem.step_fn.weights if weights is None else weights,
         params["omega"],
         problem.state0,
         params["G"],
@@ -107,13 +109,13 @@ def floor_call(problem, n_nodes):
 def measure(n_nodes: int, repeats: int) -> dict[str, float]:
     problem = seed_problem(n_nodes)
     a = jax.block_until_ready(ours(problem))  # compile outside the timing
-    b = jax.block_until_ready(floor_call(problem, n_nodes))
+    b = jax.block_until_ready(floor_call(problem))
     diff = float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
     # "rebuilt": a new problem each round (new coupling, same structure).
     rounds = itertools.count(1)
     calls = {
         "ours": lambda: ours(problem),
-        "floor": lambda: floor_call(problem, n_nodes),
+        "floor": lambda: floor_call(problem),
         "rebuilt": lambda: ours(seed_problem(n_nodes, 1e-3 * next(rounds))),
     }
     return {**best_interleaved(calls, repeats), "diff": diff}

@@ -130,11 +130,14 @@ def measure(n: int, n_steps: int, repeats: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = sizes_parser(__doc__.splitlines()[0], SIZES, "n_points", repeats=5)
-    parser.add_argument("--steps", type=int, default=200, help="steps per call")
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke run: n = 64, 128, 40 steps"
+    parser = sizes_parser(
+        __doc__.splitlines()[0],
+        SIZES,
+        "n_points",
+        repeats=5,
+        quick="smoke run: n = 64, 128, 40 steps",
     )
+    parser.add_argument("--steps", type=int, default=200, help="steps per call")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
     if args.quick:

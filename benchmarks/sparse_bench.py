@@ -31,13 +31,13 @@ jax.config.update("jax_enable_x64", True)
 
 from _timing import best_interleaved, parse_sizes, sizes_parser, timed  # noqa: E402
 from jax.experimental import sparse  # noqa: E402
-from network_floor import floor  # noqa: E402
 
-from lyapax import lyapunov_spectrum  # noqa: E402
+# The seed benchmark's run and floor, on sparse couplings.
+from network_floor import DT, N_STEPS, RENORM, K, floor_call, ours  # noqa: E402
+
 from lyapax._internal.sparse import as_ell  # noqa: E402
 from lyapax.systems import kuramoto_network  # noqa: E402
 
-K, N_STEPS, RENORM, DT = 5, 200, 10, 1e-2
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -57,26 +57,6 @@ def problem_for(weights, n: int):
     return kuramoto_network(weights, omega=omega, K=1.0, dt=DT)
 
 
-def ours(problem):
-    return lyapunov_spectrum(
-        problem, n_steps=N_STEPS, k=K, renorm_every=RENORM, t_transient=0.0
-    ).exponents
-
-
-def floor_call(weights, problem):
-    params = problem.step_fn.params
-    return floor(
-        weights,
-        params["omega"],
-        problem.state0,
-        params["G"],
-        problem.dt,
-        k=K,
-        n_blocks=N_STEPS // RENORM,
-        renorm_every=RENORM,
-    )
-
-
 def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
     bcoo = ring_lattice(n, neighbours)
     ell = as_ell(bcoo)
@@ -84,13 +64,13 @@ def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
     jax.clear_caches()
     first = timed(lambda: ours(problem))
     a = np.asarray(ours(problem))
-    b = np.asarray(floor_call(bcoo, problem))
-    c = np.asarray(floor_call(ell, problem))
+    b = np.asarray(floor_call(problem, bcoo))
+    c = np.asarray(floor_call(problem, ell))
     diff = float(max(np.max(np.abs(a - b)), np.max(np.abs(a - c))))
     calls = {
         "ours": lambda: ours(problem),
-        "floor_bcoo": lambda: floor_call(bcoo, problem),
-        "floor_ell": lambda: floor_call(ell, problem),
+        "floor_bcoo": lambda: floor_call(problem, bcoo),
+        "floor_ell": lambda: floor_call(problem, ell),
     }
     best = best_interleaved(calls, repeats)
     return {
@@ -103,11 +83,14 @@ def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = sizes_parser(__doc__.splitlines()[0], SIZES, "node counts", repeats=3)
-    parser.add_argument("--neighbours", type=int, default=20, help="edges per node")
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke run: n = 200, 500, one repeat"
+    parser = sizes_parser(
+        __doc__.splitlines()[0],
+        SIZES,
+        "node counts",
+        repeats=3,
+        quick="smoke run: n = 200, 500, one repeat",
     )
+    parser.add_argument("--neighbours", type=int, default=20, help="edges per node")
     args = parser.parse_args(argv)
     sizes = parse_sizes(args.sizes)
     repeats = args.repeats
