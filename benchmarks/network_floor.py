@@ -22,8 +22,7 @@ Times are the best of ``--repeats`` interleaved calls (seconds). Run:
 
 from __future__ import annotations
 
-import argparse
-import time
+import itertools
 from functools import partial
 
 import jax
@@ -31,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
+
+from _timing import best_interleaved, parse_sizes, sizes_parser  # noqa: E402
 
 from lyapax.core import lyapunov_spectrum  # noqa: E402
 from lyapax.systems import kuramoto_network  # noqa: E402
@@ -89,10 +90,12 @@ def floor(weights, omega, theta0, G, dt, *, k, n_blocks, renorm_every):
     return -jnp.sort(-cum / (dt * renorm_every * n_blocks))
 
 
-def floor_call(problem, n_nodes):
+def floor_call(problem, weights=None):
+    """The floor on ``problem``'s network (``weights``: the coupling in another
+    format, default the problem's own)."""
     params = problem.step_fn.params
     return floor(
-        problem.step_fn.weights,
+        problem.step_fn.weights if weights is None else weights,
         params["omega"],
         problem.state0,
         params["G"],
@@ -103,37 +106,25 @@ def floor_call(problem, n_nodes):
     )
 
 
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - t0
-
-
 def measure(n_nodes: int, repeats: int) -> dict[str, float]:
     problem = seed_problem(n_nodes)
     a = jax.block_until_ready(ours(problem))  # compile outside the timing
-    b = jax.block_until_ready(floor_call(problem, n_nodes))
+    b = jax.block_until_ready(floor_call(problem))
     diff = float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-    times: dict[str, list[float]] = {"ours": [], "floor": [], "rebuilt": []}
-    # Interleaved, so that load from other processes hits all three alike.
-    for r in range(repeats):
-        times["ours"].append(timed(lambda: ours(problem)))
-        times["floor"].append(timed(lambda: floor_call(problem, n_nodes)))
-        rebuilt = partial(seed_problem, n_nodes, 1e-3 * (r + 1))
-        times["rebuilt"].append(timed(lambda: ours(rebuilt())))  # noqa: B023
-    return {**{key: min(ts) for key, ts in times.items()}, "diff": diff}
+    # "rebuilt": a new problem each round (new coupling, same structure).
+    rounds = itertools.count(1)
+    calls = {
+        "ours": lambda: ours(problem),
+        "floor": lambda: floor_call(problem),
+        "rebuilt": lambda: ours(seed_problem(n_nodes, 1e-3 * next(rounds))),
+    }
+    return {**best_interleaved(calls, repeats), "diff": diff}
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(map(str, SIZES)),
-        help="comma-separated node counts (default: %(default)s)",
-    )
-    parser.add_argument("--repeats", type=int, default=5, help="best of N calls")
+    parser = sizes_parser(__doc__.splitlines()[0], SIZES, "node counts", repeats=5)
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = parse_sizes(args.sizes)
     print(
         f"backend={jax.default_backend()}  k={K}  steps={N_STEPS}  "
         f"renorm_every={RENORM}  dt={DT}  integrator=heun  best of {args.repeats}"

@@ -24,7 +24,6 @@ rounding level). ``--quick`` (CI) runs n = 64, 128 with few steps.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from functools import partial
@@ -35,6 +34,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+from _timing import best_interleaved, parse_sizes, sizes_parser  # noqa: E402
 
 from lyapax import lyapunov_spectrum  # noqa: E402
 from lyapax.pde import kuramoto_sivashinsky  # noqa: E402
@@ -105,12 +105,6 @@ def floor(u0, coeffs, n_steps, *, k):
     return -jnp.sort(-cum / (n_steps * DT))
 
 
-def timed(fn) -> float:
-    t0 = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - t0
-
-
 def measure(n: int, n_steps: int, repeats: int) -> dict[str, float]:
     problem = kuramoto_sivashinsky(n, length_of(n), dt=DT)
     coeffs = floor_coefficients(n, length_of(n), DT)
@@ -122,13 +116,12 @@ def measure(n: int, n_steps: int, repeats: int) -> dict[str, float]:
     b = jax.block_until_ready(floor(problem.state0, coeffs, steps, k=K))
     compile_floor = time.perf_counter() - t0
     diff = float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
-    times: dict[str, list[float]] = {"ours": [], "floor": []}
-    # Interleaved, so that load from other processes hits both alike.
-    for _ in range(repeats):
-        times["ours"].append(timed(lambda: ours(problem, n_steps)))
-        times["floor"].append(timed(lambda: floor(problem.state0, coeffs, steps, k=K)))
+    calls = {
+        "ours": lambda: ours(problem, n_steps),
+        "floor": lambda: floor(problem.state0, coeffs, steps, k=K),
+    }
     return {
-        **{key: min(ts) for key, ts in times.items()},
+        **best_interleaved(calls, repeats),
         "diff": diff,
         "first_ours": compile_ours,
         "first_floor": compile_floor,
@@ -137,19 +130,16 @@ def measure(n: int, n_steps: int, repeats: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(map(str, SIZES)),
-        help="comma-separated n_points (default: %(default)s)",
+    parser = sizes_parser(
+        __doc__.splitlines()[0],
+        SIZES,
+        "n_points",
+        repeats=5,
+        quick="smoke run: n = 64, 128, 40 steps",
     )
     parser.add_argument("--steps", type=int, default=200, help="steps per call")
-    parser.add_argument("--repeats", type=int, default=5, help="best of N calls")
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke run: n = 64, 128, 40 steps"
-    )
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = parse_sizes(args.sizes)
     if args.quick:
         sizes, args.steps, args.repeats = [64, 128], 40, 1
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

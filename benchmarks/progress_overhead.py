@@ -22,24 +22,19 @@ import argparse
 import os
 import statistics
 import tempfile
-import time
 
 import jax
 import jax.numpy as jnp
 
 jax.config.update("jax_enable_x64", True)
 
+from _timing import timed  # noqa: E402
+
 from lyapax import lyapunov_spectrum, ode_problem, rk4_step  # noqa: E402
 from lyapax._engine import run  # noqa: E402
 from lyapax.converge import run_until_converged  # noqa: E402
 from lyapax.sweep import sweep_lyapunov_spectrum  # noqa: E402
 from lyapax.systems import kuramoto_network, lorenz  # noqa: E402
-
-
-def timed(f) -> float:
-    t = time.perf_counter()
-    jax.block_until_ready(jax.tree.leaves(f()))
-    return time.perf_counter() - t
 
 
 def side_by_side(name: str, plain, other, repeats: int, label: str) -> None:

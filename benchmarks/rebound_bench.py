@@ -280,6 +280,19 @@ def stability_map(rebound, n, dt, years, workers, integrator, batch_size):
     )
 
 
+def checks(rebound, dt, steps):
+    """Tables 1-2: the same map, the same initial conditions, and agreement."""
+    print("\n| check | REBOUND vs lyapax | |")
+    print("|---|---|---|")
+    same_map(rebound, dt, min(steps, 5000))
+    if rebound is not None:
+        q_r, p_r = rebound_state(rebound_sim(rebound, 7.6, 0.35, dt))
+        q_o, p_o = own_state(7.6, 0.35)
+        gap = max(np.abs(q_r - q_o).max(), np.abs(p_r - p_o).max())
+        print(f"| initial conditions (Jacobi elements) | differ by {gap:.1e} | |")
+    agreement(rebound, dt, steps, max(1, steps // 20))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (CI)")
@@ -304,26 +317,8 @@ def main():
     rebound = rebound_or_none()
     version = "not installed" if rebound is None else rebound.__version__
     print(f"REBOUND {version}; jax {jax.__version__}; load {os.getloadavg()[0]:.2f}")
-    if args.map_only:
-        stability_map(
-            rebound,
-            args.grid,
-            args.dt,
-            args.years,
-            args.workers,
-            args.integrator,
-            args.batch_size,
-        )
-        return
-    print("\n| check | REBOUND vs lyapax | |")
-    print("|---|---|---|")
-    same_map(rebound, args.dt, min(args.steps, 5000))
-    if rebound is not None:
-        q_r, p_r = rebound_state(rebound_sim(rebound, 7.6, 0.35, args.dt))
-        q_o, p_o = own_state(7.6, 0.35)
-        gap = max(np.abs(q_r - q_o).max(), np.abs(p_r - p_o).max())
-        print(f"| initial conditions (Jacobi elements) | differ by {gap:.1e} | |")
-    agreement(rebound, args.dt, args.steps, max(1, args.steps // 20))
+    if not args.map_only:
+        checks(rebound, args.dt, args.steps)
     stability_map(
         rebound,
         args.grid,

@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import jax
@@ -34,6 +33,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
+from _timing import timed  # noqa: E402
 
 BEFORE = "a7ca869"  # the last commit whose engine compiled the run lengths in
 LORENZ = dict(n_steps=50_000, renorm_every=10, t_transient=100.0)
@@ -68,12 +68,6 @@ def static_engine(rev: str, into: Path):
 def engine(package: str):
     """``(core, systems)`` modules of a lyapax package."""
     return tuple(importlib.import_module(f"{package}.{m}") for m in ("core", "systems"))
-
-
-def timed(fn) -> float:
-    start = time.perf_counter()
-    jax.block_until_ready(fn())
-    return time.perf_counter() - start
 
 
 def side_by_side(calls: dict, repeats: int) -> dict[str, float]:

@@ -30,6 +30,8 @@ import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _timing import timed  # noqa: E402
+
 from lyapax import lyapunov_spectrum, ode_problem  # noqa: E402
 from lyapax._engine import finite, run  # noqa: E402
 from lyapax.checks import check_invariants  # noqa: E402
@@ -40,13 +42,6 @@ from lyapax.systems import kuramoto_network, lorenz, lorenz96, rossler  # noqa: 
 def _block(result):
     jax.block_until_ready(result.exponents)
     return result
-
-
-def timed(f):
-    t = time.perf_counter()
-    out = f()
-    jax.block_until_ready(jax.tree.leaves(out))
-    return time.perf_counter() - t
 
 
 def cases(quick: bool):

@@ -23,22 +23,21 @@ code). Times are the best of ``--repeats`` warm calls.
 
 from __future__ import annotations
 
-import argparse
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 jax.config.update("jax_enable_x64", True)
 
+from _timing import best_interleaved, parse_sizes, sizes_parser, timed  # noqa: E402
 from jax.experimental import sparse  # noqa: E402
-from network_floor import floor, timed  # noqa: E402
 
-from lyapax import lyapunov_spectrum  # noqa: E402
+# The seed benchmark's run and floor, on sparse couplings.
+from network_floor import DT, N_STEPS, RENORM, K, floor_call, ours  # noqa: E402
+
 from lyapax._internal.sparse import as_ell  # noqa: E402
 from lyapax.systems import kuramoto_network  # noqa: E402
 
-K, N_STEPS, RENORM, DT = 5, 200, 10, 1e-2
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
@@ -58,26 +57,6 @@ def problem_for(weights, n: int):
     return kuramoto_network(weights, omega=omega, K=1.0, dt=DT)
 
 
-def ours(problem):
-    return lyapunov_spectrum(
-        problem, n_steps=N_STEPS, k=K, renorm_every=RENORM, t_transient=0.0
-    ).exponents
-
-
-def floor_call(weights, problem):
-    params = problem.step_fn.params
-    return floor(
-        weights,
-        params["omega"],
-        problem.state0,
-        params["G"],
-        problem.dt,
-        k=K,
-        n_blocks=N_STEPS // RENORM,
-        renorm_every=RENORM,
-    )
-
-
 def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
     bcoo = ring_lattice(n, neighbours)
     ell = as_ell(bcoo)
@@ -85,16 +64,15 @@ def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
     jax.clear_caches()
     first = timed(lambda: ours(problem))
     a = np.asarray(ours(problem))
-    b = np.asarray(floor_call(bcoo, problem))
-    c = np.asarray(floor_call(ell, problem))
+    b = np.asarray(floor_call(problem, bcoo))
+    c = np.asarray(floor_call(problem, ell))
     diff = float(max(np.max(np.abs(a - b)), np.max(np.abs(a - c))))
-    times: dict[str, list[float]] = {"ours": [], "floor_bcoo": [], "floor_ell": []}
-    # Interleaved, so that load from other processes hits all three alike.
-    for _ in range(repeats):
-        times["ours"].append(timed(lambda: ours(problem)))
-        times["floor_bcoo"].append(timed(lambda: floor_call(bcoo, problem)))
-        times["floor_ell"].append(timed(lambda: floor_call(ell, problem)))
-    best = {key: min(ts) for key, ts in times.items()}
+    calls = {
+        "ours": lambda: ours(problem),
+        "floor_bcoo": lambda: floor_call(problem, bcoo),
+        "floor_ell": lambda: floor_call(problem, ell),
+    }
+    best = best_interleaved(calls, repeats)
     return {
         **best,
         "nnz": int(bcoo.nse),
@@ -105,19 +83,16 @@ def measure(n: int, neighbours: int, repeats: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--sizes",
-        default=",".join(map(str, SIZES)),
-        help="comma-separated node counts (default: %(default)s)",
+    parser = sizes_parser(
+        __doc__.splitlines()[0],
+        SIZES,
+        "node counts",
+        repeats=3,
+        quick="smoke run: n = 200, 500, one repeat",
     )
     parser.add_argument("--neighbours", type=int, default=20, help="edges per node")
-    parser.add_argument("--repeats", type=int, default=3, help="best of N calls")
-    parser.add_argument(
-        "--quick", action="store_true", help="smoke run: n = 200, 500, one repeat"
-    )
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = parse_sizes(args.sizes)
     repeats = args.repeats
     if args.quick:
         sizes, repeats = [200, 500], 1

@@ -89,7 +89,8 @@ sphinx_gallery_conf = {
     "examples_dirs": str(ROOT / "examples"),
     "gallery_dirs": "auto_examples",
     "filename_pattern": r"/\d+_(?!gpu_acceleration|several_processes)[^/]*\.py$",
-    "ignore_pattern": r"(/_|__init__\.py)",
+    # Matched against the bare file name: _common.py is the examples' helper.
+    "ignore_pattern": r"(^_|/_|__init__\.py)",
     "reset_argv": "gallery_argv.quick_argv",  # a name keeps the config picklable
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,

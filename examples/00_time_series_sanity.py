@@ -15,10 +15,6 @@ Run ``python examples/00_time_series_sanity.py`` (``--quick`` for a short
 run, ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -29,20 +25,13 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum, ode_problem, rk4_step, simulate_trajectory
 from lyapax.sweep import sweep_trajectory
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="trajectory sanity check")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "00_time_series.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("trajectory sanity check", "00_time_series.png")
 
 # %%
 # The orbit
@@ -111,6 +100,4 @@ ax2.set_xlabel("time")
 ax2.set_ylabel("log |separation|")
 ax2.legend(loc="lower right")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -11,10 +11,6 @@ This is the README's first example. Run ``python examples/01_lorenz.py``
 (``--quick`` for a short run, ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # lyapax expects float64
@@ -24,19 +20,12 @@ import matplotlib
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import kaplan_yorke_dimension, lyapunov_spectrum, ode_problem
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="Lorenz Lyapunov spectrum")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "01_lorenz.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("Lorenz Lyapunov spectrum", "01_lorenz.png")
 n_steps = 10_000 if args.quick else 100_000
 
 # %%
@@ -65,6 +54,4 @@ for i, (ax, ref) in enumerate(zip(axes, [0.9056, 0.0, -14.5723], strict=True)):
     ax.set_title(rf"$\lambda_{i + 1}$ (reference {ref})")
     ax.set_xlabel("time")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

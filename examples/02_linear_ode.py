@@ -12,10 +12,6 @@ Run ``python examples/02_linear_ode.py`` (``--quick`` for a short run, ``--out
 FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -26,19 +22,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum, ode_problem
 from lyapax.systems import linear_system
 
-parser = argparse.ArgumentParser(description="linear ODE spectrum")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "02_linear_ode.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("linear ODE spectrum", "02_linear_ode.png")
 
 # %%
 # A matrix with a known spectrum
@@ -84,6 +73,4 @@ ax.set_xlabel("time")
 ax.set_ylabel("running exponent estimate")
 ax.set_title("dx/dt = A x: exponents -> Re eig(A)")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

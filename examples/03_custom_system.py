@@ -22,10 +22,7 @@ Run ``python examples/03_custom_system.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
 import time
-from pathlib import Path
 
 import jax
 
@@ -37,18 +34,11 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum, ode_problem
 
-parser = argparse.ArgumentParser(description="a custom system")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "03_custom_system.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("a custom system", "03_custom_system.png")
 n_steps = 20_000 if args.quick else 400_000
 
 
@@ -113,6 +103,4 @@ ax2.set_xscale("log")
 ax2.set_xlabel("time")
 ax2.set_ylabel("running estimates (1/time)")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -15,10 +15,7 @@ Run ``python examples/04_chaotic_maps.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
 import math
-import tempfile
-from pathlib import Path
 
 import jax
 
@@ -30,19 +27,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum, simulate_trajectory
 from lyapax.systems import henon_map, logistic_map, tent_map
 
-parser = argparse.ArgumentParser(description="chaotic maps")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "04_chaotic_maps.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("chaotic maps", "04_chaotic_maps.png")
 n_iter = 20_000 if args.quick else 1_000_000
 
 # %%
@@ -100,6 +90,4 @@ ax2.set_xlabel("iterations")
 ax2.set_ylabel(r"running $\lambda_1$ (per iteration)")
 ax2.legend(loc="upper right")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -16,10 +16,6 @@ Run ``python examples/05_chaotic_flows.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -30,19 +26,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum, ode_problem
 from lyapax.systems import lorenz, lorenz96, rossler
 
-parser = argparse.ArgumentParser(description="chaotic flows")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "05_chaotic_flows.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("chaotic flows", "05_chaotic_flows.png")
 scale = 1 if args.quick else 10
 
 
@@ -121,6 +110,4 @@ axes[2].set_title(f"Lorenz-96 (N={N}, F=8) spectrum")
 axes[2].set_xlabel("index")
 axes[0].set_ylabel("exponent (1/time)")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -17,10 +17,6 @@ Run ``python examples/06_linear_network.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -31,21 +27,14 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum
 from lyapax.coupling import linear_coupling
 from lyapax.network import Network, network_problem
 from lyapax.simulator import ModelSpec, Parameter, StateVar, build_jax_dfun
 
-parser = argparse.ArgumentParser(description="linear network")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "06_linear_network.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("linear network", "06_linear_network.png")
 n = 8 if args.quick else 30
 n_steps = 20_000 if args.quick else 100_000
 
@@ -121,6 +110,4 @@ ax.set_xlabel("eigenvalue of G W - I")
 ax.set_ylabel("Lyapunov exponent (lyapax)")
 ax.set_title(f"Linear network, n = {n}")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -18,10 +18,6 @@ Run ``python examples/07_kuramoto_sync.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -32,19 +28,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum
 from lyapax.systems import kuramoto_network
 
-parser = argparse.ArgumentParser(description="Kuramoto synchronisation")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "07_kuramoto_sync.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("Kuramoto synchronisation", "07_kuramoto_sync.png")
 N = 8 if args.quick else 30
 n_steps = 4_000 if args.quick else 40_000
 theta0 = jax.random.uniform(jax.random.PRNGKey(0), (N,), maxval=2 * jnp.pi)
@@ -105,6 +94,4 @@ ax2.axhline(0, color="k", lw=0.6)
 ax2.set_xlabel("coupling K")
 ax2.set_ylabel("leading 3 exponents")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -18,10 +18,6 @@ Run ``python examples/08_custom_coupling.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -32,19 +28,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum
 from lyapax.network import Network, network_problem
 
-parser = argparse.ArgumentParser(description="custom coupling")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "08_custom_coupling.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("custom coupling", "08_custom_coupling.png")
 n = 10 if args.quick else 40
 n_steps = 5_000 if args.quick else 50_000
 
@@ -100,6 +89,4 @@ ax.set_ylabel("exponent")
 ax.set_title(f"Ring of {n} nodes, sine diffusive coupling")
 ax.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

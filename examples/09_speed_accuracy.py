@@ -18,10 +18,7 @@ Run ``python examples/09_speed_accuracy.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
 import time
-from pathlib import Path
 
 import jax
 
@@ -33,19 +30,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum, ode_problem
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="integrators vs dt")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "09_speed_accuracy.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("integrators vs dt", "09_speed_accuracy.png")
 dts = [0.02, 0.01, 0.005] if args.quick else [0.02, 0.01, 0.005, 0.0025, 0.00125]
 n_steps = 2_000 if args.quick else 20_000  # same for every dt: one compile each
 EXACT_SUM = -(10.0 + 1.0 + 8.0 / 3.0)
@@ -105,6 +95,4 @@ ax2.set_xlabel(f"seconds per time unit (warm, {jax.default_backend()}, this mach
 ax2.set_title("error vs cost")
 ax1.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -27,10 +27,6 @@ Run ``python examples/12_delayed_kuramoto.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -43,21 +39,14 @@ from scipy.special import lambertw
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax.coupling import kuramoto_coupling
 from lyapax.dde import network_dde_problem
 from lyapax.network import Network
 from lyapax.sweep import sweep_lyapunov_spectrum
 
-parser = argparse.ArgumentParser(description="delayed Kuramoto network")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "12_delayed_kuramoto.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("delayed Kuramoto network", "12_delayed_kuramoto.png")
 N, omega, tau, dt = 6, 1.0, 0.5, 0.02
 n_steps = 5_000 if args.quick else 50_000
 
@@ -141,6 +130,4 @@ ax2.set_ylabel("exponent")
 ax2.legend()
 fig.suptitle(f"Delayed Kuramoto, N = {N}, tau = {tau}")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

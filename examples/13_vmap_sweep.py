@@ -18,10 +18,7 @@ Run ``python examples/13_vmap_sweep.py`` (``--quick`` for a short run, ``--out
 FILE`` for the figure's path).
 """
 
-import argparse
 import math
-import tempfile
-from pathlib import Path
 
 import jax
 
@@ -33,19 +30,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum
 from lyapax.sweep import sweep_lyapunov_spectrum, sweep_trajectory
 
-parser = argparse.ArgumentParser(description="parameter sweep")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "13_vmap_sweep.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("parameter sweep", "13_vmap_sweep.png")
 n_r = 200 if args.quick else 2_000
 n_iter = 2_000 if args.quick else 20_000
 
@@ -119,6 +109,4 @@ ax2.set_ylim(-2, 1)
 ax2.set_xlabel("r")
 ax2.set_ylabel(r"$\lambda$ (per iteration)")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

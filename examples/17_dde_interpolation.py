@@ -23,10 +23,7 @@ Run ``python examples/17_dde_interpolation.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
 import warnings
-from pathlib import Path
 
 import jax
 
@@ -39,20 +36,13 @@ from scipy.special import lambertw
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum
 from lyapax.dde import dde_problem
 from lyapax.systems import linear_scalar_dde
 
-parser = argparse.ArgumentParser(description="DDE history interpolation")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "17_dde_interp.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("DDE history interpolation", "17_dde_interp.png")
 tau = 1.05
 exact = float(lambertw(-tau, 0).real / tau)
 dts = [0.15, 0.075] if args.quick else [0.15, 0.075, 0.0375, 0.01875]
@@ -119,6 +109,4 @@ ax.set_ylabel("|Re(lambda) estimate - Lambert W value|")
 ax.set_title("dx/dt = -x(t - 1.05), RK4")
 ax.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

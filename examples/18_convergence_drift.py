@@ -16,10 +16,6 @@ Run ``python examples/18_convergence_drift.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -30,19 +26,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import convergence_drift, lyapunov_spectrum, ode_problem
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="convergence drift")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "18_drift.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("convergence drift", "18_drift.png")
 lengths = [1_000, 10_000, 40_000] if args.quick else [1_000, 10_000, 100_000, 1_000_000]
 problem = ode_problem(lorenz(), jnp.ones(3), dt=0.01)
 
@@ -98,6 +87,4 @@ ax.set_xlabel("time")
 ax.set_ylabel(r"$\lambda_1$ estimate")
 ax.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

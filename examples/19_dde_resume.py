@@ -14,10 +14,6 @@ Run ``python examples/19_dde_resume.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -28,20 +24,13 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import kaplan_yorke_dimension, lyapunov_spectrum
 from lyapax.dde import dde_problem
 from lyapax.systems import mackey_glass
 
-parser = argparse.ArgumentParser(description="DDE resume")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "19_dde_resume.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("DDE resume", "19_dde_resume.png")
 half = 5_000 if args.quick else 100_000
 k = 4
 problem = dde_problem(
@@ -90,6 +79,4 @@ ax.set_xlabel("time")
 ax.set_ylabel("running estimates of lambda_1, lambda_2")
 ax.set_title("Mackey-Glass, tau = 17")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -16,10 +16,6 @@ Run ``python examples/21_kaplan_yorke.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -30,19 +26,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import kaplan_yorke_dimension, lyapunov_spectrum, ode_problem
 from lyapax.systems import henon_map, lorenz, lorenz96
 
-parser = argparse.ArgumentParser(description="Kaplan-Yorke dimension")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "21_kaplan_yorke.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("Kaplan-Yorke dimension", "21_kaplan_yorke.png")
 scale = 1 if args.quick else 10
 N = 10 if args.quick else 20
 
@@ -105,6 +94,4 @@ ax.set_ylabel("partial sum S_j")
 ax.set_title("Kaplan-Yorke dimension: where S_j crosses zero")
 ax.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

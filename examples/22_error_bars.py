@@ -17,10 +17,6 @@ Run ``python examples/22_error_bars.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -31,20 +27,13 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum, ode_problem, run_until_converged
 from lyapax.sweep import sweep_lyapunov_spectrum
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="error bars")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "22_error_bars.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("error bars", "22_error_bars.png")
 n_steps = 5_000 if args.quick else 50_000
 tol = 0.05 if args.quick else 0.01
 problem = ode_problem(lorenz(), jnp.ones(3), dt=0.01)
@@ -131,6 +120,4 @@ ax2.axhline(0.9056, color="k", ls="--", lw=0.7)
 ax2.set_xlabel("measured steps")
 ax2.set_title(f"run_until_converged, tol = {tol}")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -25,10 +25,7 @@ if "jax" not in sys.modules:  # only effective before JAX starts
     flag = "--xla_force_host_platform_device_count=2"
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
 
-import argparse
-import tempfile
 import time
-from pathlib import Path
 
 import jax
 
@@ -40,20 +37,13 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import rk4_step
 from lyapax.sweep import sweep_lyapunov_spectrum
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="sharded sweep")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "23_sharded_sweep.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("sharded sweep", "23_sharded_sweep.png")
 n_rows = 16 if args.quick else 256
 n_steps = 2_000 if args.quick else 20_000
 print("visible devices:", jax.devices())
@@ -140,6 +130,4 @@ ax.set_xlabel("rho")
 ax.set_ylabel(r"$\lambda_1$")
 ax.set_title(f"Lorenz, {n_rows} values of rho on {len(jax.devices())} device(s)")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

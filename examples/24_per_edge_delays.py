@@ -19,10 +19,6 @@ Run ``python examples/24_per_edge_delays.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -34,6 +30,7 @@ from scipy.special import lambertw
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax.coupling import linear_coupling
 from lyapax.dde import network_dde_problem
@@ -41,15 +38,7 @@ from lyapax.network import Network
 from lyapax.simulator import Connectivity
 from lyapax.sweep import sweep_lyapunov_spectrum
 
-parser = argparse.ArgumentParser(description="per-edge delays")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "24_per_edge.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("per-edge delays", "24_per_edge.png")
 dt = 0.02
 n_steps = 5_000 if args.quick else 50_000
 Gs = np.linspace(-2.0, 2.0, 5 if args.quick else 21)
@@ -144,6 +133,4 @@ ax.set_ylabel(r"$\lambda_1$")
 ax.set_title("Two nodes, delays 0.5 and 1.5")
 ax.legend(fontsize=8)
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

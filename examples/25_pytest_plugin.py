@@ -19,7 +19,6 @@ Run ``python examples/25_pytest_plugin.py`` (``--quick`` for fewer timing
 rounds, ``--out FILE`` for the figure's path).
 """
 
-import argparse
 import json
 import subprocess
 import sys
@@ -31,16 +30,13 @@ import matplotlib
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args
 
-parser = argparse.ArgumentParser(description="pytest-lyapax on your project")
-parser.add_argument("--quick", action="store_true", help="fewer rounds (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "25_pytest_plugin.png",
-    help="figure path (PNG)",
+args = example_args(
+    "pytest-lyapax on your project",
+    "25_pytest_plugin.png",
+    quick_help="fewer rounds (CI, docs)",
 )
-args, _ = parser.parse_known_args()
 
 # %%
 # The test file

@@ -22,10 +22,6 @@ Run ``python examples/26_covariant_vectors.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -36,21 +32,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import covariant_vectors, ode_problem, subspace_angles
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="Lorenz covariant vectors")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir())
-    / "lyapax-examples"
-    / "26_covariant_vectors.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("Lorenz covariant vectors", "26_covariant_vectors.png")
 
 # %%
 # The run
@@ -121,6 +108,4 @@ ax1.set_ylabel("z")
 ax1.set_title("Lorenz attractor coloured by the angle")
 ax1.legend(loc="upper right")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

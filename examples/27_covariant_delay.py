@@ -17,10 +17,6 @@ Run ``python examples/27_covariant_delay.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -32,19 +28,12 @@ from scipy.special import lambertw
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import covariant_vectors, systems
 from lyapax.dde import dde_problem
 
-parser = argparse.ArgumentParser(description="delay-equation covariant vectors")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "27_covariant_delay.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("delay-equation covariant vectors", "27_covariant_delay.png")
 
 
 def history_profile(problem, res, n, column):
@@ -113,6 +102,4 @@ ax1.set_ylabel("leading CLV (max-normalised)")
 ax1.set_title("Mackey-Glass tau = 17: leading CLV on the history")
 ax1.legend(fontsize=8)
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

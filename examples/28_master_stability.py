@@ -29,10 +29,6 @@ Run ``python examples/28_master_stability.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -43,6 +39,7 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax.coupling import linear_coupling
 from lyapax.network import (
@@ -54,15 +51,7 @@ from lyapax.network import (
 )
 from lyapax.systems import rossler
 
-parser = argparse.ArgumentParser(description="master stability function")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "28_master_stability.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("master stability function", "28_master_stability.png")
 dt = 0.02
 n_steps = 20_000 if args.quick else 200_000  # T = 400 or 4000
 n_alpha = 41 if args.quick else 121
@@ -176,6 +165,4 @@ ax.set_ylabel("largest transversal exponent")
 ax.set_title("x-coupled Rössler oscillators (a = b = 0.2, c = 5.7)")
 ax.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

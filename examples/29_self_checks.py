@@ -21,10 +21,7 @@ Run ``python examples/29_self_checks.py`` (``--quick`` for a short run,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
 import warnings
-from pathlib import Path
 from typing import ClassVar
 
 import jax
@@ -37,21 +34,14 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, rk4_step
 from lyapax.checks import check_invariants
 from lyapax.core import AbstractStep
 from lyapax.systems import henon_map, lorenz
 
-parser = argparse.ArgumentParser(description="self-checks of Lyapunov runs")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "29_self_checks.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("self-checks of Lyapunov runs", "29_self_checks.png")
 n_steps = 20_000 if args.quick else 100_000
 
 # %%
@@ -170,6 +160,4 @@ ax.set_ylabel("|value - expected| / tolerance")
 ax.set_title("check_invariants: below the line passes")
 ax.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -17,10 +17,6 @@ Run ``python examples/30_ftle_double_gyre.py`` (``--quick`` for a coarse grid,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -30,19 +26,16 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import systems
 from lyapax.finite_time import ftle_field, ftle_grid
 
-parser = argparse.ArgumentParser(description="double-gyre FTLE fields")
-parser.add_argument("--quick", action="store_true", help="coarse grid (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "30_ftle_double_gyre.png",
-    help="figure path (PNG)",
+args = example_args(
+    "double-gyre FTLE fields",
+    "30_ftle_double_gyre.png",
+    quick_help="coarse grid (CI, docs)",
 )
-args, _ = parser.parse_known_args()
 nx, ny = (101, 51) if args.quick else (601, 301)
 A, OMEGA, T = 0.1, 2 * np.pi / 10, 15.0
 
@@ -114,6 +107,4 @@ for ax, field, title in (
     fig.colorbar(im, ax=ax, shrink=0.8, label="FTLE")
 axes[1].set_xlabel("x")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -18,10 +18,7 @@ Run ``python examples/31_finite_time_distribution.py`` (``--quick`` for a
 small ensemble, ``--out FILE`` for the figure's path).
 """
 
-import argparse
 import math
-import tempfile
-from pathlib import Path
 
 import jax
 
@@ -33,21 +30,16 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax.finite_time import finite_time_exponents
 from lyapax.systems import logistic_map
 
-parser = argparse.ArgumentParser(description="finite-time exponent distributions")
-parser.add_argument("--quick", action="store_true", help="small ensemble (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir())
-    / "lyapax-examples"
-    / "31_finite_time_distribution.png",
-    help="figure path (PNG)",
+args = example_args(
+    "finite-time exponent distributions",
+    "31_finite_time_distribution.png",
+    quick_help="small ensemble (CI, docs)",
 )
-args, _ = parser.parse_known_args()
 members = 500 if args.quick else 4000
 windows = (4, 16, 64) if args.quick else (4, 16, 64, 256)
 P = 0.3
@@ -95,6 +87,4 @@ for ax in (ax1, ax2):
     ax.set_ylabel("density")
     ax.legend()
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

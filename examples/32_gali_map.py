@@ -22,10 +22,7 @@ Run ``python examples/32_gali_map.py`` (``--quick`` for a coarse grid,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
 import time
-from pathlib import Path
 
 import jax
 
@@ -37,18 +34,15 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax.indicators import gali
 
-parser = argparse.ArgumentParser(description="GALI map of the standard map")
-parser.add_argument("--quick", action="store_true", help="coarse grid (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "32_gali_map.png",
-    help="figure path (PNG)",
+args = example_args(
+    "GALI map of the standard map",
+    "32_gali_map.png",
+    quick_help="coarse grid (CI, docs)",
 )
-args, _ = parser.parse_known_args()
 side = 100 if args.quick else 300
 n_steps = 500 if args.quick else 2000
 K = 1.0
@@ -111,6 +105,4 @@ axes[1].set_title("time to the chaotic verdict (regular: the whole run)")
 for ax in axes:
     ax.set_xlabel("theta")
     ax.set_ylabel("p")
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure: {args.out}")
+save_figure(fig, args.out)

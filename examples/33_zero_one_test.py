@@ -24,11 +24,8 @@ Run ``python examples/33_zero_one_test.py`` (``--quick`` for a coarse grid,
 ``--out FILE`` for the figure's path).
 """
 
-import argparse
 import math
-import tempfile
 import time
-from pathlib import Path
 
 import jax
 
@@ -40,19 +37,16 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax.indicators import zero_one_test
 from lyapax.sweep import sweep_lyapunov_spectrum, sweep_trajectory
 
-parser = argparse.ArgumentParser(description="0-1 test over the logistic map")
-parser.add_argument("--quick", action="store_true", help="coarse grid (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "33_zero_one_test.png",
-    help="figure path (PNG)",
+args = example_args(
+    "0-1 test over the logistic map",
+    "33_zero_one_test.png",
+    quick_help="coarse grid (CI, docs)",
 )
-args, _ = parser.parse_known_args()
 n_r = 120 if args.quick else 800
 n_samples = 2_000 if args.quick else 5_000
 
@@ -119,6 +113,4 @@ ax2.set_ylabel("Lyapunov exponent")
 ax2.set_xlabel("r")
 ax1.set_title("logistic map: the 0-1 test and the exponent over r")
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

@@ -29,10 +29,7 @@ Run ``python examples/34_lyapunov_from_data.py`` (``--quick`` for shorter
 series, ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
 import warnings
-from pathlib import Path
 
 import jax
 
@@ -44,6 +41,7 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import rk4_step, simulate_trajectory
 from lyapax.indicators import (
@@ -53,17 +51,11 @@ from lyapax.indicators import (
 )
 from lyapax.systems import henon_map, lorenz
 
-parser = argparse.ArgumentParser(description="largest exponent from data")
-parser.add_argument("--quick", action="store_true", help="shorter series (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir())
-    / "lyapax-examples"
-    / "34_lyapunov_from_data.png",
-    help="figure path (PNG)",
+args = example_args(
+    "largest exponent from data",
+    "34_lyapunov_from_data.png",
+    quick_help="shorter series (CI, docs)",
 )
-args, _ = parser.parse_known_args()
 n = 5_000 if args.quick else 10_000
 
 # %%
@@ -156,6 +148,4 @@ for ax, name in zip(axes, ("Hénon", "Lorenz", "noise"), strict=True):
     ax.set_ylabel("S(t) = <ln distance>")
     ax.legend(fontsize=8)
 fig.tight_layout()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure written to {args.out}")
+save_figure(fig, args.out)

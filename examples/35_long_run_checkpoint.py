@@ -14,7 +14,6 @@ Run ``python examples/35_long_run_checkpoint.py`` (``--quick`` for a short
 run, ``--out FILE`` for the figure's path).
 """
 
-import argparse
 import os
 import signal
 import subprocess
@@ -33,19 +32,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import ode_problem, run_until_converged
 from lyapax.systems import lorenz
 
-parser = argparse.ArgumentParser(description="checkpoint and resume")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir()) / "lyapax-examples" / "32_checkpoint.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("checkpoint and resume", "32_checkpoint.png")
 problem = ode_problem(lorenz(), jnp.ones(3), dt=0.01)
 CALL = dict(
     tol=1e-6,  # never reached: the run spends its budget
@@ -102,7 +94,6 @@ print("reference: 0.9056, 0, -14.5723 (to the error bars of a short run)")
 # %%
 # Running estimates
 # -----------------
-args.out.parent.mkdir(parents=True, exist_ok=True)
 fig, ax = plt.subplots(figsize=(6, 3.5))
 t = out.result.times
 ax.plot(t, reference.result.history[:, 0], lw=3, alpha=0.4, label="uninterrupted")
@@ -112,5 +103,4 @@ ax.set_xlabel("time")
 ax.set_ylabel(r"running $\lambda_1$")
 ax.legend()
 fig.tight_layout()
-fig.savefig(args.out, dpi=120)
-print(f"figure: {args.out}")
+save_figure(fig, args.out, dpi=120)

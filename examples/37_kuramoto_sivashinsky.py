@@ -26,10 +26,6 @@ Run ``python examples/37_kuramoto_sivashinsky.py`` (``--quick`` for a short
 run, ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -39,22 +35,13 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import covariant_vectors, kaplan_yorke_dimension, lyapunov_spectrum
 from lyapax.pde import kuramoto_sivashinsky
 from lyapax.utils import simulate_trajectory
 
-parser = argparse.ArgumentParser(description="Kuramoto-Sivashinsky spectra")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir())
-    / "lyapax-examples"
-    / "37_kuramoto_sivashinsky.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("Kuramoto-Sivashinsky spectra", "37_kuramoto_sivashinsky.png")
 quick = args.quick
 DT = 0.25
 lengths = (22.0, 44.0, 66.0) if quick else (22.0, 44.0, 66.0, 88.0, 110.0)
@@ -183,6 +170,4 @@ convergence_panel(axes[1, 1], by_n, "n_points", f"L = 22, dt = {DT}: exponents v
 convergence_panel(axes[1, 2], by_dt, "dt", "L = 22, n = 64: exponents vs dt")
 axes[1, 2].set_xscale("log")
 
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=100)
-print(f"figure: {args.out}")
+save_figure(fig, args.out, dpi=100)

@@ -18,10 +18,7 @@ Run ``python examples/39_megno_stability_map.py`` (``--quick`` for a coarse
 grid, ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
 import time
-from pathlib import Path
 
 import jax
 
@@ -32,21 +29,16 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax.indicators import megno
 from lyapax.systems import henon_heiles
 
-parser = argparse.ArgumentParser(description="MEGNO map of Hénon–Heiles")
-parser.add_argument("--quick", action="store_true", help="coarse grid (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir())
-    / "lyapax-examples"
-    / "39_megno_stability_map.png",
-    help="figure path (PNG)",
+args = example_args(
+    "MEGNO map of Hénon–Heiles",
+    "39_megno_stability_map.png",
+    quick_help="coarse grid (CI, docs)",
 )
-args, _ = parser.parse_known_args()
 side = 40 if args.quick else 200
 n_steps = 4000 if args.quick else 20_000
 dt, energy = 0.05, 0.125
@@ -93,6 +85,4 @@ fig.colorbar(im, ax=ax, label="<Y> (2: regular, larger: chaotic)")
 ax.set_xlabel("q2")
 ax.set_ylabel("p2")
 ax.set_title(f"Hénon–Heiles E = 1/8, MEGNO at t = {n_steps * dt:g}")
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure: {args.out}")
+save_figure(fig, args.out)

@@ -17,10 +17,6 @@ Run ``python examples/40_symplectic_energy.py`` (``--quick``: 10^4 steps
 instead of 10^6; ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -32,21 +28,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import ode_problem
 from lyapax.systems import henon_heiles
 
-parser = argparse.ArgumentParser(description="energy error, symplectic vs RK4")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir())
-    / "lyapax-examples"
-    / "40_symplectic_energy.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("energy error, symplectic vs RK4", "40_symplectic_energy.png")
 n_steps = 10_000 if args.quick else 1_000_000
 block, dt, energy = 100, 0.1, 0.125
 
@@ -96,6 +83,4 @@ ax.set_xlabel("t")
 ax.set_ylabel("|H - 1/8|")
 ax.set_title(f"Hénon–Heiles, dt = {dt}: bounded (symplectic) vs drifting (RK4)")
 ax.legend()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure: {args.out}")
+save_figure(fig, args.out)

@@ -18,10 +18,6 @@ Run ``python examples/41_fput_paired_spectrum.py`` (``--quick`` for a short
 run, ``--out FILE`` for the figure's path).
 """
 
-import argparse
-import tempfile
-from pathlib import Path
-
 import jax
 
 jax.config.update("jax_enable_x64", True)  # before any array is created
@@ -31,21 +27,12 @@ import numpy as np
 
 matplotlib.use("Agg")  # figures are written to files
 import matplotlib.pyplot as plt
+from _common import example_args, save_figure
 
 from lyapax import lyapunov_spectrum
 from lyapax.systems import fput_beta
 
-parser = argparse.ArgumentParser(description="paired spectrum of FPUT-beta")
-parser.add_argument("--quick", action="store_true", help="short run (CI, docs)")
-parser.add_argument(
-    "--out",
-    type=Path,
-    default=Path(tempfile.gettempdir())
-    / "lyapax-examples"
-    / "41_fput_paired_spectrum.png",
-    help="figure path (PNG)",
-)
-args, _ = parser.parse_known_args()
+args = example_args("paired spectrum of FPUT-beta", "41_fput_paired_spectrum.png")
 n, dt = 8, 0.1
 n_steps = 5000 if args.quick else 100_000
 
@@ -75,6 +62,4 @@ ax.set_xlabel("i")
 ax.set_ylabel("exponent")
 ax.set_title(f"FPUT-β n = {n}, t = {n_steps * dt:g}: exactly paired spectrum")
 ax.legend()
-args.out.parent.mkdir(parents=True, exist_ok=True)
-fig.savefig(args.out, dpi=110)
-print(f"figure: {args.out}")
+save_figure(fig, args.out)

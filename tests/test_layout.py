@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import ast
 import importlib
-import re
 from pathlib import Path
 
 import pytest
+from architecture_page import listed_modules
 
 import lyapax
 
@@ -262,15 +262,7 @@ def test_every_module_imports(module):
 
 
 def test_architecture_page_lists_every_subpackage_module():
-    page = (ROOT.parent / "docs" / "architecture.md").read_text()
-    section = page.split("## Modules", 1)[1].split("\n## ", 1)[0]
-    tree = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1)
-    listed: dict[str, set[str]] = {}
-    folder = None
-    for line in tree.splitlines():
-        head = re.match(r"(\w+)/", line)
-        folder = head.group(1) if head else folder
-        listed.setdefault(folder, set()).update(re.findall(r"(\w+)\.py", line))
+    listed = listed_modules("Modules")
     on_disk = {
         p.name: {m.stem for m in p.glob("*.py") if m.name != "__init__.py"}
         for p in ROOT.iterdir()

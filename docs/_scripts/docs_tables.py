@@ -287,9 +287,9 @@ def validation_table() -> str:
 
 
 def benchmark_scripts_table(root: Path) -> str:
-    """One row per ``benchmarks/*.py``: its docstring's first line and command."""
+    """One row per script in ``benchmarks/``: its docstring's first line and command."""
     lines = ["| command | what it measures |", "|---|---|"]
-    for path in sorted((root / "benchmarks").glob("*.py")):
+    for path in sorted((root / "benchmarks").glob("[!_]*.py")):  # _x.py: helpers
         doc = ast.get_docstring(ast.parse(path.read_text())) or ""
         summary = doc.strip().splitlines()[0] if doc.strip() else ""
         rel = path.relative_to(root).as_posix()

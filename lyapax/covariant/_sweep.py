@@ -9,7 +9,6 @@ from typing import Any
 import jax
 import numpy as np
 
-from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._internal import batching
 from lyapax.covariant import _memory as memory
@@ -65,12 +64,7 @@ def sweep_covariant_vectors(
         )
     # The sweeps' own check: one leading size, each scalar leaf named.
     n, _ = batching.batch_size_of(params_batch, None, None)
-    size = (
-        n
-        if batch_size is None
-        else validate.as_int("batch_size", batch_size, minimum=1)
-    )
-    size = min(size, n)
+    size, _ = batching.chunk_layout(n, batch_size, 1, pad=True)  # the sweeps' chunk
     kw = dict(
         k=k,
         renorm_every=renorm_every,

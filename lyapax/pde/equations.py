@@ -8,6 +8,8 @@ lies on (near) the attractor.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import equinox as eqx
@@ -51,11 +53,7 @@ def _advance(step: Any, u: Any, n_steps: Any) -> Any:
 
 def _check_length(length: Any) -> Any:
     if not validate.is_traced(length):
-        value = float(length)
-        if not np.isfinite(value) or value <= 0:
-            raise ValueError(
-                f"length must be a finite number > 0; got length={value!r}"
-            )
+        validate.positive_float("length", length)
     return validate.float_leaf(length)
 
 
@@ -64,10 +62,40 @@ def _q(n: int, length: Any, complex_field: bool) -> Any:
     return 2 * np.pi * xp.asarray(wavenumbers(n, complex_field)) / length
 
 
-def _settle(problem: SemilinearProblem) -> SemilinearProblem:
+def _problem(
+    linear: Any,
+    nonlinear: Any,
+    state0: Any,
+    seeded: Callable[[np.random.Generator], np.ndarray],
+    dt: Any,
+    integrator: str,
+    dealias: bool,
+    multiplier: Any = None,
+) -> SemilinearProblem:
+    """The problem from ``state0``; without it, from ``seeded(rng)`` (numpy
+    seed 0) advanced over ``TRANSIENT`` time units by the problem's step."""
+    fresh = state0 is None
+    if fresh:
+        state0 = seeded(np.random.default_rng(0))
+    problem = semilinear_problem(
+        linear, nonlinear, state0, dt, integrator, dealias=dealias,
+        nonlinear_multiplier=multiplier,
+    )  # fmt: skip
+    if not fresh:
+        return problem
     n_steps = max(1, round(TRANSIENT / float(problem.dt)))
     u = _advance(problem.step_fn, problem.state0, jnp.asarray(n_steps, jnp.int32))
     return problem._replace(state0=u)
+
+
+def _zero_mean_noise(rng: np.random.Generator, n: int) -> np.ndarray:
+    u = 0.1 * rng.standard_normal(n)
+    return u - u.mean()
+
+
+def _unit_field_noise(rng: np.random.Generator, n: int) -> np.ndarray:
+    noise = 0.01 * rng.standard_normal(2 * n)
+    return np.concatenate([np.ones(n), np.zeros(n)]) + noise
 
 
 def kuramoto_sivashinsky(
@@ -105,16 +133,10 @@ def kuramoto_sivashinsky(
     linear = q**2 - q**4
     nyquist = np.arange(n // 2 + 1) == n // 2
     multiplier = -0.5j * q * np.where(nyquist, 0.0, 1.0)
-    fresh = state0 is None
-    if fresh:
-        rng = np.random.default_rng(0)
-        u = 0.1 * rng.standard_normal(n)
-        state0 = u - u.mean()
-    problem = semilinear_problem(
-        linear, _square, state0, dt, integrator, dealias=dealias,
-        nonlinear_multiplier=multiplier,
-    )  # fmt: skip
-    return _settle(problem) if fresh else problem
+    seeded = partial(_zero_mean_noise, n=n)
+    return _problem(
+        linear, _square, state0, seeded, dt, integrator, dealias, multiplier
+    )
 
 
 def complex_ginzburg_landau(
@@ -152,12 +174,5 @@ def complex_ginzburg_landau(
     b, c = validate.float_leaf(b), validate.float_leaf(c)
     q = _q(n, length, True)
     linear = 1 - (1 + 1j * b) * q**2
-    fresh = state0 is None
-    if fresh:
-        rng = np.random.default_rng(0)
-        noise = 0.01 * rng.standard_normal(2 * n)
-        state0 = np.concatenate([np.ones(n), np.zeros(n)]) + noise
-    problem = semilinear_problem(
-        linear, _CGLNonlinear(c), state0, dt, integrator, dealias=dealias
-    )
-    return _settle(problem) if fresh else problem
+    seeded = partial(_unit_field_noise, n=n)
+    return _problem(linear, _CGLNonlinear(c), state0, seeded, dt, integrator, dealias)

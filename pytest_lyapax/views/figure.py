@@ -87,22 +87,13 @@ def build_figure(
     )
     incomplete = [e for e in legends if e.status not in ("ok", "unavailable")]
     unavailable = [e for e in legends if e.status == "unavailable"]
-    if incomplete:
-        lines += textwrap.wrap(
-            "INCOMPLETE RUN: "
-            + "; ".join(
-                f"{e.label} {e.status}: {_short(e.reason, 80, 1)}" for e in incomplete
-            ),
-            chars,
-        )
-    if unavailable:
-        lines += textwrap.wrap(
-            "Not measured (no timing is shown for it): "
-            + "; ".join(
-                f"{e.label} unavailable: {_short(e.reason, 80, 1)}" for e in unavailable
-            ),
-            chars,
-        )
+    for heading, entries in (
+        ("INCOMPLETE RUN: ", incomplete),
+        ("Not measured (no timing is shown for it): ", unavailable),
+    ):
+        if entries:
+            said = (f"{e.label} {e.status}: {_short(e.reason, 80, 1)}" for e in entries)
+            lines += textwrap.wrap(heading + "; ".join(said), chars)
     keys = [
         ("thin dashed: fitted cost model t(n) = a + b*n^p", _any_fit(drawn, models)),
         (

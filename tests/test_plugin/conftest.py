@@ -1,6 +1,12 @@
 """Fixtures for the pytest_lyapax plugin tests."""
 
+import json
 import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +29,32 @@ LEAKY_VARIABLES = (
 def clean_environment() -> dict[str, str]:
     """The current environment without the variables of an enclosing run."""
     return {k: v for k, v in os.environ.items() if k not in LEAKY_VARIABLES}
+
+
+RunPytest = Callable[..., tuple[subprocess.CompletedProcess[str], Any]]
+
+
+@pytest.fixture(scope="session")
+def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
+    """``run(path, report, *args)``: ``python -m pytest *args`` in a fresh
+    process in ``path`` with the clean environment (300 s at most); returns
+    the finished process and ``report/benchmark.json`` as read (None when the
+    run wrote none). A fresh process because a JAX backend is fixed per
+    process."""
+
+    def run(path: Path, report: Path, *args: str):
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", *args],
+            cwd=path,
+            env=clean_environment,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        data = report / "benchmark.json"
+        return proc, json.loads(data.read_text()) if data.exists() else None
+
+    return run
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,6 @@ comparison itself is tested exactly on hand-made entries.
 
 import json
 import math
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -284,19 +282,12 @@ FAILING = {
 }
 
 
-def _run(path, env, name, *args):
+def _run(run_pytest, path, name, *args):
     report = path / name
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *FAST, *BACKENDS, f"--jax-report-dir={report}"]
-        + list(args),
-        cwd=path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    proc, data = run_pytest(
+        path, report, *FAST, *BACKENDS, f"--jax-report-dir={report}", *args
     )
-    data = report / "benchmark.json"
-    return proc, json.loads(data.read_text()) if data.exists() else None, report
+    return proc, data, report
 
 
 @pytest.fixture(scope="module")
@@ -307,8 +298,8 @@ def project(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def default_run(project, clean_environment):
-    return _run(project, clean_environment, "default")
+def default_run(run_pytest, project):
+    return _run(run_pytest, project, "default")
 
 
 def _by_test(data):
@@ -378,12 +369,12 @@ def test_benchmark_result_disagreement_is_a_warning(default_run):
 
 
 @pytest.mark.slow
-def test_strict_later_reference_and_no_agree(project, clean_environment):
+def test_strict_later_reference_and_no_agree(project, run_pytest):
     # The reference runs second: the comparison waits for it, and a strict
     # benchmark disagreement then fails the session.
     proc, data, _ = _run(
+        run_pytest,
         project,
-        clean_environment,
         "strict",
         "-k",
         "bench",
@@ -396,13 +387,11 @@ def test_strict_later_reference_and_no_agree(project, clean_environment):
         proc.stdout
     )
     assert _by_test(data)["test_bench"]["failed"]
-    proc, data, _ = _run(
-        project, clean_environment, "off", "-k", "bench", "--jax-no-agree"
-    )
+    proc, data, _ = _run(run_pytest, project, "off", "-k", "bench", "--jax-no-agree")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert data["pytest_lyapax"]["agreement"] == []
     assert "results across backends" not in proc.stdout
-    proc, _, _ = _run(project, clean_environment, "bad", "--jax-reference-backend=gpu")
+    proc, _, _ = _run(run_pytest, project, "bad", "--jax-reference-backend=gpu")
     assert proc.returncode == 4
     assert (
         "--jax-reference-backend='gpu' is not one of the backends of --jax-backend "

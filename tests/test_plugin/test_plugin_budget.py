@@ -50,21 +50,12 @@ FAST = ["-p", "no:cacheprovider", "--benchmark-max-time=0", "-rs"]
 _RUNS = iter(range(1000))
 
 
-def _run(path, env, *args):
+def _run(run_pytest, path, *args):
     # A report directory per run: the module's runs share one project.
     report = path / f"report-{next(_RUNS)}"
     if any(a.startswith("--jax-backend=") for a in args):
         args = (f"--jax-report-dir={report}", *args)
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *FAST, *args],
-        cwd=path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    data = report / "benchmark.json"
-    data = json.loads(data.read_text()) if data.exists() else None
+    proc, data = run_pytest(path, report, *FAST, *args)
     return proc, data, report
 
 
@@ -88,7 +79,7 @@ def project(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def budgeted(project, clean_environment):
+def budgeted(project, run_pytest):
     # The decisions to skip hold however loaded the machine is: a size
     # costs 12 calls (10 rounds, warm-up, calibration) at the upper end of
     # its prediction, at least 4x the last size's median (the scaled rule's
@@ -101,8 +92,8 @@ def budgeted(project, clean_environment):
     # 0.4 s: cpu's 4 (predicted up to 8 * 8 ms, 0.77 s) after 0.12 s of
     # sleeps; cpu4's 2 (up to 4 * 8 ms, 0.38 s) after 0.1 s.
     return _run(
+        run_pytest,
         project,
-        clean_environment,
         "--jax-backend=cpu,cpu4",
         "--jax-backend-platform=cpu4=cpu",
         "--jax-budget=1.8s",
@@ -147,22 +138,20 @@ def test_reports_list_the_predicted_sizes(budgeted):
 
 
 @pytest.mark.slow  # sleeps through every size (about 20 s)
-def test_budget_none_runs_every_size(project, clean_environment):
-    proc, data, _ = _run(
-        project, clean_environment, "--jax-backend=cpu", "--jax-budget=none"
-    )
+def test_budget_none_runs_every_size(project, run_pytest):
+    proc, data, _ = _run(run_pytest, project, "--jax-backend=cpu", "--jax-budget=none")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     timed, points = _sizes(data, "cpu")
     assert timed == set(SIZES) and points == {}
 
 
-def test_a_long_first_call_stops_the_larger_sizes(project, clean_environment):
+def test_a_long_first_call_stops_the_larger_sizes(project, run_pytest):
     # The first call at size 8 sleeps 128 ms > 80 ms: size 8 still runs all
     # its rounds, 16 is not run.  Size 4 sleeps 32 ms: the margin of 48 ms
     # keeps a loaded machine's slower first call below the ceiling.
     proc, data, _ = _run(
+        run_pytest,
         project,
-        clean_environment,
         "--jax-backend=cpu",
         "--jax-max-call=80ms",
         "--benchmark-min-rounds=3",
@@ -187,8 +176,8 @@ def test_a_long_first_call_stops_the_larger_sizes(project, clean_environment):
         (["--jax-budget=2min"], "--jax-budget needs --jax-backend"),
     ],
 )
-def test_bad_budgets_are_usage_errors(project, clean_environment, args, expected):
-    proc, _, _ = _run(project, clean_environment, *args)
+def test_bad_budgets_are_usage_errors(project, run_pytest, args, expected):
+    proc, _, _ = _run(run_pytest, project, *args)
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert expected in proc.stderr
     if "needs" not in expected:
@@ -244,10 +233,10 @@ def test_schema_3_reports_still_load_and_bad_predictions_are_refused():
         check_report(bad, "bad")
 
 
-def test_sizes_of_a_series_run_in_ascending_order(project, clean_environment):
+def test_sizes_of_a_series_run_in_ascending_order(project, run_pytest):
     proc, data, _ = _run(
+        run_pytest,
         project,
-        clean_environment,
         "--jax-backend=cpu",
         "--jax-budget=1min",
         "--jax-sizes=4,1,2",

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import ast
 import graphlib
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from architecture_page import listed_modules
 
 import pytest_lyapax
 
@@ -176,17 +176,7 @@ def test_the_report_model_imports_no_pytest_no_matplotlib_no_jax():
 
 
 def test_architecture_page_lists_every_plugin_module():
-    page = (ROOT.parent / "docs" / "architecture.md").read_text()
-    section = page.split("## The plugin", 1)[1].split("\n## ", 1)[0]
-    tree = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1)
-    listed: dict[str, set[str]] = {}
-    folder = None
-    for line in tree.splitlines():
-        head = re.match(r"(\w+)/", line)
-        folder = head.group(1) if head else folder
-        if line.startswith(("plugin.py", "cli.py")):
-            folder = ""
-        listed.setdefault(folder, set()).update(re.findall(r"(\w+)\.py", line))
+    listed = listed_modules("The plugin")
     on_disk = {
         sub: {m.stem for m in (ROOT / sub).glob("*.py") if m.name != "__init__.py"}
         for sub in LAYERS
