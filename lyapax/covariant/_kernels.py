@@ -28,6 +28,7 @@ from lyapax._engine.tree import merge_static
 __all__ = [
     "backward_pass",
     "combine",
+    "combine_rows",
     "forward_segment",
     "positive_qr",
     "upper_inverse",
@@ -47,16 +48,20 @@ def positive_qr(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
     return Q * sign, R * sign[:, None]
 
 
-@partial(jax.jit, static_argnames=("static", "blocks_cap", "saves_cap", "qr"))
+@partial(
+    jax.jit,
+    static_argnames=("static", "saves_cap", "qr"),
+    donate_argnames=("R_rows",),
+)
 def forward_segment(
     dynamic: list[Any],
     state: jax.Array,
     Y: jax.Array,
     step: jax.Array,
+    R_rows: jax.Array,
     lengths: Any,
     *,
     static: Any,
-    blocks_cap: int,
     saves_cap: int,
     qr: str,
 ) -> dict[str, Any]:
@@ -66,20 +71,24 @@ def forward_segment(
     Args:
         dynamic, static: the step split by :func:`~lyapax._engine.tree.split_static`.
         state ``(d,)``, Y ``(d, k)`` orthonormal, step: the carry at the start.
-        lengths: int32 ``(4,)`` = ``[m, s, tail, renorm_every]``, with
-            ``m <= saves_cap`` and ``m * s + tail <= blocks_cap``.
+        R_rows: ``(capacity, k, k)`` the factors of the whole window, updated
+            in place (the buffer is donated: the caller passes the one the
+            previous call returned, and the factors never leave the device).
+        lengths: int32 ``(5,)`` = ``[m, s, tail, renorm_every, row]``, with
+            ``m <= saves_cap``; the segment's block ``j`` writes row ``row +
+            j`` (indices past the buffer clamp to its last row: a transient
+            writes from row 0, and the window overwrites what it wrote).
 
     Returns:
-        ``{"state", "Y", "step"}`` at the end; ``"R" (blocks_cap, k, k)``, row
-        ``j`` the factor of the segment's block ``j`` (rows past the last
-        block unspecified); ``"Q" (saves_cap + 1, d, k)`` and
-        ``"X" (saves_cap + 1, d)``, row ``i < m`` after interval ``i`` (the
-        extra row takes the tail's unsaved write).
+        ``{"state", "Y", "step"}`` at the end; ``"R"`` the updated buffer;
+        ``"Q" (saves_cap + 1, d, k)`` and ``"X" (saves_cap + 1, d)``, row
+        ``i < m`` after interval ``i`` (the extra row takes the tail's unsaved
+        write).
     """
     step_fn = as_step(merge_static(dynamic, static))
     check_step_output(step_fn, state)
     indexed = step_fn.uses_step_index
-    m, s, tail, every = (lengths[i] for i in range(4))
+    m, s, tail, every, row = (lengths[i] for i in range(5))
 
     def advance(_, c):
         x, V = step_fn.tangent(c[0], c[1], c[2])
@@ -91,7 +100,7 @@ def forward_segment(
         if not indexed:
             n = n + every
         Q, R = positive_qr(V, qr)
-        return (x, Q, n), jax.lax.dynamic_update_index_in_dim(R_rows, R, j, 0)
+        return (x, Q, n), jax.lax.dynamic_update_index_in_dim(R_rows, R, row + j, 0)
 
     def interval(i, loop):
         carry, R_rows, Qs, Xs, first = loop
@@ -104,7 +113,6 @@ def forward_segment(
 
     d, k = Y.shape
     dtype = Y.dtype
-    R_rows = jnp.zeros((blocks_cap, k, k), dtype)
     Qs = jnp.zeros((saves_cap + 1, d, k), dtype)
     Xs = jnp.zeros((saves_cap + 1, d), dtype)
     carry = (state, Y, jnp.asarray(step, jnp.int32))
@@ -157,7 +165,8 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
         ``"C" (saves_cap + 1, k, k)``: row ``i < n_saved`` the coefficients at
         block ``(i + 1) s`` (unit columns, positive diagonal); ``"growth"
         (capacity, k)``: row ``j`` the log-growth of each covariant vector
-        over block ``j + 1``.
+        over block ``j + 1``; ``"logs" (capacity, k)``: ``log diag R`` (the
+        exponents' block growths, so only these leave the device).
     """
     n_blocks, s, n_saved = (lengths[i] for i in range(3))
     k = R.shape[-1]
@@ -173,7 +182,9 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
         Cs = jax.lax.dynamic_update_index_in_dim(
             Cs, C, jnp.where(saved, index, saves_cap), 0
         )
-        step_back = jnp.triu(inverse[j] @ C)  # R_{j+1}^{-1} C_{j+1}
+        # Both factors are upper triangular with exact zeros below the
+        # diagonal (upper_inverse writes them), so the product is too.
+        step_back = inverse[j] @ C  # R_{j+1}^{-1} C_{j+1}
         norms = jnp.linalg.norm(step_back, axis=0)
         G = jax.lax.dynamic_update_index_in_dim(G, -jnp.log(norms), j, 0)
         return step_back / norms, Cs, G
@@ -182,10 +193,23 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
     Cs = jnp.zeros((saves_cap + 1, k, k), R.dtype)
     G = jnp.zeros(R.shape[:2], R.dtype)
     _, Cs, G = jax.lax.fori_loop(0, n_blocks, body, (C0, Cs, G))
-    return {"C": Cs, "growth": G}
+    logs = jnp.log(jnp.diagonal(R, axis1=1, axis2=2))
+    return {"C": Cs, "growth": G, "logs": logs}
 
 
 @jax.jit
 def combine(Q: jax.Array, C: jax.Array) -> jax.Array:
     """``V = Q C`` row by row: ``(n, d, k) x (n, k, k) -> (n, d, k)``."""
     return jnp.einsum("ndk,nkl->ndl", Q, C)
+
+
+@jax.jit
+def combine_rows(
+    Q: jax.Array, C: jax.Array, first: jax.Array, order: jax.Array
+) -> jax.Array:
+    """``V = Q C`` for one segment's frames ``Q (n, d, k)``, against rows
+    ``first .. first + n - 1`` of the window's coefficients ``C (m, k, k)``
+    (rows past its end read as zeros), columns permuted by ``order (k,)``."""
+    rows = first + jnp.arange(Q.shape[0])
+    C = jnp.take(C, rows, axis=0, mode="fill", fill_value=0)
+    return jnp.einsum("ndk,nkl->ndl", Q, C[:, :, order])

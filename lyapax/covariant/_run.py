@@ -21,7 +21,12 @@ from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import batch_means_stderr
 from lyapax._engine.tree import split_static
 from lyapax.covariant import _memory as memory
-from lyapax.covariant._kernels import backward_pass, combine, forward_segment
+from lyapax.covariant._kernels import (
+    backward_pass,
+    combine,
+    combine_rows,
+    forward_segment,
+)
 
 __all__ = ["CovariantResult", "covariant_vectors"]
 
@@ -197,7 +202,6 @@ def covariant_vectors(
         forward_segment,
         dynamic,
         static=static,
-        blocks_cap=seg.blocks_cap,
         saves_cap=seg.saves_cap,
         qr=method,
     )
@@ -263,21 +267,28 @@ def _chunks(n: int, size: int):
 
 def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar):
     """The forward pass in segments, the backward pass, then ``V = Q C``;
-    ``bar`` moves after each forward segment."""
+    ``bar`` moves after each forward segment.
+
+    The ``R`` factors stay in one device buffer that each forward call
+    updates in place; only ``log diag R``, the growth rates and the vectors
+    come to the host (and, in ``"host"`` mode, the frames and ``C``)."""
     k, s, every = plan.k, plan.s, plan.every
     carry = (z0, Y0, np.int32(0))
+    R = jnp.zeros((capacity(plan.n_blocks), k, k), z0.dtype)
     done = [0]
 
-    def advance(carry, lengths, forward=True):
-        out = kernel(*carry, lengths)
-        if forward:  # lengths: saves, blocks per save, tail blocks, steps
-            done[0] += int(lengths[0] * lengths[1] + lengths[2]) * every
+    def advance(carry, R, call, forward=True):
+        m, s_call, tail, row = call
+        out = kernel(*carry, R, _lengths(m, s_call, tail, every, row))
+        if forward:
+            done[0] += (m * s_call + tail) * every
             bar.done(done[0], out["state"])
         return (out["state"], out["Y"], out["step"]), out
 
     for n in _chunks(plan.n_transient, seg.blocks_cap):
-        carry, _ = advance(carry, _lengths(0, 1, n, every))
-    R = np.zeros((capacity(plan.n_blocks), k, k), z0.dtype)
+        # Rows written here are overwritten by the window's blocks.
+        carry, out = advance(carry, R, (0, 1, n, 0))
+        R = out["R"]
     row = 0
     kept: list[
         tuple[int, int, Any]
@@ -285,12 +296,12 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
     vectors = np.empty((plan.n_saved, plan.d, k), z0.dtype)
     states = np.empty((plan.n_saved, plan.d), z0.dtype)
     for i0, p, calls in memory.saved_calls(plan.n_saved, s, seg):
-        start = carry
+        start, placed = carry, []
         for m, s_call, tail in calls:
-            carry, out = advance(carry, _lengths(m, s_call, tail, every))
-            n = m * s_call + tail
-            R[row : row + n] = np.asarray(out["R"])[:n]
-            row += n
+            placed.append((m, s_call, tail, row))
+            carry, out = advance(carry, R, placed[-1])
+            R = out["R"]
+            row += m * s_call + tail
         if mode == "device":
             kept.append((i0, p, (out["Q"], out["X"])))
         elif mode == "host":
@@ -298,22 +309,24 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
             states[i0 : i0 + p] = np.asarray(out["X"])[:p]
             kept.append((i0, p, None))
         else:
-            kept.append((i0, p, (start, calls)))
+            kept.append((i0, p, (start, placed)))
         del out
     for n in _chunks(plan.n_blocks - plan.n_kept, seg.blocks_cap):
-        carry, out = advance(carry, _lengths(0, 1, n, every))
-        R[row : row + n] = np.asarray(out["R"])[:n]
+        carry, out = advance(carry, R, (0, 1, n, row))
+        R = out["R"]
         row += n
         del out
-    est = _estimates(R[: plan.n_blocks], plan)
     back = backward_pass(
-        jnp.asarray(R),
+        R,
         _lengths(plan.n_blocks, s, plan.n_saved),
         saves_cap=capacity(plan.n_saved),
     )
+    est = _estimates(np.asarray(back["logs"])[: plan.n_blocks], plan)
     order = est["order"]
-    C = np.asarray(back["C"])[: plan.n_saved][:, :, order]
     growth = np.asarray(back["growth"])[: plan.n_blocks][:, order]
+    C = back["C"]
+    if mode == "host":
+        C = np.asarray(C)[: plan.n_saved][:, :, order]
     while kept:
         i0, p, payload = kept.pop()
         rows = slice(i0, i0 + p)
@@ -321,17 +334,14 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
             vectors[rows] = np.matmul(vectors[rows], C[rows])
             continue
         if mode == "recompute":
-            replay, calls = payload
-            for m, s_call, tail in calls:
-                replay, out = advance(
-                    replay, _lengths(m, s_call, tail, every), forward=False
-                )
+            replay, placed = payload
+            for call in placed:
+                replay, out = advance(replay, R, call, forward=False)
+                R = out["R"]  # the same factors again, bit for bit
             payload = (out["Q"], out["X"])
             del out, replay
         Q, X = payload
-        padded = np.zeros((seg.saves_cap + 1, k, k), C.dtype)
-        padded[:p] = C[rows]
-        vectors[rows] = np.asarray(combine(Q, padded))[:p]
+        vectors[rows] = np.asarray(combine_rows(Q, C, np.int32(i0), order))[:p]
         states[rows] = np.asarray(X)[:p]
         del Q, X, payload
     return CovariantResult(
@@ -353,10 +363,10 @@ def _steps(plan: _Plan) -> np.ndarray:
     return saved * plan.every
 
 
-def _estimates(R: np.ndarray, plan: _Plan) -> dict[str, Any]:
+def _estimates(logs: np.ndarray, plan: _Plan) -> dict[str, Any]:
     """Exponents as the spectrum engine forms them: the sequential sum of
-    ``log diag R`` over the window's blocks divided by the elapsed time."""
-    logs = np.log(np.diagonal(R, axis1=1, axis2=2))
+    the blocks' ``log diag R`` ``(n_blocks, k)`` over the window divided by
+    the elapsed time."""
     block_time = plan.dt * plan.every
     elapsed = block_time * plan.n_blocks
     rates = np.cumsum(logs, axis=0)[-1] / elapsed
@@ -384,30 +394,25 @@ def _traced(dynamic, static, z0, Y0, plan: _Plan, qr: str) -> CovariantResult:
     s, every = plan.s, plan.every
     fwd = partial(forward_segment, dynamic, static=static, qr=qr)
     state, Y, step = z0, Y0, jnp.int32(0)
+    R = jnp.zeros((plan.n_blocks, plan.k, plan.k), z0.dtype)
     if plan.n_transient:
         out = fwd(
-            state,
-            Y,
-            step,
-            _lengths(0, 1, plan.n_transient, every),
-            blocks_cap=plan.n_transient,
-            saves_cap=0,
+            state, Y, step, R, _lengths(0, 1, plan.n_transient, every, 0), saves_cap=0
         )
-        state, Y, step = out["state"], out["Y"], out["step"]
+        state, Y, step, R = out["state"], out["Y"], out["step"], out["R"]
     tail = plan.n_blocks - plan.n_kept
     out = fwd(
         state,
         Y,
         step,
-        _lengths(plan.n_saved, s, tail, every),
-        blocks_cap=plan.n_blocks,
+        R,
+        _lengths(plan.n_saved, s, tail, every, 0),
         saves_cap=plan.n_saved,
     )
-    R = out["R"]
     back = backward_pass(
-        R, _lengths(plan.n_blocks, s, plan.n_saved), saves_cap=plan.n_saved
+        out["R"], _lengths(plan.n_blocks, s, plan.n_saved), saves_cap=plan.n_saved
     )
-    logs = jnp.log(jnp.diagonal(R, axis1=1, axis2=2))
+    logs = back["logs"]
     block_time = plan.dt * every
     elapsed = block_time * plan.n_blocks
     rates = jnp.cumsum(logs, axis=0)[-1] / elapsed
