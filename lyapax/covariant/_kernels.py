@@ -30,6 +30,7 @@ __all__ = [
     "combine",
     "combine_rows",
     "forward_segment",
+    "place_rows",
     "positive_qr",
     "upper_inverse",
 ]
@@ -48,20 +49,16 @@ def positive_qr(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
     return Q * sign, R * sign[:, None]
 
 
-@partial(
-    jax.jit,
-    static_argnames=("static", "saves_cap", "qr"),
-    donate_argnames=("R_rows",),
-)
+@partial(jax.jit, static_argnames=("static", "blocks_cap", "saves_cap", "qr"))
 def forward_segment(
     dynamic: list[Any],
     state: jax.Array,
     Y: jax.Array,
     step: jax.Array,
-    R_rows: jax.Array,
     lengths: Any,
     *,
     static: Any,
+    blocks_cap: int,
     saves_cap: int,
     qr: str,
 ) -> dict[str, Any]:
@@ -71,24 +68,20 @@ def forward_segment(
     Args:
         dynamic, static: the step split by :func:`~lyapax._engine.tree.split_static`.
         state ``(d,)``, Y ``(d, k)`` orthonormal, step: the carry at the start.
-        R_rows: ``(capacity, k, k)`` the factors of the whole window, updated
-            in place (the buffer is donated: the caller passes the one the
-            previous call returned, and the factors never leave the device).
-        lengths: int32 ``(5,)`` = ``[m, s, tail, renorm_every, row]``, with
-            ``m <= saves_cap``; the segment's block ``j`` writes row ``row +
-            j`` (indices past the buffer clamp to its last row: a transient
-            writes from row 0, and the window overwrites what it wrote).
+        lengths: int32 ``(4,)`` = ``[m, s, tail, renorm_every]``, with
+            ``m <= saves_cap`` and ``m * s + tail <= blocks_cap``.
 
     Returns:
-        ``{"state", "Y", "step"}`` at the end; ``"R"`` the updated buffer;
-        ``"Q" (saves_cap + 1, d, k)`` and ``"X" (saves_cap + 1, d)``, row
-        ``i < m`` after interval ``i`` (the extra row takes the tail's unsaved
-        write).
+        ``{"state", "Y", "step"}`` at the end; ``"R" (blocks_cap, k, k)``, row
+        ``j`` the factor of the segment's block ``j`` (rows past the last
+        block unspecified); ``"Q" (saves_cap + 1, d, k)`` and
+        ``"X" (saves_cap + 1, d)``, row ``i < m`` after interval ``i`` (the
+        extra row takes the tail's unsaved write).
     """
     step_fn = as_step(merge_static(dynamic, static))
     check_step_output(step_fn, state)
     indexed = step_fn.uses_step_index
-    m, s, tail, every, row = (lengths[i] for i in range(5))
+    m, s, tail, every = (lengths[i] for i in range(4))
 
     def advance(_, c):
         x, V = step_fn.tangent(c[0], c[1], c[2])
@@ -100,7 +93,7 @@ def forward_segment(
         if not indexed:
             n = n + every
         Q, R = positive_qr(V, qr)
-        return (x, Q, n), jax.lax.dynamic_update_index_in_dim(R_rows, R, row + j, 0)
+        return (x, Q, n), jax.lax.dynamic_update_index_in_dim(R_rows, R, j, 0)
 
     def interval(i, loop):
         carry, R_rows, Qs, Xs, first = loop
@@ -113,6 +106,7 @@ def forward_segment(
 
     d, k = Y.shape
     dtype = Y.dtype
+    R_rows = jnp.zeros((blocks_cap, k, k), dtype)
     Qs = jnp.zeros((saves_cap + 1, d, k), dtype)
     Xs = jnp.zeros((saves_cap + 1, d), dtype)
     carry = (state, Y, jnp.asarray(step, jnp.int32))
@@ -126,6 +120,22 @@ def forward_segment(
         "Q": Qs,
         "X": Xs,
     }
+
+
+@partial(jax.jit, donate_argnames=("R",))
+def place_rows(R: jax.Array, rows: jax.Array, first: Any, n: Any) -> jax.Array:
+    """``R`` with rows ``first .. first + n - 1`` replaced by ``rows[:n]``.
+
+    A forward segment returns its factors in a buffer of its own (so one
+    program serves every run length); this copies them into the window's
+    buffer ``R (capacity, k, k)``, which is donated and updated in place: the
+    factors never leave the device.
+    """
+
+    def put(j, R):
+        return jax.lax.dynamic_update_index_in_dim(R, rows[j], first + j, 0)
+
+    return jax.lax.fori_loop(0, n, put, R)
 
 
 def upper_inverse(R: jax.Array) -> jax.Array:

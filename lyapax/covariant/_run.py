@@ -26,6 +26,7 @@ from lyapax.covariant._kernels import (
     combine,
     combine_rows,
     forward_segment,
+    place_rows,
 )
 
 __all__ = ["CovariantResult", "covariant_vectors"]
@@ -202,6 +203,7 @@ def covariant_vectors(
         forward_segment,
         dynamic,
         static=static,
+        blocks_cap=seg.blocks_cap,
         saves_cap=seg.saves_cap,
         qr=method,
     )
@@ -269,26 +271,27 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
     """The forward pass in segments, the backward pass, then ``V = Q C``;
     ``bar`` moves after each forward segment.
 
-    The ``R`` factors stay in one device buffer that each forward call
-    updates in place; only ``log diag R``, the growth rates and the vectors
+    The ``R`` factors stay on the device (each segment's copied into one
+    buffer for the window); only ``log diag R``, the growth rates and the vectors
     come to the host (and, in ``"host"`` mode, the frames and ``C``)."""
     k, s, every = plan.k, plan.s, plan.every
     carry = (z0, Y0, np.int32(0))
     R = jnp.zeros((capacity(plan.n_blocks), k, k), z0.dtype)
     done = [0]
 
-    def advance(carry, R, call, forward=True):
-        m, s_call, tail, row = call
-        out = kernel(*carry, R, _lengths(m, s_call, tail, every, row))
+    def advance(carry, call, forward=True):
+        m, s_call, tail = call
+        out = kernel(*carry, _lengths(m, s_call, tail, every))
         if forward:
             done[0] += (m * s_call + tail) * every
             bar.done(done[0], out["state"])
         return (out["state"], out["Y"], out["step"]), out
 
+    def place(R, out, row, n):
+        return place_rows(R, out["R"], np.int32(row), np.int32(n))
+
     for n in _chunks(plan.n_transient, seg.blocks_cap):
-        # Rows written here are overwritten by the window's blocks.
-        carry, out = advance(carry, R, (0, 1, n, 0))
-        R = out["R"]
+        carry, _ = advance(carry, (0, 1, n))
     row = 0
     kept: list[
         tuple[int, int, Any]
@@ -296,12 +299,12 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
     vectors = np.empty((plan.n_saved, plan.d, k), z0.dtype)
     states = np.empty((plan.n_saved, plan.d), z0.dtype)
     for i0, p, calls in memory.saved_calls(plan.n_saved, s, seg):
-        start, placed = carry, []
+        start = carry
         for m, s_call, tail in calls:
-            placed.append((m, s_call, tail, row))
-            carry, out = advance(carry, R, placed[-1])
-            R = out["R"]
-            row += m * s_call + tail
+            carry, out = advance(carry, (m, s_call, tail))
+            n = m * s_call + tail
+            R = place(R, out, row, n)
+            row += n
         if mode == "device":
             kept.append((i0, p, (out["Q"], out["X"])))
         elif mode == "host":
@@ -309,11 +312,11 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
             states[i0 : i0 + p] = np.asarray(out["X"])[:p]
             kept.append((i0, p, None))
         else:
-            kept.append((i0, p, (start, placed)))
+            kept.append((i0, p, (start, calls)))
         del out
     for n in _chunks(plan.n_blocks - plan.n_kept, seg.blocks_cap):
-        carry, out = advance(carry, R, (0, 1, n, row))
-        R = out["R"]
+        carry, out = advance(carry, (0, 1, n))
+        R = place(R, out, row, n)
         row += n
         del out
     back = backward_pass(
@@ -334,10 +337,9 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
             vectors[rows] = np.matmul(vectors[rows], C[rows])
             continue
         if mode == "recompute":
-            replay, placed = payload
-            for call in placed:
-                replay, out = advance(replay, R, call, forward=False)
-                R = out["R"]  # the same factors again, bit for bit
+            replay, calls = payload
+            for call in calls:
+                replay, out = advance(replay, call, forward=False)
             payload = (out["Q"], out["X"])
             del out, replay
         Q, X = payload
@@ -394,19 +396,23 @@ def _traced(dynamic, static, z0, Y0, plan: _Plan, qr: str) -> CovariantResult:
     s, every = plan.s, plan.every
     fwd = partial(forward_segment, dynamic, static=static, qr=qr)
     state, Y, step = z0, Y0, jnp.int32(0)
-    R = jnp.zeros((plan.n_blocks, plan.k, plan.k), z0.dtype)
     if plan.n_transient:
         out = fwd(
-            state, Y, step, R, _lengths(0, 1, plan.n_transient, every, 0), saves_cap=0
+            state,
+            Y,
+            step,
+            _lengths(0, 1, plan.n_transient, every),
+            blocks_cap=plan.n_transient,
+            saves_cap=0,
         )
-        state, Y, step, R = out["state"], out["Y"], out["step"], out["R"]
+        state, Y, step = out["state"], out["Y"], out["step"]
     tail = plan.n_blocks - plan.n_kept
     out = fwd(
         state,
         Y,
         step,
-        R,
-        _lengths(plan.n_saved, s, tail, every, 0),
+        _lengths(plan.n_saved, s, tail, every),
+        blocks_cap=plan.n_blocks,
         saves_cap=plan.n_saved,
     )
     back = backward_pass(
