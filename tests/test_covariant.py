@@ -358,16 +358,18 @@ def test_segments_on_the_device_equal_the_whole_run_in_one_program(monkeypatch):
     # Eager: several forward segments, their R factors copied into one device
     # buffer, C's rows and column order taken on the device. Under jit: one
     # forward program over the whole window. Same mathematics, to rounding.
-    monkeypatch.setattr(_memory, "SEGMENT_BYTES", 4 * 5 * 6 * 8)
-    kw = dict(k=4, renorm_every=2, t_transient=1.0, t_backward=2.0, save_every=4)
+    # The sizes of test_storage_modes_agree_across_many_segments: the eager
+    # run reuses its programs.
+    monkeypatch.setattr(_memory, "SEGMENT_BYTES", 4 * 3 * 4 * 8)
+    kw = dict(renorm_every=5, t_transient=5.0, t_backward=5.0, save_every=10)
 
     def run(x0):
-        problem = ode_problem(systems.lorenz96(), x0, dt=0.01)
-        return covariant_vectors(problem, 1_000, **kw)
+        problem = ode_problem(systems.lorenz(), x0, dt=0.01)
+        return covariant_vectors(problem, 3_000, **kw)
 
-    x0 = 8.0 + 0.01 * jnp.sin(jnp.arange(5.0))
+    x0 = jnp.array([1.0, 1.0, 1.0])
     eager = run(x0)
-    assert _memory.segments(5, 4, len(eager.times), 8).saves_cap == 4
+    assert _memory.segments(3, 3, len(eager.times), 8).saves_cap == 4
     traced = jax.jit(lambda x: run(x)[:5])(x0)
     for got, want in zip(traced, eager[:5], strict=True):
         np.testing.assert_allclose(want, got, rtol=0, atol=1e-12)
