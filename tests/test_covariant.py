@@ -354,6 +354,38 @@ def test_storage_modes_agree_across_many_segments(monkeypatch):
     np.testing.assert_allclose(split["device"].vectors, ref.vectors[2::3], atol=1e-10)
 
 
+def test_segments_on_the_device_equal_the_whole_run_in_one_program(monkeypatch):
+    # Eager: several forward segments, their R factors copied into one device
+    # buffer, C's rows and column order taken on the device. Under jit: one
+    # forward program over the whole window. Same mathematics, to rounding.
+    # The sizes of test_storage_modes_agree_across_many_segments: the eager
+    # run reuses its programs.
+    monkeypatch.setattr(_memory, "SEGMENT_BYTES", 4 * 3 * 4 * 8)
+    kw = dict(renorm_every=5, t_transient=5.0, t_backward=5.0, save_every=10)
+
+    def run(x0):
+        problem = ode_problem(systems.lorenz(), x0, dt=0.01)
+        return covariant_vectors(problem, 3_000, **kw)
+
+    x0 = jnp.array([1.0, 1.0, 1.0])
+    eager = run(x0)
+    assert _memory.segments(3, 3, len(eager.times), 8).saves_cap == 4
+    traced = jax.jit(lambda x: run(x)[:5])(x0)
+    for got, want in zip(traced, eager[:5], strict=True):
+        np.testing.assert_allclose(want, got, rtol=0, atol=1e-12)
+    assert np.all(np.diff(eager.exponents) < 0)  # columns ordered as exponents
+
+
+def test_place_rows_writes_only_the_rows_asked_for():
+    from lyapax.covariant._kernels import place_rows
+
+    rows = jnp.asarray(np.random.default_rng(0).normal(size=(4, 2, 2)))
+    got = np.asarray(place_rows(jnp.zeros((8, 2, 2)), rows, np.int32(5), np.int32(3)))
+    want = np.zeros((8, 2, 2))
+    want[5:8] = rows[:3]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_one_compile_across_run_lengths():
     from tests.test_runtime_lengths import count_compiles
 

@@ -28,7 +28,9 @@ from lyapax._engine.tree import merge_static
 __all__ = [
     "backward_pass",
     "combine",
+    "combine_rows",
     "forward_segment",
+    "place_rows",
     "positive_qr",
     "upper_inverse",
 ]
@@ -120,6 +122,22 @@ def forward_segment(
     }
 
 
+@partial(jax.jit, donate_argnames=("R",))
+def place_rows(R: jax.Array, rows: jax.Array, first: Any, n: Any) -> jax.Array:
+    """``R`` with rows ``first .. first + n - 1`` replaced by ``rows[:n]``.
+
+    A forward segment returns its factors in a buffer of its own (so one
+    program serves every run length); this copies them into the window's
+    buffer ``R (capacity, k, k)``, which is donated and updated in place: the
+    factors never leave the device.
+    """
+
+    def put(j, R):
+        return jax.lax.dynamic_update_index_in_dim(R, rows[j], first + j, 0)
+
+    return jax.lax.fori_loop(0, n, put, R)
+
+
 def upper_inverse(R: jax.Array) -> jax.Array:
     """Inverse of upper-triangular ``R (..., k, k)`` by halving blocks:
     ``[[A, B], [0, D]]^-1 = [[A^-1, -A^-1 B D^-1], [0, D^-1]]``.
@@ -157,7 +175,8 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
         ``"C" (saves_cap + 1, k, k)``: row ``i < n_saved`` the coefficients at
         block ``(i + 1) s`` (unit columns, positive diagonal); ``"growth"
         (capacity, k)``: row ``j`` the log-growth of each covariant vector
-        over block ``j + 1``.
+        over block ``j + 1``; ``"logs" (capacity, k)``: ``log diag R`` (the
+        exponents' block growths, so only these leave the device).
     """
     n_blocks, s, n_saved = (lengths[i] for i in range(3))
     k = R.shape[-1]
@@ -173,7 +192,9 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
         Cs = jax.lax.dynamic_update_index_in_dim(
             Cs, C, jnp.where(saved, index, saves_cap), 0
         )
-        step_back = jnp.triu(inverse[j] @ C)  # R_{j+1}^{-1} C_{j+1}
+        # Both factors are upper triangular with exact zeros below the
+        # diagonal (upper_inverse writes them), so the product is too.
+        step_back = inverse[j] @ C  # R_{j+1}^{-1} C_{j+1}
         norms = jnp.linalg.norm(step_back, axis=0)
         G = jax.lax.dynamic_update_index_in_dim(G, -jnp.log(norms), j, 0)
         return step_back / norms, Cs, G
@@ -182,10 +203,23 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
     Cs = jnp.zeros((saves_cap + 1, k, k), R.dtype)
     G = jnp.zeros(R.shape[:2], R.dtype)
     _, Cs, G = jax.lax.fori_loop(0, n_blocks, body, (C0, Cs, G))
-    return {"C": Cs, "growth": G}
+    logs = jnp.log(jnp.diagonal(R, axis1=1, axis2=2))
+    return {"C": Cs, "growth": G, "logs": logs}
 
 
 @jax.jit
 def combine(Q: jax.Array, C: jax.Array) -> jax.Array:
     """``V = Q C`` row by row: ``(n, d, k) x (n, k, k) -> (n, d, k)``."""
     return jnp.einsum("ndk,nkl->ndl", Q, C)
+
+
+@jax.jit
+def combine_rows(
+    Q: jax.Array, C: jax.Array, first: jax.Array, order: jax.Array
+) -> jax.Array:
+    """``V = Q C`` for one segment's frames ``Q (n, d, k)``, against rows
+    ``first .. first + n - 1`` of the window's coefficients ``C (m, k, k)``
+    (rows past its end read as zeros), columns permuted by ``order (k,)``."""
+    rows = first + jnp.arange(Q.shape[0])
+    C = jnp.take(C, rows, axis=0, mode="fill", fill_value=0)
+    return jnp.einsum("ndk,nkl->ndl", Q, C[:, :, order])

@@ -11,8 +11,9 @@ calls of one compiled program. What a mode keeps between the passes:
   checkpoint); the backward pass replays the segment from it with the same
   program, which regenerates the frames bit for bit.
 
-Every mode keeps the ``R`` factors of the whole window (``k * k`` numbers per
-renormalisation block here) and returns the vectors as host arrays.
+Every mode keeps the ``R`` factors of the whole window on the device (``k *
+k`` numbers per renormalisation block; only ``log diag R`` and the growth
+rates come to the host) and returns the vectors as host arrays.
 """
 
 from __future__ import annotations

@@ -21,7 +21,13 @@ from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import batch_means_stderr
 from lyapax._engine.tree import split_static
 from lyapax.covariant import _memory as memory
-from lyapax.covariant._kernels import backward_pass, combine, forward_segment
+from lyapax.covariant._kernels import (
+    backward_pass,
+    combine,
+    combine_rows,
+    forward_segment,
+    place_rows,
+)
 
 __all__ = ["CovariantResult", "covariant_vectors"]
 
@@ -263,21 +269,29 @@ def _chunks(n: int, size: int):
 
 def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar):
     """The forward pass in segments, the backward pass, then ``V = Q C``;
-    ``bar`` moves after each forward segment."""
+    ``bar`` moves after each forward segment.
+
+    The ``R`` factors stay on the device (each segment's copied into one
+    buffer for the window); only ``log diag R``, the growth rates and the vectors
+    come to the host (and, in ``"host"`` mode, the frames and ``C``)."""
     k, s, every = plan.k, plan.s, plan.every
     carry = (z0, Y0, np.int32(0))
+    R = jnp.zeros((capacity(plan.n_blocks), k, k), z0.dtype)
     done = [0]
 
-    def advance(carry, lengths, forward=True):
-        out = kernel(*carry, lengths)
-        if forward:  # lengths: saves, blocks per save, tail blocks, steps
-            done[0] += int(lengths[0] * lengths[1] + lengths[2]) * every
+    def advance(carry, call, forward=True):
+        m, s_call, tail = call
+        out = kernel(*carry, _lengths(m, s_call, tail, every))
+        if forward:
+            done[0] += (m * s_call + tail) * every
             bar.done(done[0], out["state"])
         return (out["state"], out["Y"], out["step"]), out
 
+    def place(R, out, row, n):
+        return place_rows(R, out["R"], np.int32(row), np.int32(n))
+
     for n in _chunks(plan.n_transient, seg.blocks_cap):
-        carry, _ = advance(carry, _lengths(0, 1, n, every))
-    R = np.zeros((capacity(plan.n_blocks), k, k), z0.dtype)
+        carry, _ = advance(carry, (0, 1, n))
     row = 0
     kept: list[
         tuple[int, int, Any]
@@ -287,9 +301,9 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
     for i0, p, calls in memory.saved_calls(plan.n_saved, s, seg):
         start = carry
         for m, s_call, tail in calls:
-            carry, out = advance(carry, _lengths(m, s_call, tail, every))
+            carry, out = advance(carry, (m, s_call, tail))
             n = m * s_call + tail
-            R[row : row + n] = np.asarray(out["R"])[:n]
+            R = place(R, out, row, n)
             row += n
         if mode == "device":
             kept.append((i0, p, (out["Q"], out["X"])))
@@ -301,19 +315,21 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
             kept.append((i0, p, (start, calls)))
         del out
     for n in _chunks(plan.n_blocks - plan.n_kept, seg.blocks_cap):
-        carry, out = advance(carry, _lengths(0, 1, n, every))
-        R[row : row + n] = np.asarray(out["R"])[:n]
+        carry, out = advance(carry, (0, 1, n))
+        R = place(R, out, row, n)
         row += n
         del out
-    est = _estimates(R[: plan.n_blocks], plan)
     back = backward_pass(
-        jnp.asarray(R),
+        R,
         _lengths(plan.n_blocks, s, plan.n_saved),
         saves_cap=capacity(plan.n_saved),
     )
+    est = _estimates(np.asarray(back["logs"])[: plan.n_blocks], plan)
     order = est["order"]
-    C = np.asarray(back["C"])[: plan.n_saved][:, :, order]
     growth = np.asarray(back["growth"])[: plan.n_blocks][:, order]
+    C = back["C"]
+    if mode == "host":
+        C = np.asarray(C)[: plan.n_saved][:, :, order]
     while kept:
         i0, p, payload = kept.pop()
         rows = slice(i0, i0 + p)
@@ -322,16 +338,12 @@ def _run(kernel, z0, Y0, plan: _Plan, seg: memory.Segments, mode: str, bar: Bar)
             continue
         if mode == "recompute":
             replay, calls = payload
-            for m, s_call, tail in calls:
-                replay, out = advance(
-                    replay, _lengths(m, s_call, tail, every), forward=False
-                )
+            for call in calls:
+                replay, out = advance(replay, call, forward=False)
             payload = (out["Q"], out["X"])
             del out, replay
         Q, X = payload
-        padded = np.zeros((seg.saves_cap + 1, k, k), C.dtype)
-        padded[:p] = C[rows]
-        vectors[rows] = np.asarray(combine(Q, padded))[:p]
+        vectors[rows] = np.asarray(combine_rows(Q, C, np.int32(i0), order))[:p]
         states[rows] = np.asarray(X)[:p]
         del Q, X, payload
     return CovariantResult(
@@ -353,10 +365,10 @@ def _steps(plan: _Plan) -> np.ndarray:
     return saved * plan.every
 
 
-def _estimates(R: np.ndarray, plan: _Plan) -> dict[str, Any]:
+def _estimates(logs: np.ndarray, plan: _Plan) -> dict[str, Any]:
     """Exponents as the spectrum engine forms them: the sequential sum of
-    ``log diag R`` over the window's blocks divided by the elapsed time."""
-    logs = np.log(np.diagonal(R, axis1=1, axis2=2))
+    the blocks' ``log diag R`` ``(n_blocks, k)`` over the window divided by
+    the elapsed time."""
     block_time = plan.dt * plan.every
     elapsed = block_time * plan.n_blocks
     rates = np.cumsum(logs, axis=0)[-1] / elapsed
@@ -403,11 +415,10 @@ def _traced(dynamic, static, z0, Y0, plan: _Plan, qr: str) -> CovariantResult:
         blocks_cap=plan.n_blocks,
         saves_cap=plan.n_saved,
     )
-    R = out["R"]
     back = backward_pass(
-        R, _lengths(plan.n_blocks, s, plan.n_saved), saves_cap=plan.n_saved
+        out["R"], _lengths(plan.n_blocks, s, plan.n_saved), saves_cap=plan.n_saved
     )
-    logs = jnp.log(jnp.diagonal(R, axis1=1, axis2=2))
+    logs = back["logs"]
     block_time = plan.dt * every
     elapsed = block_time * plan.n_blocks
     rates = jnp.cumsum(logs, axis=0)[-1] / elapsed
