@@ -192,3 +192,43 @@ def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     want = lyapunov_spectrum(slow, **run)
     np.testing.assert_allclose(got.exponents, want.exponents, rtol=0, atol=1e-12)
     np.testing.assert_allclose(got.history, want.history, rtol=0, atol=1e-10)
+
+
+def test_edge_coupling_builders_match_their_formulas():
+    rng = np.random.default_rng(7)
+    n = 4
+    delayed = jnp.asarray(rng.uniform(-2, 2, (1, n, n)))  # [c, target i, source j]
+    current = jnp.asarray(rng.uniform(-1, 1, (1, n)))
+    w = jnp.asarray(rng.uniform(0, 1, (n, n)))
+    d, x = np.asarray(delayed[0]), np.asarray(current[0])
+    params = {"G": 1.5}
+
+    linear = dde.edge_linear_coupling(a=0.7, b=0.1, G_default=9.0)
+    want = 1.5 * 0.7 * np.sum(np.asarray(w) * d, axis=1) + 0.1
+    np.testing.assert_allclose(linear(delayed, current, w, params)[0], want, atol=1e-14)
+
+    kuramoto = dde.edge_kuramoto_coupling(alpha=0.3, G_default=2.0)
+    want = 2.0 / n * np.sum(np.asarray(w) * np.sin(d - x[:, None] + 0.3), axis=1)
+    np.testing.assert_allclose(kuramoto(delayed, current, w, {})[0], want, atol=1e-14)
+
+    def h(src, tgt):
+        return src * tgt
+
+    pairwise = dde.pairwise_edge_coupling(h, G_default=0.5, normalize=True)
+    want = 1.5 / n * np.sum(np.asarray(w) * d * x[:, None], axis=1)
+    np.testing.assert_allclose(
+        pairwise(delayed, current, w, params)[0], want, atol=1e-14
+    )
+
+    # Undelayed (every source read now), each equals its plain coupling.
+    now = jnp.broadcast_to(current[:, None, :], (1, n, n))
+    np.testing.assert_allclose(
+        linear(now, current, w, params),
+        linear_coupling(0.7, 0.1, 9.0)(current, w, params),
+        atol=1e-14,
+    )
+    np.testing.assert_allclose(
+        kuramoto(now, current, w, {}),
+        kuramoto_coupling(0.3, 2.0)(current, w, {}),
+        atol=1e-14,
+    )
