@@ -68,7 +68,18 @@ def _assert_sums_match(reference, edge, sums, d_sums, buf, dbuf, current, w, par
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# The two-variable cases are the costliest compiles; they run in the slow run.
+_TWO_VARIABLES = ("kuramoto two variables", "product of two variables")
+
+
+def _cases(slow: tuple[str, ...]) -> list:
+    return [
+        pytest.param(name, marks=pytest.mark.slow) if name in slow else name
+        for name in sorted(CASES)
+    ]
+
+
+@pytest.mark.parametrize("name", _cases(_TWO_VARIABLES))
 def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     coupling, n_cvar = CASES[name]
     edge = as_edge_coupling(coupling)
@@ -95,7 +106,7 @@ def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     assert fast(buf)[1].shape == (sums.shape[0], n, 0)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", _cases(_TWO_VARIABLES + ("kuramoto",)))
 def test_slot_edge_sums_equal_the_edge_form_and_its_tangents(name):
     """The neighbour-list form (sparse weights): the same sums from ``n w`` slots."""
     coupling, n_cvar = CASES[name]
@@ -157,6 +168,7 @@ def test_summed_path_only_where_it_saves_work():
     assert _kuramoto_problem(16, 12).step_fn.ring.presummed
 
 
+@pytest.mark.slow  # long; quicker tests of the same code stay in the plain run
 def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     from jax.experimental import sparse
 
