@@ -218,7 +218,7 @@ def test_derivative_wrt_parameter_matches_finite_differences(transform):
     assert g == pytest.approx(1.0, abs=2e-2)
 
 
-@pytest.mark.slow  # long; quicker tests of the same code stay in the plain run
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_closed_over_parameter_is_differentiable():
     def lam(b):
         step = lambda x: jnp.array([b * x[0], 0.5 * x[1]])

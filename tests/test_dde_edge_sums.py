@@ -168,7 +168,7 @@ def test_summed_path_only_where_it_saves_work():
     assert _kuramoto_problem(16, 12).step_fn.ring.presummed
 
 
-@pytest.mark.slow  # long; quicker tests of the same code stay in the plain run
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     from jax.experimental import sparse
 
