@@ -206,7 +206,9 @@ def _leading_exponent(p):
     ]
 
 
-@pytest.mark.parametrize("transform", [jax.grad, jax.jacfwd])
+@pytest.mark.parametrize(
+    "transform", [pytest.param(jax.grad, marks=pytest.mark.slow), jax.jacfwd]
+)
 def test_derivative_wrt_parameter_matches_finite_differences(transform):
     p, h = -0.3, 1e-5
     g = float(transform(_leading_exponent)(p))
@@ -216,6 +218,7 @@ def test_derivative_wrt_parameter_matches_finite_differences(transform):
     assert g == pytest.approx(1.0, abs=2e-2)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_closed_over_parameter_is_differentiable():
     def lam(b):
         step = lambda x: jnp.array([b * x[0], 0.5 * x[1]])

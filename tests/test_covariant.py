@@ -282,6 +282,7 @@ def _covariance_error(problem, res, step0):
     )
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_delayed_network_vectors_are_covariant():
     n = 3
     W = jnp.asarray(np.array([[0, 1.0, 0.5], [0.2, 0, 1.0], [1.0, 0.3, 0]]))

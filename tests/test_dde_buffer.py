@@ -155,7 +155,9 @@ def _flat_problem_step(problem):
     return flat, z
 
 
-@pytest.mark.parametrize("interpolate", [False, True])
+@pytest.mark.parametrize(
+    "interpolate", [False, pytest.param(True, marks=pytest.mark.slow)]
+)
 def test_tangent_equals_jacfwd_on_state_and_buffer(interpolate):
     mg = dde_problem(
         systems.mackey_glass(),

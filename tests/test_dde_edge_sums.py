@@ -68,7 +68,18 @@ def _assert_sums_match(reference, edge, sums, d_sums, buf, dbuf, current, w, par
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+# The two-variable cases are the costliest compiles; they run in the slow run.
+_TWO_VARIABLES = ("kuramoto two variables", "product of two variables")
+
+
+def _cases(slow: tuple[str, ...]) -> list:
+    return [
+        pytest.param(name, marks=pytest.mark.slow) if name in slow else name
+        for name in sorted(CASES)
+    ]
+
+
+@pytest.mark.parametrize("name", _cases(_TWO_VARIABLES))
 def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     coupling, n_cvar = CASES[name]
     edge = as_edge_coupling(coupling)
@@ -95,7 +106,7 @@ def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     assert fast(buf)[1].shape == (sums.shape[0], n, 0)
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("name", _cases(_TWO_VARIABLES + ("kuramoto",)))
 def test_slot_edge_sums_equal_the_edge_form_and_its_tangents(name):
     """The neighbour-list form (sparse weights): the same sums from ``n w`` slots."""
     coupling, n_cvar = CASES[name]
@@ -157,6 +168,7 @@ def test_summed_path_only_where_it_saves_work():
     assert _kuramoto_problem(16, 12).step_fn.ring.presummed
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     from jax.experimental import sparse
 
@@ -192,3 +204,43 @@ def test_sparse_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     want = lyapunov_spectrum(slow, **run)
     np.testing.assert_allclose(got.exponents, want.exponents, rtol=0, atol=1e-12)
     np.testing.assert_allclose(got.history, want.history, rtol=0, atol=1e-10)
+
+
+def test_edge_coupling_builders_match_their_formulas():
+    rng = np.random.default_rng(7)
+    n = 4
+    delayed = jnp.asarray(rng.uniform(-2, 2, (1, n, n)))  # [c, target i, source j]
+    current = jnp.asarray(rng.uniform(-1, 1, (1, n)))
+    w = jnp.asarray(rng.uniform(0, 1, (n, n)))
+    d, x = np.asarray(delayed[0]), np.asarray(current[0])
+    params = {"G": 1.5}
+
+    linear = dde.edge_linear_coupling(a=0.7, b=0.1, G_default=9.0)
+    want = 1.5 * 0.7 * np.sum(np.asarray(w) * d, axis=1) + 0.1
+    np.testing.assert_allclose(linear(delayed, current, w, params)[0], want, atol=1e-14)
+
+    kuramoto = dde.edge_kuramoto_coupling(alpha=0.3, G_default=2.0)
+    want = 2.0 / n * np.sum(np.asarray(w) * np.sin(d - x[:, None] + 0.3), axis=1)
+    np.testing.assert_allclose(kuramoto(delayed, current, w, {})[0], want, atol=1e-14)
+
+    def h(src, tgt):
+        return src * tgt
+
+    pairwise = dde.pairwise_edge_coupling(h, G_default=0.5, normalize=True)
+    want = 1.5 / n * np.sum(np.asarray(w) * d * x[:, None], axis=1)
+    np.testing.assert_allclose(
+        pairwise(delayed, current, w, params)[0], want, atol=1e-14
+    )
+
+    # Undelayed (every source read now), each equals its plain coupling.
+    now = jnp.broadcast_to(current[:, None, :], (1, n, n))
+    np.testing.assert_allclose(
+        linear(now, current, w, params),
+        linear_coupling(0.7, 0.1, 9.0)(current, w, params),
+        atol=1e-14,
+    )
+    np.testing.assert_allclose(
+        kuramoto(now, current, w, {}),
+        kuramoto_coupling(0.3, 2.0)(current, w, {}),
+        atol=1e-14,
+    )

@@ -203,6 +203,7 @@ def test_a_process_with_another_process_count_fails_clearly(tmp_path):
     assert "started with num_processes=3" in err and "job of 2 processes" in err
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_a_job_missing_a_process_ends_after_the_timeout(tmp_path):
     envs = _torchrun(3, _free_port(), TEST_TIMEOUT="3", TEST_HEARTBEAT="3")[:2]
     results = _launch("join", envs, tmp_path, limit=120)
@@ -211,6 +212,7 @@ def test_a_job_missing_a_process_ends_after_the_timeout(tmp_path):
         assert "for all 3 processes to register" in err, err[-2000:]
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_a_process_that_dies_ends_the_other_with_a_clear_error(tmp_path):
     # SLURM-style launch: JAX's cluster detection reads these variables.
     port = _free_port()

@@ -101,6 +101,7 @@ _random_linear_map.uses_step_index = True
 MU = jnp.array([0.0, -0.05])
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_random_linear_map_errors_are_calibrated():
     res = sweep_lyapunov_spectrum(
         _random_linear_map, jnp.ones(2), jnp.arange(400), 1.0, 4096

@@ -67,7 +67,10 @@ def test_henon_largest_exponent(henon_x, estimator, low, high):
     assert res.counts[0] > 0.9 * (N - 1 - 20)
 
 
-@pytest.mark.parametrize("estimator", [lyapunov_rosenstein, lyapunov_kantz])
+@pytest.mark.parametrize(
+    "estimator",
+    [lyapunov_rosenstein, pytest.param(lyapunov_kantz, marks=pytest.mark.slow)],
+)
 def test_lorenz_largest_exponent(lorenz_x, estimator):
     # lag 0.05 time units; over dimensions 3-7 and lags 5-17 samples the
     # estimates spread by about +-10% (examples/34_lyapunov_from_data.py)

@@ -78,6 +78,7 @@ def test_time_dependent_gyre_is_incompressible():
     assert float(np.max(field.ftle_max)) > 0.1  # there is stretching to test
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_backward_ftle_equals_forward_ftle_of_the_reversed_system():
     rhs = double_gyre(eps=0.25)
     t0, T = 12.0, 8.0
@@ -180,6 +181,7 @@ def test_chunks_are_equal_so_padding_is_small():
         even_chunk(10, 0)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_two_devices_give_the_single_device_field(tmp_path):
     # Forced host devices need a fresh process (XLA_FLAGS before jax starts).
     import os

@@ -225,6 +225,7 @@ def hh_problem():
     return hh.problem(*henon_heiles_start(), 0.05, "leapfrog")
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_engine_entry_points_accept_the_problem(hh_problem):
     prob = hh_problem
     res = lyapunov_spectrum(prob, 200, save_states=True)

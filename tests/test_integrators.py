@@ -68,3 +68,36 @@ def test_steps_are_pytrees_with_dt_as_a_leaf():
     assert jax.tree.leaves(step) == [_logistic_rhs, 0.1]
     rebuilt = jax.tree.unflatten(jax.tree.structure(step), [_logistic_rhs, 0.2])
     assert rebuilt.dt == 0.2 and rebuilt.method == "rk4"
+
+
+def test_rk_stage_update_steps_a_pytree_and_passes_stage_indices():
+    from lyapax.integrators import TABLEAUS, rk_stage_update
+
+    stages: list[int] = []
+
+    def f(y, i):
+        stages.append(i)
+        return jax.tree.map(lambda leaf: -leaf, y)
+
+    y = {"a": jnp.array([1.0, 2.0]), "b": (jnp.array(-3.0),)}
+    h = 0.1
+    out = rk_stage_update(TABLEAUS["rk4"], f, y, h)
+    # RK4 on y' = -y multiplies by the degree-4 Taylor polynomial of exp(-h).
+    factor = 1 - h + h**2 / 2 - h**3 / 6 + h**4 / 24
+    np.testing.assert_allclose(out["a"], factor * np.array([1.0, 2.0]), rtol=1e-15)
+    np.testing.assert_allclose(out["b"][0], factor * -3.0, rtol=1e-15)
+    assert stages == [0, 1, 2, 3]
+
+
+def test_fixed_stage_method_names_and_refusals():
+    from lyapax.adaptive import diffrax_adaptive_step
+    from lyapax.integrators import IncompatibleIntegratorError, fixed_stage_method
+
+    assert fixed_stage_method("RK4", "network_problem") == "rk4"
+    assert fixed_stage_method("heun", "network_problem") == "heun"
+    with pytest.raises(ValueError, match="dopri5"):
+        fixed_stage_method("dopri5", "network_problem")
+    with pytest.raises(TypeError, match="integrator must be a name"):
+        fixed_stage_method(rk4_step, "network_problem")
+    with pytest.raises(IncompatibleIntegratorError, match="network_dde_problem"):
+        fixed_stage_method(diffrax_adaptive_step(), "network_dde_problem")

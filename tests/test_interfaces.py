@@ -221,6 +221,7 @@ def test_a_jitted_call_traces_through_the_declared_step():
     np.testing.assert_allclose(leading(X0), eager, rtol=1e-10)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_a_vmapped_call_over_numbers_inside_the_step():
     """The declared step wraps a step whose numbers are traced (a caller's
     vmap): nothing may hash it (examples/13_vmap_sweep.py does this)."""

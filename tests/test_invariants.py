@@ -61,6 +61,7 @@ def test_henon_sum_rule_is_ln_b():
     assert report["zero_exponent"].passed is None
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_lorenz96_sum_rule_exact_trace():
     n = 8
     problem = ode_problem(lorenz96(), 8.0 + jnp.sin(jnp.arange(n, dtype=float)), 0.01)

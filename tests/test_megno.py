@@ -61,6 +61,7 @@ def test_pendulum_libration_tends_to_two():
     assert abs(res.lyapunov) < 1e-3
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_chaotic_henon_heiles_grows_like_lambda_t_over_two(chaotic_hh):
     n = 20_000
     res = megno(chaotic_hh, n)

@@ -133,6 +133,7 @@ def test_batch_size_gives_the_same_numbers():
     np.testing.assert_allclose(single.spectrum[0], whole.spectrum[4], atol=1e-12)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_callable_coupling_function_is_differentiated():
     # h(x) = (x0 + x0^3 / 3, x1, 0) at the fixed point c of F(x) = A (x - c):
     # DH(c) = diag(1 + c0^2, 1, 0), so the callable equals that matrix H.

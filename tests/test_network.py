@@ -94,6 +94,7 @@ def test_user_coupling_equals_builtin_linear():
     np.testing.assert_allclose(built_in.exponents, user.exponents, rtol=0, atol=1e-12)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_exponent_gradient_through_fused_path():
     """d lambda_1 / dG = mu_1, the top eigenvalue of a symmetric W.
 

@@ -102,7 +102,7 @@ def test_rossler_sum_is_a_minus_c_plus_mean_x(dt):
     assert float(res.exponents[0]) > 0.05
 
 
-@pytest.mark.parametrize("n", [8, 12])
+@pytest.mark.parametrize("n", [8, pytest.param(12, marks=pytest.mark.slow)])
 def test_lorenz96_sum_is_minus_n_with_one_zero_exponent(n, jax_results):
     x0 = 8.0 * jnp.ones(n) + 0.01 * jnp.arange(n)
     res = lyapunov_spectrum(

@@ -172,6 +172,7 @@ def test_cgl_uniform_oscillation_exponents_are_its_linear_stability():
     np.testing.assert_allclose(np.asarray(r.exponents), expected, atol=1e-4)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_cgl_benjamin_feir_turbulence_is_chaotic():
     p = complex_ginzburg_landau(64, 50.0, 2.0, -2.0)  # 1 + bc = -3 < 0
     r = lyapunov_spectrum(p, 4000, k=2)

@@ -200,3 +200,19 @@ def test_connectivity_bad_input():
         Connectivity(np.ones((2, 2)), np.ones((2, 2)), speed=0.0)
     with pytest.raises(ValueError, match="dt"):
         Connectivity(np.ones((2, 2))).delay_steps(-1.0)
+
+
+def test_kuramoto_model_is_the_phase_oscillator():
+    from lyapax.systems import kuramoto_model
+
+    spec = kuramoto_model()
+    assert spec.cvar == ("theta",)
+    dfun = build_jax_dfun(spec)
+    theta = jnp.array([[0.1, 0.5, -1.0]])
+    c = jnp.array([[0.2, -0.3, 0.05]])
+    omega = jnp.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(
+        dfun(theta, c, {"omega": omega}), (omega + c[0])[None], atol=1e-15
+    )
+    # omega defaults to 0: the oscillator only follows its coupling.
+    np.testing.assert_allclose(dfun(theta, c, {}), c, atol=1e-15)

@@ -427,6 +427,7 @@ def test_usage_errors_exit_2(tmp_path, clean_environment, args):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_ten_thousand_benchmarks_give_a_bounded_figure(
     real_run, tmp_path, clean_environment
 ):

@@ -145,6 +145,7 @@ def test_budget_none_runs_every_size(project, run_pytest):
     assert timed == set(SIZES) and points == {}
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_a_long_first_call_stops_the_larger_sizes(project, run_pytest):
     # The first call at size 8 sleeps 128 ms > 80 ms: size 8 still runs all
     # its rounds, 16 is not run.  Size 4 sleeps 32 ms: the margin of 48 ms
@@ -233,6 +234,7 @@ def test_schema_3_reports_still_load_and_bad_predictions_are_refused():
         check_report(bad, "bad")
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_sizes_of_a_series_run_in_ascending_order(project, run_pytest):
     proc, data, _ = _run(
         run_pytest,

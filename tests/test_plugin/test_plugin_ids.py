@@ -183,6 +183,7 @@ def test_single_process_counts_include_the_copies(pytester, where):
 @pytest.mark.skipif(
     importlib.util.find_spec("absl") is None, reason="absl-py is not installed"
 )
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_absltest_parameterized_copies(pytester):
     pytester.makepyfile(
         test_absl="""
@@ -230,6 +231,7 @@ _SUBTESTS = int(pytest.__version__.split(".")[0]) >= 9 or (
 @pytest.mark.skipif(
     not _SUBTESTS, reason="subtests need pytest >= 9 or the pytest-subtests plugin"
 )
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_subtests_are_counted_apart_from_tests(pytester):
     pytester.makepyfile(
         test_sub="""
@@ -271,6 +273,7 @@ def test_subtests_are_counted_apart_from_tests(pytester):
     importlib.util.find_spec("pytest_rerunfailures") is None,
     reason="pytest-rerunfailures is not installed",
 )
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_rerunfailures_retries_name_the_backend(pytester):
     pytester.makepyfile(
         test_r="""

@@ -192,6 +192,7 @@ def test_plain():
 """
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_progress_is_live_on_a_terminal(tmp_path, clean_environment):
     import pty
 

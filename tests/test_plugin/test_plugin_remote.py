@@ -464,6 +464,7 @@ def test_local_cpu_and_socket_served_cpu2_make_one_report(
     result.stdout.fnmatch_lines(["*cpu2*JAX_PLATFORMS=cpu*ok*3 passed*2*"])
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_other_code_on_the_host_is_a_mismatch(
     pytester, clean_environment, server, tmp_path
 ):

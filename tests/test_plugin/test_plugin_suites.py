@@ -366,6 +366,7 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
     assert {b["extra_info"]["backend"] for b in report["benchmarks"]} == {"cpu", "cpu2"}
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_json_is_written_even_when_the_figure_fails(pytester):
     pytester.makeconftest(
         """
