@@ -133,6 +133,7 @@ def test_agrees_with_fixed_rk4_at_small_dt(solver):
     np.testing.assert_allclose(result.exponents, ref.exponents, atol=1e-4)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_jacfwd_of_exponent_matches_exact_derivative():
     grad = jax.jacfwd(_decaying_rotation_l1)(0.5)
     assert float(grad) == pytest.approx(-1.0, abs=1e-6)

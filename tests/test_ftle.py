@@ -111,6 +111,7 @@ def test_run_ends_exactly_at_t0_plus_T():
     np.testing.assert_allclose(field.flow_map[0, 0], ((2 - 0.77) ** 2 - 4) / 2)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_chunks_and_padding_give_the_unchunked_field(monkeypatch):
     from lyapax._engine import progress
 
@@ -154,6 +155,7 @@ def test_bad_input_names_the_argument():
         ftle_field(rhs, good, 0.0, 1.0, 0.1, time_dependent=True, memory_limit=10)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_backward_gyre_field_is_the_forward_field_mirrored():
     # omega T = 3 pi: sin(omega (15 - s)) = sin(omega s), and y -> 1 - y maps
     # (u, v) to (-u, v), so the backward field from t0 = 15 is the forward

@@ -235,6 +235,7 @@ def test_a_vmapped_call_over_numbers_inside_the_step():
     np.testing.assert_allclose(batched, [leading(r) for r in rs], rtol=1e-9)
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_tall_frame_auto_qr_agrees_with_lapack():
     # d (k - 1) = 8192: "auto" runs the Householder QR on CPU; same numbers
     # to rounding as LAPACK's, and the same CLVs.

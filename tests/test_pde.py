@@ -255,6 +255,7 @@ def test_ks_finite_time_exponents_average_to_the_spectrum(ks22_coarse):
     assert ftle[:, 0].std() > 0.01
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_ks_sweep_over_length_equals_single_runs(ks22_coarse):
     from lyapax import problem_family, sweep_lyapunov_spectrum
 

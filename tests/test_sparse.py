@@ -247,9 +247,24 @@ def test_dense_all_to_all_kuramoto_refuses_a_size_that_cannot_fit():
 from lyapax.dde import network_dde_problem  # noqa: E402
 from lyapax.dde._step import SlotDelays  # noqa: E402
 
+PLAIN_DELAYED = {("linear", False), ("kuramoto", True)}
 
-@pytest.mark.parametrize("name", sorted(COUPLINGS))
-@pytest.mark.parametrize("per_edge", [False, True])
+
+# Two cases stay in the plain run (one per delay layout); the other four are
+# slow: each is a pair of n = 500 compiles.
+_DELAYED_CASES = [
+    pytest.param(
+        name,
+        per_edge,
+        marks=() if (name, per_edge) in PLAIN_DELAYED else pytest.mark.slow,
+        id=f"{per_edge}-{name}",
+    )
+    for per_edge in (False, True)
+    for name in sorted(COUPLINGS)
+]
+
+
+@pytest.mark.parametrize(("name", "per_edge"), _DELAYED_CASES)
 def test_sparse_delayed_spectrum_equals_dense_at_n500(name, per_edge):
     coupling, dfun, n_sv = COUPLINGS[name]
     n, dt = 500, 0.01

@@ -230,6 +230,7 @@ def test_progress_is_live_on_a_terminal(tmp_path, clean_environment):
     assert "4 passed" in text
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_a_run_without_the_terminal_plugin(tmp_path, clean_environment):
     # No terminal reporter: no progress lines, and the outcomes are still
     # counted (pytest's own categories, which the terminal plugin gives).

@@ -484,6 +484,7 @@ def test_other_code_on_the_host_is_a_mismatch(
     result.stdout.fnmatch_lines(["*code mismatch on cpu2*exit code 4*"])
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_refused_connection_makes_the_backend_unavailable(pytester, clean_environment):
     path = suite(pytester.path)
     # The binding and the timeout from the ini file this time.

@@ -281,6 +281,7 @@ def faulty_backends(tmp_path_factory, clean_environment):
     return result, report
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_silent_fallback_is_an_error(faulty_backends):
     result, report = faulty_backends
     if backends_of(report)["fb"]["status"] == "ok":
@@ -297,6 +298,7 @@ def test_silent_fallback_is_an_error(faulty_backends):
     assert fallback["outcomes"] == {"error": 3} and fallback["n_benchmarks"] == 0
 
 
+@pytest.mark.slow  # long; the functions it calls keep quick plain tests
 def test_worker_crash_is_reported_and_other_results_are_kept(faulty_backends):
     result, report = faulty_backends
     result.stdout.fnmatch_lines(["*crashed while running*test_crash[[]cpu2[]]*"])
