@@ -43,6 +43,21 @@ def test_problem_and_plain_forms_agree_and_second_positional_is_n_steps():
     assert np.all(np.diff(np.asarray(a.exponents)) <= 0)
 
 
+def test_rows_are_contiguous_host_arrays_equal_to_the_traced_run():
+    # The compiled run fetches history and times as one packed buffer.
+    res = lyapunov_spectrum(_lorenz_problem(), 500, renorm_every=10)
+    traced = jax.jit(
+        lambda x0: lyapunov_spectrum(
+            ode_problem(lorenz(), x0, 0.01), 500, renorm_every=10
+        )
+    )(X0)
+    for name, shape in (("history", (50, 3)), ("times", (50,))):
+        rows = getattr(res, name)
+        assert type(rows) is np.ndarray and rows.flags.c_contiguous
+        assert rows.shape == shape
+        np.testing.assert_allclose(rows, np.asarray(getattr(traced, name)), rtol=1e-12)
+
+
 def test_history_columns_follow_the_final_order():
     res = lyapunov_spectrum(_lorenz_problem(), 3000, renorm_every=10)
     np.testing.assert_array_equal(res.history[-1], res.exponents)

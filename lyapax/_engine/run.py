@@ -33,7 +33,7 @@ from lyapax._engine.shapes import (
     Seed,
     Times,
 )
-from lyapax._engine.summary import finish, finish_program, keep_rows
+from lyapax._engine.summary import finish, finish_program, keep_rows, split_rows
 from lyapax._engine.tree import Static, split_static
 
 __all__ = [
@@ -357,24 +357,27 @@ def spectrum(
         if options.progress is not None:
             warn_traced_progress("lyapunov_spectrum", stacklevel + 1)
         out, est = _traced_run(begin, args, method)
+        history = keep_rows(est["history"], args.n_blocks, axis=-2)
+        times = keep_rows(est["times"], args.n_blocks, axis=-1)
+        state_finite = None
     else:
         total = args.n_blocks + args.n_transient_blocks
         with progress.Bar(
             options.progress, total * args.renorm_every, "lyapunov_spectrum", "step"
         ) as bar:
             out, est = _compiled_run(begin, args, method, static_every, bar)
+        history, times = split_rows(est["rows"], args.n_blocks)
+        state_finite = est["state_finite"]
     carry = out["carry"]
     checkpoint = view.checkpoint(
         carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
     )
-    n_blocks, n_saved = args.n_blocks, args.n_saved
-    history = keep_rows(est["history"], n_blocks, axis=-2)
+    n_saved = args.n_saved
     trajectory = save_at = None
     if args.save_states:
         trajectory = keep_rows(out["saved"], n_saved, axis=-2, cols=view.n_state)
         save_at = save_times(view.dt, args.decimate, t0, n_saved)
     # -- non-finite runs (issue 24): read from the rows the run returns --
-    times = keep_rows(est["times"], n_blocks, axis=-1)
     nonfinite = finite.nonfinite_report(
         history,
         times,
@@ -382,6 +385,7 @@ def spectrum(
         renorm_every=args.renorm_every,
         n_transient_blocks=args.n_transient_blocks,
         dt=view.dt,
+        state_finite=state_finite,
     )
     finite.warn_or_raise(
         nonfinite, check_finite=options.check_finite, stacklevel=stacklevel + 1
@@ -430,7 +434,8 @@ def _start_frame(start: Start, z0: jax.Array, k: int) -> tuple[jax.Array, jax.Ar
     return fresh_frame(start, d=z0.shape[0], k=k, dtype=z0.dtype)
 
 
-#: ``(kernel output, estimates)`` of one run (see :func:`run_benettin`, :func:`finish`).
+#: ``(kernel output, estimates)`` of one run (see :func:`run_benettin`; the
+#: estimates of :func:`finish`, or of ``finish_program`` for a compiled run).
 RunOutput = tuple[dict[str, Any], dict[str, jax.Array]]
 
 
@@ -476,7 +481,8 @@ def _compiled_run(
             out = kernel(z0, Y0, cum0, step0, lengths)
             bar.to(steps)
     scalars = np.array([run.dt, run.t0], dtype=z0.dtype)
-    return out, finish_program(out["cum"], cum0, lengths, scalars)
+    state = out["carry"].state
+    return out, finish_program(out["cum"], cum0, lengths, scalars, state)
 
 
 #: Wall time aimed at per piece of a run with a progress bar (one bar update,

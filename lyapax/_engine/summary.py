@@ -26,7 +26,7 @@ from lyapax._engine.benettin import Lengths
 from lyapax._engine.stats import running_stderr
 from lyapax._engine.validate import is_traced
 
-__all__ = ["finish", "finish_program", "keep_rows"]
+__all__ = ["finish", "finish_program", "keep_rows", "split_rows"]
 
 
 def finish(
@@ -72,15 +72,30 @@ def finish(
 
 @jax.jit
 def finish_program(
-    cum: jax.Array, cum0: jax.Array, lengths: Any, scalars: Any
+    cum: jax.Array, cum0: jax.Array, lengths: Any, scalars: Any, state: jax.Array
 ) -> dict[str, jax.Array]:
     """:func:`finish` as a program of its own, cached by buffer shape and
-    shared by every step function. ``lengths`` as packed by
-    :meth:`~lyapax._engine.benettin.Lengths.pack`, ``scalars`` = ``[dt, t0]``:
-    host arrays, one copy each instead of one per scalar."""
+    shared by every step function (folded into the kernel it would add its
+    compile to every new step function's). ``lengths`` as packed by
+    :meth:`~lyapax._engine.benettin.Lengths.pack`, ``scalars`` = ``[dt, t0]``,
+    ``state`` the run's final state.
+
+    Returns :func:`finish`'s ``exponents``, ``stderr`` and ``elapsed``, with
+    ``rows (capacity, k + 1)``: ``history`` beside ``times``, so that the host
+    fetches the rows in one transfer, and ``state_finite ()``, so that it need
+    not fetch the state to check it."""
     sizes = Lengths.unpack(lengths)
     dt, t0 = scalars[0], scalars[1]
-    return finish(cum, cum0, sizes.n_blocks, dt, sizes.renorm_every, t0)
+    est = finish(cum, cum0, sizes.n_blocks, dt, sizes.renorm_every, t0)
+    rows = jnp.concatenate([est.pop("history"), est.pop("times")[:, None]], axis=1)
+    return {**est, "rows": rows, "state_finite": jnp.isfinite(state).all()}
+
+
+def split_rows(rows: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(history (n, k), times (n,))`` of :func:`finish_program`'s ``rows``,
+    fetched to the host once and cut there (contiguous copies)."""
+    host = np.asarray(rows)[:n]
+    return np.ascontiguousarray(host[:, :-1]), np.ascontiguousarray(host[:, -1])
 
 
 def keep_rows(x: Any, n: int, *, axis: int, cols: int | None = None) -> Any:
