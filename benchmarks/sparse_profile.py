@@ -27,7 +27,7 @@ as its Kuramoto coupling then does; fused into the users otherwise, as before).
 Times are the best of ``--repeats`` interleaved warm calls, compilation apart;
 ``process_time`` medians beside them. Run:
 
-    python benchmarks/sparse_profile.py [--n 10000] [--repeats 7]
+    python benchmarks/sparse_profile.py [--n 10000] [--repeats 7] [--quick]
 """
 
 from __future__ import annotations
@@ -170,7 +170,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--n", type=int, default=10_000, help="node count")
     parser.add_argument("--neighbours", type=int, default=20, help="edges per node")
     parser.add_argument("--repeats", type=int, default=7, help="best of N calls")
+    parser.add_argument("--quick", action="store_true", help="smoke run: n = 500, once")
     args = parser.parse_args(argv)
+    if args.quick:
+        args.n, args.repeats = 500, 1
     calls = programs(args.n, args.neighbours)
     load0 = os.getloadavg()[0]
     times = measure(calls, args.repeats)
