@@ -71,6 +71,33 @@ def test_product_under_jit_and_jvp():
     np.testing.assert_allclose(tangent, expected, atol=1e-12)
 
 
+def test_large_products_are_computed_apart_from_their_users_on_cpu():
+    # The product's users read each of its elements several times (as the
+    # Kuramoto stage does); apart, its gathers are fused into one pass.
+    n = 400
+    dense = _random_sparse(n, 0.02, seed=5)
+    ell = as_ell(dense)
+    x = jax.random.normal(jax.random.PRNGKey(3), (n, 3))
+
+    def users(w, x):
+        p = w @ x
+        return p * p[:, :1]
+
+    compiled = jax.jit(users).lower(ell, x).compile().as_text()
+    if jax.default_backend() == "cpu":
+        assert "conditional(" in compiled
+    expected = (dense @ np.asarray(x)) * (dense @ np.asarray(x))[:, :1]
+    np.testing.assert_allclose(jax.jit(users)(ell, x), expected, atol=1e-11)
+    batch = jnp.stack([x, 2 * x])
+    np.testing.assert_allclose(
+        jax.vmap(users, in_axes=(None, 0))(ell, batch)[1], 4 * expected, atol=4e-11
+    )
+    # Below APART_MIN_ELEMENTS the fusion is left as it is.
+    small = as_ell(_random_sparse(20, 0.3, seed=6))
+    text = jax.jit(users).lower(small, x[:20]).compile().as_text()
+    assert "conditional(" not in text
+
+
 def test_padding_points_at_the_node_itself_with_zero_weight():
     ell = as_ell(_random_sparse(10, 0.3, seed=4))
     pad = np.asarray(ell.values) == 0.0

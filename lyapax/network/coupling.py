@@ -51,6 +51,7 @@ from jaxtyping import Array, Float
 
 from lyapax._engine import _legacy
 from lyapax._engine.validate import float_leaf
+from lyapax._internal.sparse import computed_apart
 
 __all__ = [
     "AbstractCoupling",
@@ -261,6 +262,10 @@ class SigmoidalCoupling(AbstractSummedCoupling):
         return self._out(sums, params)[0]
 
 
+def _sin_cos(theta: Rows) -> tuple[Rows, Rows]:
+    return jnp.sin(theta), jnp.cos(theta)
+
+
 class KuramotoCoupling(AbstractSummedCoupling):
     """``c_i = (G / N) sum_j w_ij sin(theta_j - theta_i + alpha)``, N = node count.
 
@@ -273,8 +278,10 @@ class KuramotoCoupling(AbstractSummedCoupling):
     alpha: Any = _number(0.0)
     G_default: Any = _number(1.0)
 
-    def _trig(self, theta: Rows):
-        sin, cos = jnp.sin(theta), jnp.cos(theta)
+    def _trig(self, theta: Rows, weights: Any):
+        # Apart: fused, sin and cos were evaluated again for every element of
+        # each (n, k) tangent term that reads them.
+        sin, cos = computed_apart(_sin_cos, weights, theta)
         ca, sa = jnp.cos(self.alpha), jnp.sin(self.alpha)
         # sin/cos(theta + alpha) by the addition theorem: no extra transcendentals.
         return sin, cos, sin * ca + cos * sa, cos * ca - sin * sa
@@ -284,7 +291,7 @@ class KuramotoCoupling(AbstractSummedCoupling):
 
     def __call__(self, theta: Rows, weights: Any, params: Any) -> Rows:
         m = theta.shape[0]
-        sin, cos, sin_a, cos_a = self._trig(theta)
+        sin, cos, sin_a, cos_a = self._trig(theta, weights)
         p = weights @ jnp.concatenate([_cols(sin_a), _cols(cos_a)], axis=1)
         ws, wc = p[:, :m].T, p[:, m:].T
         return self._gain(weights, params) * (cos * ws - sin * wc)
@@ -298,7 +305,7 @@ class KuramotoCoupling(AbstractSummedCoupling):
         with an ``(n, n_cvar (2 + 2k))`` block.
         """
         m = theta.shape[0]
-        sin, cos, sin_a, cos_a = self._trig(theta)
+        sin, cos, sin_a, cos_a = self._trig(theta, weights)
         block = [
             _cols(sin_a),
             _cols(cos_a),
