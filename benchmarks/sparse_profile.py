@@ -22,7 +22,7 @@ program doing what the one before it does and more:
 ``sincos`` is apart from the ladder: the stages' 800 evaluations of ``sin`` and
 ``cos`` of n phases alone, the transcendental work a stage cannot avoid.
 Each rung computes sin and cos once per stage (through
-``lyapax._internal.sparse.computed_apart`` when the installed lyapax has it,
+``lyapax._internal.fusion.computed_apart`` when the installed lyapax has it,
 as its Kuramoto coupling then does; fused into the users otherwise, as before).
 Times are the best of ``--repeats`` interleaved warm calls, compilation apart;
 ``process_time`` medians beside them. Run:
@@ -49,6 +49,11 @@ from sparse_bench import problem_for, ring_lattice  # noqa: E402
 from lyapax._engine.benettin import qr_factor  # noqa: E402
 from lyapax._engine.options import Renormalisation  # noqa: E402
 from lyapax._internal import sparse as _sparse  # noqa: E402
+
+try:  # where the installed lyapax keeps it (sparse.py in the first version)
+    from lyapax._internal.fusion import computed_apart as _APART
+except ImportError:
+    _APART = getattr(_sparse, "computed_apart", None)
 from lyapax._internal.sparse import EllWeights, as_ell  # noqa: E402
 
 RUNGS = ("products", "state", "tangent", "qr")
@@ -60,10 +65,9 @@ def _sin_cos(theta):
 
 def _trig(theta, weights):
     """sin, cos of the phases, as the installed lyapax's coupling forms them."""
-    apart = getattr(_sparse, "computed_apart", None)
-    if apart is None:
+    if _APART is None:
         return _sin_cos(theta)
-    return apart(_sin_cos, weights, theta)
+    return _APART(_sin_cos, weights, theta)
 
 
 @partial(jax.jit, static_argnames=("rung", "k", "qr"))
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"n={args.n}  {args.neighbours} edges/node  k={K}  {2 * N_STEPS} stages  "
         f"best of {args.repeats}  load {load0:.1f}-{load1:.1f}  "
-        f"computed_apart={hasattr(_sparse, 'computed_apart')}"
+        f"computed_apart={_APART is not None}"
     )
     print(
         f"{'program':>14} {'best ms':>9} {'cpu med ms':>11} {'step ms':>8} {'share':>6}"

@@ -1,6 +1,15 @@
 """The suite checks the annotations of the public entry points (see
-:mod:`shape_check`)."""
+:mod:`shape_check`), and a run of the whole folder spreads its files over
+worker processes (see :mod:`suite_workers`)."""
 
+import pytest
 import shape_check
+import suite_workers
 
 shape_check.install()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before pytest-xdist's own hook, which turns the count into workers.
+    suite_workers.apply_default_workers(config)

@@ -1,6 +1,9 @@
 """Private helpers that several subpackages share (equinox's ``internal``).
 
 - :mod:`~lyapax._internal.sparse`: sparse weights as a padded neighbour list;
+- :mod:`~lyapax._internal.fusion`: values computed once into memory instead
+  of fused into their users (XLA:CPU; sparse products, phases, FTLE fields,
+  DDE edge sums);
 - :mod:`~lyapax._internal.checks`: weights, coupled rows and network states;
 - :mod:`~lyapax._internal.history`: the delay ring buffer (layout, reads, writes);
 - :mod:`~lyapax._internal.batching`: rows run in chunks, padded and split over

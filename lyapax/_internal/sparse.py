@@ -26,10 +26,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._internal.fusion import computed_apart
+
 __all__ = [
     "EllWeights",
     "as_ell",
-    "computed_apart",
     "ell_from_coo",
     "is_scipy_sparse",
     "values_at_slots",
@@ -37,45 +38,6 @@ __all__ = [
 
 # Widest row unrolled in the product; beyond it a fori_loop over slots.
 _UNROLL = 64
-
-#: Results of fewer elements are left to XLA's fusion by :func:`computed_apart`:
-#: there a recomputation costs less than the conditional (about 0.15 us on CPU).
-APART_MIN_ELEMENTS = 256
-
-
-def computed_apart(fn: Any, key: Any, *args: Any) -> Any:
-    """``fn(*args)``, computed once into memory instead of fused into its users.
-
-    XLA's CPU fusion copies cheap producers into each consumer and evaluates
-    them again for every element the consumer reads: in the compiled Kuramoto
-    step ``sin`` and ``cos`` of the phases (not "expensive" to it) sat in six
-    fusions, broadcast over the tangent columns, about 58 evaluations per node
-    and step where 4 are needed. An expensive producer (a gather) is not fused
-    into a consumer that reads its elements more than once, so when an ELL
-    product's multiply-adds were fused into such a consumer every slot's
-    ``(n, m)`` gather was written to memory and read back: 20 per stage, 6.5x
-    the time of the products themselves at n = 10^4, m = 12
-    (``benchmarks/sparse_profile.py``). A conditional is a fusion
-    boundary: ``fn`` runs in both branches, so its result does not depend on
-    the predicate, which is read from ``key`` (unbatched under ``vmap`` when
-    ``key`` is, so the boundary stays) only to be opaque to the compiler.
-    ``lax.optimization_barrier`` would not do: the CPU pipeline removes it
-    before fusion (as :mod:`lyapax.finite_time._shared` found).
-    CPU only, chosen when the program is lowered: on a GPU a conditional costs
-    a host round trip. Small results (:data:`APART_MIN_ELEMENTS`) skip it.
-    """
-    leaves = jax.tree.leaves(key)
-    out = jax.eval_shape(fn, *args)
-    size = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(out))
-    if not leaves or leaves[0].size == 0 or size < APART_MIN_ELEMENTS:
-        return fn(*args)
-
-    def apart(first: Any, *rest: Any) -> Any:
-        return jax.lax.cond(jnp.ravel(first)[0] == 0, fn, fn, *rest)
-
-    return jax.lax.platform_dependent(
-        leaves[0], *args, cpu=apart, default=lambda _, *rest: fn(*rest)
-    )
 
 
 class EllWeights(eqx.Module):
@@ -108,10 +70,11 @@ class EllWeights(eqx.Module):
 
         Up to ``_UNROLL`` slots are unrolled into ``w`` gathers of whole rows
         and multiply-adds, computed apart from the product's users
-        (:func:`computed_apart`) so that XLA fuses them into one pass; measured
-        faster on a CPU than one ``(n, w, m)`` gather and a reduction (9.8x
-        for 400 products at n = 10^4, m = 12). Wider rows use a ``fori_loop``
-        over slots so that compile time stays bounded.
+        (:func:`~lyapax._internal.fusion.computed_apart`) so that XLA fuses
+        them into one pass; measured faster on a CPU than one ``(n, w, m)``
+        gather and a reduction (9.8x for 400 products at n = 10^4, m = 12).
+        Wider rows use a ``fori_loop`` over slots so that compile time stays
+        bounded.
         """
         vals = self.values.astype(jnp.result_type(self.values, x))
         scale = vals if x.ndim == 1 else vals[..., None]

@@ -18,51 +18,22 @@ Sparse weights (a neighbour list of ``w`` slots per node) use
 :func:`slot_edge_sums`: there the ``n w`` edge slots are fewer than the
 ``H n`` buffer entries, so the terms are formed per slot, once, and the
 tangent sums are written out. In both forms the terms are computed into
-memory first (:func:`materialized`): left to itself, XLA fuses them into
-their consumers and recomputes them there.
+memory first (:func:`~lyapax._internal.fusion.materialized`): left to
+itself, XLA fuses them into their consumers and recomputes them there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from lyapax._internal.fusion import materialized
+
 #: Bytes of gathered edge values reduced at a time (about one L2 cache).
 _BLOCK_BYTES = 2**21
-
-
-def materialized(fn: Callable[..., Any], t: Any, *args: Any) -> Any:
-    """``fn(*args)``, computed once into memory before its consumers run.
-
-    XLA on CPU fuses an elementwise producer into the consumers that read it
-    and then evaluates it once per element they produce: sines of an
-    ``(H, n)`` table read by ``n^2`` edges cost ``n^2`` sines (4x the whole
-    step at n = 500), and per-edge sines read by ``k`` tangent products cost
-    ``k + 1`` times the sines (4x a sparse step at n = 10^4).
-    ``optimization_barrier`` does not stop it, and XLA dissolves a conditional
-    with small branches. The result of a loop is always a buffer: ``fn`` runs
-    in a ``while_loop`` whose trip count, 1, is data XLA cannot fold
-    (``(t >= 0) + (t < 0)``) and whose body depends on its counter, so it can
-    neither unroll the loop nor hoist ``fn`` out of it.
-    """
-    t = jnp.asarray(t)
-    once = (t >= 0).astype(jnp.int32) + (t < 0).astype(jnp.int32)
-    zeros = jax.tree.map(
-        lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fn, *args)
-    )
-
-    def body(carry):
-        # The arguments shifted by 0 * counter: without that the body would be
-        # loop-invariant, hoisted out of the loop and fused again.
-        nudge = carry[0].astype(jnp.result_type(float)) * 0.0
-        moved = jax.tree.map(lambda a: a + nudge.astype(a.dtype), args)
-        return carry[0] + 1, fn(*moved)
-
-    return jax.lax.while_loop(lambda c: c[0] < once, body, (jnp.int32(0), zeros))[1]
 
 
 def source_slopes(

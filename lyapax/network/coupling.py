@@ -51,7 +51,7 @@ from jaxtyping import Array, Float
 
 from lyapax._engine import _legacy
 from lyapax._engine.validate import float_leaf
-from lyapax._internal.sparse import computed_apart
+from lyapax._internal.fusion import computed_apart
 
 __all__ = [
     "AbstractCoupling",
