@@ -92,10 +92,10 @@ def test_large_products_are_computed_apart_from_their_users_on_cpu():
     np.testing.assert_allclose(
         jax.vmap(users, in_axes=(None, 0))(ell, batch)[1], 4 * expected, atol=4e-11
     )
-    # Below APART_MIN_ELEMENTS the fusion is left as it is.
+    # Small products too (a 20-node network's step is 40% faster apart).
     small = as_ell(_random_sparse(20, 0.3, seed=6))
     text = jax.jit(users).lower(small, x[:20]).compile().as_text()
-    assert "conditional(" not in text
+    assert ("conditional(" in text) == (jax.default_backend() == "cpu")
 
 
 def test_padding_points_at_the_node_itself_with_zero_weight():

@@ -30,13 +30,8 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-__all__ = ["APART_MIN_ELEMENTS", "computed_apart", "computed_once", "materialized"]
-
-#: Results of fewer elements are left to XLA's fusion by :func:`computed_apart`:
-#: there a recomputation costs less than the conditional (about 0.15 us on CPU).
-APART_MIN_ELEMENTS = 256
+__all__ = ["computed_apart", "computed_once", "materialized"]
 
 
 def computed_once(fn: Any, pred: Any, *args: Any) -> Any:
@@ -51,15 +46,17 @@ def computed_apart(fn: Any, key: Any, *args: Any) -> Any:
     """``fn(*args)``, through :func:`computed_once` on CPU, as it is elsewhere.
 
     The predicate is read from the first leaf of ``key`` (unbatched under
-    ``vmap`` when ``key`` is, so the boundary stays); with no such leaf, or a
-    result of fewer than :data:`APART_MIN_ELEMENTS` elements, ``fn(*args)``
-    is returned as it is. The platform is chosen when the program is lowered
-    (``lax.platform_dependent``).
+    ``vmap`` when ``key`` is, so the boundary stays); with no such leaf
+    ``fn(*args)`` is returned as it is. The platform is chosen when the
+    program is lowered (``lax.platform_dependent``).
+
+    Small results too: a d = 20 Kuramoto network's 40 phases' sines and
+    cosines, fused, took 60% of its step (7.3 against 4.6 us on CPU with the
+    boundary; the conditional costs about 0.15 us), and a 10-node sparse
+    ring's run 1.3 ms against 0.7 ms.
     """
     leaves = jax.tree.leaves(key)
-    out = jax.eval_shape(fn, *args)
-    size = sum(int(np.prod(leaf.shape)) for leaf in jax.tree.leaves(out))
-    if not leaves or leaves[0].size == 0 or size < APART_MIN_ELEMENTS:
+    if not leaves or leaves[0].size == 0:
         return fn(*args)
 
     def apart(first: Any, *rest: Any) -> Any:

@@ -89,6 +89,15 @@ class ModelSpec:
         self.dfun_str = dict(dfun_str or {})
         self._check_names()
         self._evaluators = self._compile()
+        # Fixed with the evaluators: what was compiled is what compares equal
+        # (and jit hashes it at every call of a program that closes over it).
+        self._key = (
+            self.name,
+            self.state_variables,
+            tuple((p.name, _hashable(p.default)) for p in self.parameters),
+            self.cvar,
+            tuple(sorted(self.dfun_str.items())),
+        )
 
     def _where(self, detail: str = "") -> str:
         return f"ModelSpec {self.name!r}" + (f", {detail}" if detail else "")
@@ -164,19 +173,16 @@ class ModelSpec:
 
     def key(self) -> tuple[Any, ...]:
         """Hashable description: equal specs compile to the same program."""
-        return (
-            self.name,
-            self.state_variables,
-            tuple((p.name, _hashable(p.default)) for p in self.parameters),
-            self.cvar,
-            tuple(sorted(self.dfun_str.items())),
-        )
+        return self._key
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, ModelSpec) and self.key() == other.key()
+        return isinstance(other, ModelSpec) and (
+            self is other or self._key == other._key
+        )
 
     def __hash__(self) -> int:
-        return hash(self.key())
+        # Not cached: string hashes differ between processes (a pickled spec).
+        return hash(self._key)
 
     def __repr__(self) -> str:
         svs = [sv.name for sv in self.state_variables]
