@@ -2,7 +2,8 @@
 
 Lorenz (sigma=10, rho=28, beta=8/3), dt=1e-2, RK4, 50_000 steps, renorm_every=10,
 transient 100 time units, full spectrum (k=3). Everything is measured in this
-one process, side by side; JAX timings end in ``jax.block_until_ready``.
+one process, side by side (best of ``--repeats`` interleaved rounds); JAX
+timings end in ``jax.block_until_ready``.
 
     python benchmarks/lorenz_engine.py [--repeats 5] [--steps 50000] [--quick]
 """
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 
 import jax
@@ -19,6 +19,7 @@ import jax
 jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
+from _timing import best_interleaved  # noqa: E402
 
 from lyapax.core import lyapunov_spectrum, ode_problem  # noqa: E402
 from lyapax.systems import lorenz  # noqa: E402
@@ -72,15 +73,6 @@ def _hand_written(n_steps: int):
     return run
 
 
-def _time(fn, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn())
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
@@ -101,16 +93,24 @@ def main() -> None:
     t0 = time.perf_counter()
     first = jax.block_until_ready(public())
     t_first = time.perf_counter() - t0
-    t_warm = _time(public, args.repeats)
-
-    rhos = iter(jnp.linspace(27.0, 29.0, 10 * args.repeats).tolist())
-    t_rebuilt = _time(lambda: public(next(rhos)), args.repeats)
 
     hand = _hand_written(args.steps)
     t0 = time.perf_counter()
     ref = jax.block_until_ready(hand(x0))
     t_hand_first = time.perf_counter() - t0
-    t_hand = _time(lambda: hand(x0), args.repeats)
+
+    # Interleaved rounds, best of each: load from other processes hits the
+    # three alike (sequential medians swung the ratio from 1.5x to 2.5x).
+    rhos = iter(jnp.linspace(27.0, 29.0, 10 * args.repeats).tolist())
+    bests = best_interleaved(
+        {
+            "warm": public,
+            "rebuilt": lambda: public(next(rhos)),
+            "hand": lambda: hand(x0),
+        },
+        args.repeats,
+    )
+    t_warm, t_rebuilt, t_hand = bests["warm"], bests["rebuilt"], bests["hand"]
 
     report = {
         "steps": args.steps,
