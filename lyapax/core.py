@@ -142,11 +142,11 @@ def lyapunov_spectrum(
         qr: re-orthonormalisation: ``"lapack"`` (``jnp.linalg.qr``),
             ``"householder"`` (reflections in fused ``jax.numpy`` ops; programs
             grow with ``k``) or ``"auto"``: LAPACK for a single run (on CPU
-            the Householder QR for frames with ``d (k - 1) >= 8192`` and
-            ``k <= 16``, whose LAPACK QR OpenBLAS would thread against XLA's
-            own threads), the fused Householder QR of small frames
-            (``k <= 8``, ``d <= 256``) in sweeps, the rule measured fastest
-            on CPU. Results agree to rounding.
+            with OpenBLAS held to one thread while the run's programs
+            execute: its threads would compete with XLA's), the fused
+            Householder QR of small frames (``k <= 8``, ``d <= 256``) in
+            sweeps, the rule measured fastest on CPU. Results agree to
+            rounding.
         static_renorm_every: compile ``renorm_every`` into the program (the
             static fast path). By default every run length is data and one
             program serves any ``n_steps``, ``renorm_every``, ``t_transient``

@@ -8,6 +8,7 @@ reuses compiled programs and can be differentiated with respect to them.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -163,6 +164,41 @@ def kuramoto_model() -> ModelSpec:
     )
 
 
+#: All-to-all weights of at most this many entries are kept (8 MiB in float64).
+_KEPT_WEIGHTS = 1 << 20
+
+
+def _all_to_all(n: int) -> jax.Array:
+    """``ones - eye`` of shape ``(n, n)``, built on the host and moved once
+    (eager ``jnp.ones - jnp.eye`` cost 0.34 ms at N = 20, a quarter of a warm
+    run); small ones are kept, so a problem rebuilt with new numbers reuses
+    them (arrays are immutable)."""
+    dtype = np.dtype(jnp.result_type(float))
+    if n * n > _KEPT_WEIGHTS:
+        return _ones_minus_eye(n, dtype)
+    where = (jax.config.jax_default_device, jax.default_backend())  # type: ignore[attr-defined]
+    return _kept_all_to_all(n, dtype, where)
+
+
+def _ones_minus_eye(n: int, dtype: np.dtype) -> jax.Array:
+    host = np.ones((n, n), dtype=dtype)
+    np.fill_diagonal(host, 0.0)
+    return jnp.asarray(host)
+
+
+@functools.lru_cache(maxsize=4)
+def _kept_all_to_all(n: int, dtype: np.dtype, where: Any) -> jax.Array:
+    del where  # part of the key only: the array lives on that device
+    return _ones_minus_eye(n, dtype)
+
+
+@functools.cache
+def _kuramoto_spec() -> ModelSpec:
+    # One spec for the networks built here: parsing its equation again for
+    # every rebuilt problem cost ~20 us, and equal specs share programs anyway.
+    return kuramoto_model()
+
+
 def kuramoto_network(
     weights: Any,
     omega: Any = 0.0,
@@ -206,12 +242,8 @@ def kuramoto_network(
             2 * weights * weights * itemsize,
             "pass sparse weights (BCOO or scipy.sparse) for large networks",
         )
-        # Built on the host and moved once: eager jnp.ones - jnp.eye cost
-        # 0.34 ms at N = 20 (four dispatches), a quarter of a warm run.
-        host = np.ones((weights, weights), dtype=jnp.result_type(float))
-        np.fill_diagonal(host, 0.0)
-        weights = jnp.asarray(host)
-    model = kuramoto_model()
+        weights = _all_to_all(weights)
+    model = _kuramoto_spec()
     network = Network(weights, model.cvar_indices)
     n = network.n_nodes
     if theta0 is None:

@@ -192,11 +192,9 @@ def test_run_options_are_checked_once_with_named_errors():
     assert (opts.renorm.every, opts.saving.decimate, opts.saving.states) == (10, 5, 1)
     assert opts.renorm.method(batched=False) == "lapack"
     assert opts.renorm.method(batched=True) == "small"
-    # Tall frames on CPU: the jnp Householder QR (OpenBLAS would thread LAPACK's).
-    tall = "householder" if jax.default_backend() == "cpu" else "lapack"
-    assert opts.renorm.method(batched=False, d=1000, k=10) == tall
-    assert opts.renorm.method(batched=False, d=2048, k=5) == tall  # d (k-1) = 8192
-    assert opts.renorm.method(batched=False, d=2000, k=5) == "lapack"
+    # Tall frames too: LAPACK, run with one OpenBLAS thread on CPU.
+    assert opts.renorm.method(batched=False, d=1000, k=10) == "lapack"
+    assert opts.renorm.method(batched=False, d=2048, k=5) == "lapack"
     assert opts.renorm.method(batched=False, d=40, k=40) == "lapack"
     assert opts.renorm.method(batched=False, d=10_000, k=17) == "lapack"
     assert opts.renorm.method(batched=True, d=1000, k=10) == "small"
@@ -236,17 +234,52 @@ def test_a_vmapped_call_over_numbers_inside_the_step():
 
 
 @pytest.mark.slow  # long; the functions it calls keep quick plain tests
-def test_tall_frame_auto_qr_agrees_with_lapack():
-    # d (k - 1) = 8192: "auto" runs the Householder QR on CPU; same numbers
-    # to rounding as LAPACK's, and the same CLVs.
+def test_tall_frame_householder_qr_agrees_with_lapack():
+    # A tall frame (d (k - 1) = 8192): the Householder QR gives the same
+    # numbers to rounding as LAPACK's ("auto"), and the same CLVs.
     problem = ode_problem(lorenz96(), 8.0 + 0.01 * jnp.sin(jnp.arange(2048.0)), 0.01)
-    auto = lyapunov_spectrum(problem, 20, k=5, t_transient=0.05)
-    lapack = lyapunov_spectrum(problem, 20, k=5, t_transient=0.05, qr="lapack")
+    auto = lyapunov_spectrum(problem, 20, k=5, t_transient=0.05, qr="householder")
+    lapack = lyapunov_spectrum(problem, 20, k=5, t_transient=0.05)
     np.testing.assert_allclose(auto.exponents, lapack.exponents, rtol=0, atol=1e-10)
     np.testing.assert_allclose(auto.history, lapack.history, rtol=0, atol=1e-10)
-    clv_auto = covariant_vectors(problem, 20, k=5, t_backward=0.05)
-    clv_lapack = covariant_vectors(problem, 20, k=5, t_backward=0.05, qr="lapack")
+    clv_auto = covariant_vectors(problem, 20, k=5, t_backward=0.05, qr="householder")
+    clv_lapack = covariant_vectors(problem, 20, k=5, t_backward=0.05)
     np.testing.assert_allclose(clv_auto.vectors, clv_lapack.vectors, atol=1e-10)
     np.testing.assert_allclose(
         clv_auto.exponents, clv_lapack.exponents, rtol=0, atol=1e-10
     )
+
+
+def test_runs_hold_openblas_to_one_thread_and_restore_it():
+    # The engine's single runs on CPU set every loaded OpenBLAS to one thread
+    # while their programs execute (its threads compete with XLA's), and put
+    # the previous count back after; nested uses restore once, at the end.
+    from lyapax._engine import blas_threads
+
+    problem = ode_problem(lorenz(), X0, 0.01)
+    lyapunov_spectrum(problem, 20, k=2)  # LAPACK is loaded by now
+    controls = blas_threads.blas_thread_controls()
+    if not controls:
+        pytest.skip("no OpenBLAS loaded in this process (not Linux, or MKL)")
+    seen = []
+    before = [get() for _, get in controls]
+    with blas_threads.one_blas_thread():
+        with blas_threads.one_blas_thread():
+            seen.append([get() for _, get in controls])
+        seen.append([get() for _, get in controls])
+    assert seen == [[1] * len(controls)] * 2
+    assert [get() for _, get in controls] == before
+    with blas_threads.one_blas_thread(False):
+        assert [get() for _, get in controls] == before
+    # Inside a run: the step reads the count when the program is traced.
+    counts = []
+
+    def step(x):
+        counts.append([get() for _, get in controls])
+        return 0.5 * x
+
+    lyapunov_spectrum(step, jnp.ones(3), 1.0, 10)
+    assert counts and counts[-1] == [1] * len(controls)
+    assert [get() for _, get in controls] == before
+    assert not blas_threads.on_cpu(1.0)
+    assert blas_threads.on_cpu(jnp.ones(2)) == (jax.default_backend() == "cpu")

@@ -20,15 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-import jax
 import numpy as np
 
 from lyapax._engine import progress, validate
 
 __all__ = [
-    "HOUSEHOLDER_MAX_K",
     "QR_METHODS",
-    "THREADED_QR_SIZE",
     "Renormalisation",
     "RunOptions",
     "Saving",
@@ -51,37 +48,13 @@ class Renormalisation(NamedTuple):
     ) -> str:
         """The kernel's QR method for a ``(d, k)`` frame: ``"auto"`` is the
         fused Householder QR of small frames (``"small"``) for the vmapped rows
-        of a sweep; for a single run LAPACK, except on CPU for frames large
-        enough that OpenBLAS threads its QR (see :data:`THREADED_QR_SIZE`),
-        which get the Householder QR written in ``jax.numpy``."""
+        of a sweep, and LAPACK for a single run (run with one OpenBLAS thread
+        on CPU: :mod:`lyapax._internal.blas_threads`). ``d`` and ``k`` are
+        accepted for rules that depend on the frame; none does now."""
+        del d, k
         if self.qr != "auto":
             return self.qr
-        if batched:
-            return "small"
-        if _openblas_threads_qr(d, k):
-            return "householder"
-        return "lapack"
-
-
-#: ``d * (k - 1)`` from which OpenBLAS runs the rank-one updates of its
-#: unblocked QR (``dger``, threaded from ``m n > 9216``) on several threads.
-#: Inside an XLA program those threads compete with XLA's own thread pool:
-#: measured on a 2-core CPU, a (1000, 10) LAPACK QR took 57 us alone and
-#: 15 ms when another process kept one core busy (a CLV run of 200 steps went
-#: from 0.7 s to 4.5 s); the ``jax.numpy`` Householder QR takes 0.2 ms however
-#: busy the machine is.
-THREADED_QR_SIZE = 8192
-#: Largest ``k`` given the Householder QR on that ground: its ``k``
-#: reflections are unrolled into the program.
-HOUSEHOLDER_MAX_K = 16
-
-
-def _openblas_threads_qr(d: int | None, k: int | None) -> bool:
-    if d is None or k is None or k > HOUSEHOLDER_MAX_K:
-        return False
-    if d * (k - 1) < THREADED_QR_SIZE:
-        return False
-    return jax.default_backend() == "cpu"
+        return "small" if batched else "lapack"
 
 
 class Saving(NamedTuple):
