@@ -60,12 +60,13 @@ def blas_thread_controls() -> list[tuple[Any, Any]]:
     at the first :data:`_SCANS` calls, then kept)."""
     if _state["scans"] >= _SCANS:
         return _state["controls"]
-    controls = []
+    controls: list[tuple[Any, Any]] = []
     for path in _loaded_openblas():
         if path not in _opened:
             _opened[path] = _open(path)
-        if _opened[path] is not None:
-            controls.append(_opened[path])
+        control = _opened[path]
+        if control is not None:
+            controls.append(control)
     _state["scans"] += 1
     _state["controls"] = controls
     return controls
