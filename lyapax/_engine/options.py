@@ -49,7 +49,7 @@ class Renormalisation(NamedTuple):
         """The kernel's QR method for a ``(d, k)`` frame: ``"auto"`` is the
         fused Householder QR of small frames (``"small"``) for the vmapped rows
         of a sweep, and LAPACK for a single run (run with one OpenBLAS thread
-        on CPU: :mod:`lyapax._internal.blas_threads`). ``d`` and ``k`` are
+        on CPU: :mod:`lyapax._engine.blas_threads`). ``d`` and ``k`` are
         accepted for rules that depend on the frame; none does now."""
         del d, k
         if self.qr != "auto":
