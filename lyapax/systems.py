@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine.benettin import placement
 from lyapax._engine.problem import ODEProblem
 from lyapax._engine.tree import Bound
 from lyapax._engine.validate import float_params
@@ -176,8 +177,7 @@ def _all_to_all(n: int) -> jax.Array:
     dtype = np.dtype(jnp.result_type(float))
     if n * n > _KEPT_WEIGHTS:
         return _ones_minus_eye(n, dtype)
-    where = (jax.config.jax_default_device, jax.default_backend())  # type: ignore[attr-defined]
-    return _kept_all_to_all(n, dtype, where)
+    return _kept_all_to_all(n, dtype, placement())
 
 
 def _ones_minus_eye(n: int, dtype: np.dtype) -> jax.Array:

@@ -41,6 +41,7 @@ __all__ = [
     "capacity",
     "fresh_frame",
     "initial_frame",
+    "placement",
     "qr_factor",
     "run_benettin",
     "tangent_step",
@@ -276,9 +277,14 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
         # Under a caller's trace the frame is a tracer: keeping it would leak.
         and not under_transformation()
     ):
-        where = (jax.config.jax_default_device, jax.default_backend())  # type: ignore[attr-defined]
-        return _memo_frame(int(seed), d, k, np.dtype(dtype), where)
+        return _memo_frame(int(seed), d, k, np.dtype(dtype), placement())
     return initial_frame(seed, d=d, k=k, dtype=dtype)
+
+
+def placement() -> tuple[Any, str]:
+    """Where a new array lands (the default device and backend): part of the
+    key of every memo of arrays, which live on one device."""
+    return (jax.config.jax_default_device, jax.default_backend())  # type: ignore[attr-defined]
 
 
 @lru_cache(maxsize=16)
