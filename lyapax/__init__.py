@@ -32,6 +32,14 @@ from lyapax.dde import (
     lyapunov_spectrum_dde,
     network_dde_problem,
 )
+from lyapax.driven import (
+    DrivenProblem,
+    RandomProblem,
+    SDEProblem,
+    driven_problem,
+    random_problem,
+    sde_problem,
+)
 from lyapax.finite_time import (
     FiniteTimeResult,
     FTLEField,
@@ -145,4 +153,11 @@ __all__ = [
     "lyapunov_kantz",
     "lyapunov_rosenstein",
     "zero_one_test",
+    # driven and random systems
+    "DrivenProblem",
+    "RandomProblem",
+    "SDEProblem",
+    "driven_problem",
+    "random_problem",
+    "sde_problem",
 ]

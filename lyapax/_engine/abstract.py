@@ -170,6 +170,9 @@ class EngineView(NamedTuple):
             raises ``ValueError`` for a checkpoint of another problem.
         checkpoint_type: the checkpoint class a resumed run must receive, or
             None to accept anything with the checkpoint's fields.
+        check_steps: ``check_steps(n)`` raises ``ValueError`` unless the
+            problem can run steps ``0 .. n - 1`` of the global step counter
+            (a driven problem's inputs are finite); None: no limit.
     """
 
     step: AbstractStep
@@ -180,6 +183,7 @@ class EngineView(NamedTuple):
     checkpoint: Callable[..., Any]
     resume_point: Callable[[Any], tuple[Float[Array, " d"], Any]]
     checkpoint_type: type | None = None
+    check_steps: Callable[[int], None] | None = None
 
 
 class AbstractProblem(abc.ABC):

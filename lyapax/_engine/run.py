@@ -278,6 +278,14 @@ def setup_run(
         min_transient_steps=min_transient_steps,
         stacklevel=stacklevel + 1,
     )
+    if view is not None and view.check_steps is not None:
+        # The global index after the run's last step: a resumed run goes on
+        # from its checkpoint's counter.
+        first = getattr(options.resume, "step", None)
+        traced = first is None or validate.is_traced(first)
+        first = 0 if traced else int(np.max(np.asarray(first)))
+        blocks = args.n_blocks + args.n_transient_blocks
+        view.check_steps(first + blocks * args.renorm_every)
     return RunSetup(args, options.renorm.method(batched=batched, d=d, k=args.k))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, NamedTuple
 
+import jax
 import numpy as np
 
 from lyapax._engine import validate
@@ -14,6 +15,13 @@ from lyapax.sweep._rows import Probe, StepRows, builder_for, probe
 #: Saved trajectories larger than this many bytes (on the device per call, or
 #: on the host in total) trigger a ``UserWarning`` before they are allocated.
 TRAJECTORY_WARN_BYTES = 2**30
+
+
+def _key_data(leaf: Any) -> Any:
+    dtype = getattr(leaf, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return jax.random.key_data(leaf)
+    return leaf
 
 
 class Setup(NamedTuple):
@@ -32,6 +40,9 @@ def setup(step_fn, state0, params_batch, dt, state0_batch, seed, plan_args):
             "sweeps are eager entry points (they jit and shard internally); call "
             "them outside jax.jit/vmap, or vmap lyapunov_spectrum yourself"
         )
+    # Typed PRNG keys (a batch of realisations) travel as their raw data: the
+    # batch is sliced and padded with NumPy, which cannot hold key arrays.
+    params_batch = jax.tree.map(_key_data, params_batch)
     n, _ = batching.batch_size_of(params_batch, state0_batch, seed)
     builder = builder_for(step_fn, params_batch is not None, state0_batch is not None)
     if isinstance(builder, StepRows):
