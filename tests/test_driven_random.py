@@ -344,7 +344,8 @@ def test_additive_noise_linear(scheme, noise):
     np.testing.assert_allclose(result.exponents, re, atol=4 * dt**order * 4)
 
 
-def test_sde_grad_reaches_diffusion_params():
+@pytest.mark.slow  # a traced run's compile; test_grad_of_every_exponent_is_one_over_g
+def test_sde_grad_reaches_diffusion_params():  # is the plain run's closed-over grad
     """d/ds of the GBM exponent along a path: replayed, by finite differences
     of the exact sample-path formula."""
     key = jax.random.PRNGKey(4)
