@@ -89,19 +89,19 @@ for a, lam in curves.items():
     where = f"g = {above[0]:.2f}" if above.size else "none in range"
     print(f"input amplitude {a}: first gain with lambda_1 > 0: {where}")
 
-# One gain, checked against a single run of the same problem.
+# A sweep row is the single run of the same problem: at the smallest gain
+# (contracting) they agree to rounding; in the chaotic range rounding
+# differences between the batched and the single program grow like
+# exp(lambda_1 n), and only the statistics agree.
 single = lyapunov_spectrum(
-    driven_problem(RNN(jnp.asarray(gains[-1]), W, w_in), h0, amplitudes[1] * noise),
+    driven_problem(RNN(jnp.asarray(gains[0]), W, w_in), h0, amplitudes[1] * noise),
     n_steps,
     k=k,
     renorm_every=10,
     t_transient=float(transient),
 )
-print(
-    "largest gain, amplitude 0.5, single run vs sweep row:",
-    np.round(np.asarray(single.exponents)[:3], 4),
-    np.round(curves[amplitudes[1]][-1, :3], 4),
-)
+gap = np.max(np.abs(np.asarray(single.exponents) - curves[amplitudes[1]][0]))
+print(f"smallest gain: single run vs sweep row, max difference {gap:.1e}")
 
 # %%
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4), constrained_layout=True)
