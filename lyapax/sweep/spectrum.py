@@ -77,6 +77,10 @@ def sweep_lyapunov_spectrum(
               defaults to the state size, with a warning; one history length
               of transient is always run first) and each row's checkpoint is
               a ``DDECheckpoint``;
+            * a driven, random or SDE problem (``driven_problem``,
+              ``random_problem``, ``sde_problem``): rows of ``params_batch``
+              are input sequences (the structure of its ``inputs``) or PRNG
+              keys (``jax.random.split(key, n)``): many realisations at once;
             * :func:`problem_family` ``(make_problem)``: rows are
               ``make_problem(params_row)``, for parameters inside a problem.
 
