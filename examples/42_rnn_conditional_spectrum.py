@@ -40,8 +40,8 @@ from lyapax import sweep_lyapunov_spectrum as sweep
 
 args = example_args("conditional spectrum of a driven RNN", "42_rnn_spectrum.png")
 n_units, k = 64, 8
-n_steps, transient = (2_000, 500) if args.quick else (20_000, 2_000)
-gains = np.linspace(0.4, 3.0, 14 if args.quick else 40)
+n_steps, transient = (1_500, 300) if args.quick else (20_000, 2_000)
+gains = np.linspace(0.4, 3.0, 12 if args.quick else 40)
 amplitudes = (0.0, 0.5, 1.5)
 
 rng = np.random.default_rng(0)
