@@ -26,7 +26,10 @@ Objective = Callable[[jax.Array, Any], jax.Array]
 
 
 def augmented_step(
-    rhs: Rhs, objective: Objective, unravel: Callable[[jax.Array], Any], dt: Any,
+    rhs: Rhs,
+    objective: Objective,
+    unravel: Callable[[jax.Array], Any],
+    dt: Any,
     integrator: Any,
 ) -> Callable[[jax.Array, jax.Array], tuple[jax.Array, jax.Array]]:
     """``(u (d,), p (P,)) -> (u_next, integral of the objective over the step)``.
@@ -83,7 +86,9 @@ def trajectory_pass(
             y1, dq = step(y, p)
             return (y1, q + dq), None
 
-        (x1, q), _ = jax.lax.scan(one, (x, jnp.zeros((), x.dtype)), length=segment_steps)
+        (x1, q), _ = jax.lax.scan(
+            one, (x, jnp.zeros((), x.dtype)), length=segment_steps
+        )
         return x1, (x1, q)
 
     _, (ends, integrals) = jax.lax.scan(segment, u, length=n_segments)
@@ -111,7 +116,9 @@ def flow_projections(traj: Trajectory, segment_time: Any) -> jax.Array:
     t = jnp.linspace(0.0, 1.0, speeds.shape[0])
     logs = jnp.log(jnp.maximum(speeds, jnp.finfo(speeds.dtype).tiny))
     tc = t - jnp.mean(t)
-    trend = jnp.sum(tc * (logs - jnp.mean(logs))) / jnp.maximum(jnp.sum(tc * tc), 1e-300)
+    trend = jnp.sum(tc * (logs - jnp.mean(logs))) / jnp.maximum(
+        jnp.sum(tc * tc), 1e-300
+    )
     return moving & (trend > -5.0)
 
 
@@ -141,7 +148,12 @@ def _boundary(
     frame = frame - f[:, None] * xi[None, :]
     w, v = frame[:, :m], frame[:, m:]
     if m == 0:
-        return v, xi, jnp.zeros((0, 0), frame.dtype), jnp.zeros((0, v.shape[1]), frame.dtype)
+        return (
+            v,
+            xi,
+            jnp.zeros((0, 0), frame.dtype),
+            jnp.zeros((0, v.shape[1]), frame.dtype),
+        )
     q, r = thin_qr(w)
     b = q.T @ v
     return jnp.concatenate([q, v - q @ b], axis=1), xi, r, b
@@ -177,8 +189,12 @@ def tangent_pass(
     stride = quadrature_stride(segment_steps)
     n_samples = segment_steps // stride
 
-    def advance(u: jax.Array, frame: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
-        def one(col: jax.Array, dcol: jax.Array) -> tuple[jax.Array, ...]:
+    def advance(
+        u: jax.Array, frame: jax.Array
+    ) -> tuple[jax.Array, jax.Array, jax.Array]:
+        def one(
+            col: jax.Array, dcol: jax.Array
+        ) -> tuple[jax.Array, jax.Array, jax.Array]:
             (u1, _), (du, dq) = jax.jvp(step, (u, p), (col, dcol))
             return u1, du, dq
 

@@ -68,7 +68,12 @@ class ShadowingResult(eqx.Module):
 @partial(
     jax.jit,
     static_argnames=(
-        "rhs", "objective", "integrator", "m", "n_segments", "segment_steps",
+        "rhs",
+        "objective",
+        "integrator",
+        "m",
+        "n_segments",
+        "segment_steps",
     ),
 )
 def _run(
@@ -108,9 +113,7 @@ def _run(
     return average, gradient, stderr, exponents, jnp.any(project[1:-1])
 
 
-def _check_functions(
-    rhs: Any, objective: Any, state0: jax.Array, params: Any
-) -> None:
+def _check_functions(rhs: Any, objective: Any, state0: jax.Array, params: Any) -> None:
     """Call-time checks of ``rhs`` and ``objective`` on abstract values."""
     for name, fn in (("rhs", rhs), ("objective", objective)):
         if not callable(fn):
@@ -242,18 +245,30 @@ def shadowing_sensitivity(
                 "jax.jit/jax.vmap/jax.grad pass n_unstable=<int>"
             )
         n_unstable, spectrum = _unstable_from_spectrum(
-            rhs, state, unravel(flat), dt, n_segments, segment_steps, t_transient,
+            rhs,
+            state,
+            unravel(flat),
+            dt,
+            n_segments,
+            segment_steps,
+            t_transient,
             integrator,
         )
     m = validate.as_int("n_unstable", n_unstable, minimum=0)
     if m > d:
-        raise ValueError(
-            f"n_unstable must be at most the state dimension {d}; got {m}"
-        )
+        raise ValueError(f"n_unstable must be at most the state dimension {d}; got {m}")
     n_transient = jnp.round(jnp.asarray(t_transient) / dt).astype(jnp.int32)
     average, grad, err, exponents, neutral = _run(
-        state, unravel(flat), dt, n_transient, rhs=rhs, objective=objective,
-        integrator=integrator, m=m, n_segments=n_segments, segment_steps=segment_steps,
+        state,
+        unravel(flat),
+        dt,
+        n_transient,
+        rhs=rhs,
+        objective=objective,
+        integrator=integrator,
+        m=m,
+        n_segments=n_segments,
+        segment_steps=segment_steps,
     )
     return ShadowingResult(
         average=average,
@@ -264,7 +279,9 @@ def shadowing_sensitivity(
         flow_direction=neutral,
         n_unstable=m,
         n_segments=n_segments,
-        segment_time=float(segment_steps * dt) if not validate.is_traced(dt) else math.nan,
+        segment_time=float(segment_steps * dt)
+        if not validate.is_traced(dt)
+        else math.nan,
     )
 
 
@@ -281,13 +298,23 @@ def _transient_time(t_transient: Any) -> Any:
 
 
 def _unstable_from_spectrum(
-    rhs: Callable[..., Any], state: jax.Array, params: Any, dt: Any, n_segments: int,
-    segment_steps: int, t_transient: Any, integrator: Any,
+    rhs: Callable[..., Any],
+    state: jax.Array,
+    params: Any,
+    dt: Any,
+    n_segments: int,
+    segment_steps: int,
+    t_transient: Any,
+    integrator: Any,
 ) -> tuple[int, jax.Array]:
     """``n_unstable`` from a full spectrum over the run's window."""
-    problem = ode_problem(lambda x: rhs(x, params), state, dt, integrator)
+    # ODEProblem is an AbstractProblem at run time; its declared base is not
+    # visible to mypy through the engine's re-export.
+    problem: Any = ode_problem(lambda x: rhs(x, params), state, dt, integrator)
     res = lyapunov_spectrum(
-        problem, n_steps=n_segments * segment_steps, renorm_every=segment_steps,
+        problem,
+        n_steps=n_segments * segment_steps,
+        renorm_every=segment_steps,
         t_transient=float(t_transient),
     )
     spectrum = np.asarray(res.exponents)
