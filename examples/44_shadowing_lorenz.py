@@ -12,9 +12,10 @@ respect to ``rho`` is bounded and converges as the run grows.
 Here ``d<z>/drho`` over ``rho`` in [20, 40], every ``rho`` a row of one
 ``jax.vmap``-ed call, with its batch-means error bar, beside central finite
 differences of long-time averages of ``z`` (several orbits per ``rho``). Below
-``rho`` about 24 the orbit settles on a fixed point with ``z* = rho - 1``, so
-the derivative is exactly 1; above, the attractor is chaotic and published
-shadowing gives about 1.01 at ``rho = 28``.
+``rho`` about 24.7 the orbit eventually settles on a fixed point with
+``z* = rho - 1`` (derivative exactly 1), after a chaotic transient that can
+outlast a short run (then the error bar is wide); above, the attractor is
+chaotic and published shadowing gives about 1.01 at ``rho = 28``.
 
 Run ``python examples/44_shadowing_lorenz.py`` (``--quick`` for short runs,
 ``--out FILE`` for the figure's path).
