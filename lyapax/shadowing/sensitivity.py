@@ -222,7 +222,10 @@ def shadowing_sensitivity(
     projected out of the tangents at each segment boundary and its removed
     component enters as a time dilation (Ni & Wang 2017, section 3.3); an
     orbit that settles on an equilibrium has no neutral direction and is left
-    unprojected. ``stderr`` is the batch-means error over the segments' shares
+    unprojected. ``n_segments``, ``segment_steps``, ``n_unstable``, the
+    functions and the integrator are compiled in; new numbers (``params``,
+    ``state0``, ``dt``, ``t_transient``) reuse the program. ``stderr`` is the
+    batch-means error over the segments' shares
     of the gradient (the square-root rule of :mod:`lyapax._engine.stats`); it
     measures statistical scatter, not the ``O(1/T)`` bias of a finite window.
     """
