@@ -71,6 +71,7 @@ from lyapax.network import (
     network_step,
     network_step_parametrized,
 )
+from lyapax.shadowing import ShadowingResult, shadowing_sensitivity
 from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
 from lyapax.utils import simulate_trajectory
 
@@ -145,4 +146,7 @@ __all__ = [
     "lyapunov_kantz",
     "lyapunov_rosenstein",
     "zero_one_test",
+    # derivatives of long-time averages (least-squares shadowing)
+    "ShadowingResult",
+    "shadowing_sensitivity",
 ]

@@ -26,6 +26,7 @@ PUBLIC_MODULES = [
     "lyapax.distributed",
     "lyapax.hamiltonian",
     "lyapax.pde",
+    "lyapax.shadowing",
 ]
 
 

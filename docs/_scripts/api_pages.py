@@ -33,6 +33,7 @@ PUBLIC_MODULES = (
     "lyapax.utils",
     "lyapax.distributed",
     "lyapax.pde",
+    "lyapax.shadowing",
 )
 
 
