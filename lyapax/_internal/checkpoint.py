@@ -5,7 +5,7 @@ allow_pickle=False)`` reads it without lyapax). Every file holds a header:
 
 - ``format`` = ``"lyapax-checkpoint"``, ``format_version`` (int,
   :data:`FORMAT_VERSION`), ``lyapax_version`` (str), ``kind`` (what wrote it:
-  ``"run_until_converged"`` or ``"sweep_chunk"``);
+  ``"run_until_converged"``, ``"run_history_segment"`` or ``"sweep_chunk"``);
 - ``structure``: SHA-256 of the problem's computation (the jaxpr of its step
   or of the sweep's program: operations, shapes, dtypes, constants written
   into the code), ``values``: SHA-256 of its numbers (parameters, initial
