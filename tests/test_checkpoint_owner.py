@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from test_checkpoint import (
@@ -44,6 +45,7 @@ def reference_all():
 OWNER = """
 import sys, time
 import jax
+import jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 from lyapax.converge import run_until_converged
@@ -253,6 +255,7 @@ def test_bad_history_and_lock_wait_are_clear_errors():
 KILLED = """
 import os, random, sys, time
 import jax
+import jax.numpy as jnp
 jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 from lyapax._internal import checkpoint
@@ -303,3 +306,40 @@ def test_twenty_sigkills_during_saves_then_the_run_equals_an_uninterrupted_one(
     out = run_until_converged(HENON, X0, 1.0, checkpoint=path, **run)
     assert_same_run(out, ref)
     assert lyapax.__version__  # the files were of this version throughout
+
+
+def test_a_sweep_folder_has_one_owner(tmp_path):
+    from test_checkpoint import SWEEP, A, henon_rows
+
+    from lyapax.sweep import sweep_lyapunov_spectrum
+
+    folder = tmp_path / "sweep"
+    folder.mkdir()
+    with lock.hold(folder / ".lock", folder):  # another sweep is running
+        with pytest.raises(CheckpointLocked, match=f"{str(folder)!r} is in use"):
+            sweep_lyapunov_spectrum(henon_rows, X0, A, checkpoint=folder, **SWEEP)
+    assert sorted(p.name for p in folder.iterdir()) == [".lock"]  # no work done
+
+
+def test_a_delay_run_resumes_from_its_checkpoint_under_the_same_rules(tmp_path):
+    from lyapax.dde import dde_problem, lyapunov_spectrum_dde
+    from lyapax.systems import mackey_glass
+
+    problem = dde_problem(mackey_glass(), jnp.array([1.1]), tau=17.0, dt=0.5)
+    run = dict(
+        tol=1e-12, max_steps=600, chunk_steps=200, renorm_every=4, k=2,
+        spectrum_fn=lyapunov_spectrum_dde,
+    )  # fmt: skip
+    ref = run_until_converged(problem, **run)
+    path = tmp_path / "mg.npz"
+
+    def interrupt(info):
+        if info.chunk == 0:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_until_converged(problem, checkpoint=path, callback=interrupt, **run)
+    with lock.hold(tmp_path / "mg.npz.lock", path):
+        with pytest.raises(CheckpointLocked):
+            run_until_converged(problem, checkpoint=path, **run)
+    assert_same_run(run_until_converged(problem, checkpoint=path, **run), ref)
