@@ -540,7 +540,28 @@ class _RunFile:
 
     def save(self, state: _Chunks) -> None:
         """Write the chunks not yet saved as history segments (``"all"``), then
-        the bounded checkpoint, which names how many segments are valid."""
+        the bounded checkpoint, which names how many segments are valid.
+
+        Raises:
+            OSError: a write failed; the message says up to which step the
+                checkpoint on disk (unchanged) holds the run.
+        """
+        try:
+            self._write(state)
+        except OSError as e:
+            kept = (
+                f"{str(self.path)!r} still holds the run's first {self.saved} "
+                "steps, and the same call continues from there"
+                if self.saved
+                else "no checkpoint was kept"
+            )
+            raise OSError(
+                e.errno,
+                f"{e.strerror}; the run stopped after {state.done} steps: {kept}",
+            ) from e
+        self.saved = state.done
+
+    def _write(self, state: _Chunks) -> None:
         assert state.last is not None and state.summary is not None
         if state.pieces is not None:
             self.segments.mkdir(exist_ok=True)
@@ -554,7 +575,7 @@ class _RunFile:
                     self.identity,
                     arrays,
                 )
-            state.saved_segments = len(state.pieces)
+                state.saved_segments = index + 1
         arrays = {
             "n_steps": np.int64(state.done),
             "n_chunks": np.int64(state.n_chunks),
@@ -569,27 +590,9 @@ class _RunFile:
         for name, value in state.last.checkpoint._asdict().items():
             if value is not None:
                 arrays[f"checkpoint.{name}"] = np.asarray(value)
-        try:
-            ckpt_file.write(
-                self.path,
-                self.KIND,
-                __version__,
-                self.identity,
-                arrays,
-                keep_previous=True,
-            )
-        except OSError as e:
-            kept = (
-                f"it still holds the run's first {self.saved} steps, and the same "
-                "call continues from there"
-                if self.saved
-                else "no checkpoint was kept"
-            )
-            raise OSError(
-                e.errno,
-                f"{e.strerror}; the run stopped after {state.done} steps: {kept}",
-            ) from e
-        self.saved = state.done
+        ckpt_file.write(
+            self.path, self.KIND, __version__, self.identity, arrays, keep_previous=True
+        )
 
     def load(self) -> _Chunks:
         state = self._load()

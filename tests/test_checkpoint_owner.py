@@ -1,6 +1,7 @@
 """Checkpoints at scale: one owner per checkpoint (lock, temporary files),
 the full history on disk, older formats migrated, kills during saves."""
 
+import errno
 import os
 import random
 import signal
@@ -343,3 +344,31 @@ def test_a_delay_run_resumes_from_its_checkpoint_under_the_same_rules(tmp_path):
         with pytest.raises(CheckpointLocked):
             run_until_converged(problem, checkpoint=path, **run)
     assert_same_run(run_until_converged(problem, checkpoint=path, **run), ref)
+
+
+def test_a_full_disk_during_a_history_segment_keeps_the_checkpoint_valid(
+    tmp_path, monkeypatch, reference_all
+):
+    path = tmp_path / "run.npz"
+    run_until_converged(HENON, X0, 1.0, checkpoint=path, **{**ALL, "max_steps": 800})
+    good = path.read_bytes()
+    real = ckpt_file.np.savez
+
+    def disk_full(f, **arrays):
+        if "index" in arrays:  # a segment: half written, then the disk is full
+            real(f, **{k: arrays[k] for k in list(arrays)[:3]})
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(f, **arrays)
+
+    monkeypatch.setattr(ckpt_file.np, "savez", disk_full)
+    with pytest.raises(OSError, match="No space left on device") as info:
+        run_until_converged(HENON, X0, 1.0, checkpoint=path, **ALL)
+    assert info.value.errno == errno.ENOSPC
+    assert f"{str(path)!r} still holds the run's first 800 steps" in str(info.value)
+    assert path.read_bytes() == good
+    segments = sorted(p.name for p in (tmp_path / "run.npz.history").iterdir())
+    assert segments == ["segment-000000.npz", "segment-000001.npz"]
+    monkeypatch.undo()
+    assert_same_run(
+        run_until_converged(HENON, X0, 1.0, checkpoint=path, **ALL), reference_all
+    )
