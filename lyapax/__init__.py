@@ -5,6 +5,7 @@ from lyapax.__version__ import __version__
 from lyapax.checks import Check, InvariantReport, check_invariants
 from lyapax.converge import (
     CheckpointError,
+    CheckpointLocked,
     ConvergedRun,
     ConvergenceProgress,
     run_until_converged,
@@ -115,6 +116,7 @@ __all__ = [
     "ftle_field",
     # sweeps and convergence
     "CheckpointError",
+    "CheckpointLocked",
     "ConvergedRun",
     "ConvergenceProgress",
     "problem_family",
