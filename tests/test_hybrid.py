@@ -125,6 +125,7 @@ def test_crossing_time_is_located_to_rounding():
     assert abs(float(t_loc) - t_star) < 2e-6  # RK4's own error
 
 
+@pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
 def test_event_free_limit_equals_ode_problem_bit_for_bit():
     def lorenz(x):
         return jnp.stack(
@@ -164,6 +165,7 @@ def switching_focus(a1, w1, a2, w2):
     )
 
 
+@pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
 def test_switching_focus_exponents_from_the_exact_half_turns():
     """Closed form. In each half-plane the flow is ``e^{-a_i t} R(w_i t)``:
     a half-turn takes ``pi / w_i`` and maps ``x -> -e^{-a_i pi / w_i} x``.
@@ -187,6 +189,7 @@ def test_switching_focus_exponents_from_the_exact_half_turns():
     np.testing.assert_allclose(np.sum(res.exponents), 2 * lam, atol=bound)
 
 
+@pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
 def test_engine_entry_points_accept_the_problem(impact_runs):
     prob = impact_problem(0.8)
     res = impact_runs[(0.8, True)]
@@ -210,6 +213,7 @@ def test_engine_entry_points_accept_the_problem(impact_runs):
     np.testing.assert_allclose(swept.exponents[1], np.log(0.8) / np.pi, atol=0.02)
 
 
+@pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
 def test_zeno_accumulation_is_reported():
     """A ball under gravity on a floor, restitution 0.5: bounces shrink
     geometrically and accumulate in finite time."""
