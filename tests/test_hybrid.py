@@ -253,3 +253,19 @@ def test_bad_input_names_the_argument():
         lyapax.sweep_lyapunov_spectrum(
             impact_problem(0.5), None, {"a": np.ones(2)}, None, 10
         )
+
+
+@pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
+def test_exponents_differentiate_through_the_restitution():
+    """``d/dr (N ln r / T) = N / (r T)``: a derivative of the exponents that
+    passes through the located impacts, the reset and the saltation matrix
+    (forward mode; second derivatives of the step)."""
+    T = 2000 * DT
+    n = impacts_until(T)
+
+    def exponents(r):
+        return lyapunov_spectrum(impact_problem(r), 2000).exponents
+
+    r = 0.7
+    d = jax.jacfwd(exponents)(jnp.asarray(r))
+    np.testing.assert_allclose(d, [n / (r * T), n / (r * T)], rtol=1e-7)

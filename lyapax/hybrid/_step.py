@@ -17,18 +17,19 @@ behaviour, chattering on the switching surface) stop the run with an error
 raised by :func:`equinox.error_if` (``equinox.EquinoxRuntimeError`` at run
 time), never an endless loop.
 
-Tangents: the root finder runs on constants (``stop_gradient``) and one
-Newton correction ``t* = s - h(s, x) / h'(s)`` is added whose value is zero to
-rounding and whose derivative is the implicit one, ``dt* = -(grad g . dx-) /
-(grad g . f-)``. ``jax.jvp`` of the whole step then composes the flows with
-the saltation matrix ``S = DR + (f+ - DR f-) grad g^T / (grad g . f-)``
-(Mueller 1995), where ``f-``/``f+`` are the field before and after the reset.
-The correction is plain arithmetic, so it also differentiates parameters a
-caller's ``rhs`` closes over, in forward mode.
+Tangents: the crossing time is a ``jax.custom_jvp`` function whose
+derivative is the implicit one, ``dt* = -(grad g . dx-) / (grad g . f-)``
+(closed-over parameters of ``rhs`` and ``event`` are made explicit
+arguments by ``jax.closure_convert``, so they are differentiated too).
+``jax.jvp`` of the whole step then composes the flows with the saltation
+matrix ``S = DR + (f+ - DR f-) grad g^T / (grad g . f-)`` (Mueller 1995),
+where ``f-``/``f+`` are the field before and after the reset. The loops are
+``lax.while_loop`` s: forward mode only (``jax.jvp``, ``jax.jacfwd``).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -92,7 +93,13 @@ class HybridStep(AbstractStep):
         # bound methods: jax hashes branch functions, and a module's hash
         # reads its (traced) leaves.
         return lax.cond(
-            hit, lambda x, t, y: self._with_events(x, t, y), lambda x, t, y: y, x, dt, y
+            hit,
+            lambda x, t, y, hit: self._with_events(x, t, y, hit),
+            lambda x, t, y, hit: y,
+            x,
+            dt,
+            y,
+            hit,
         )
 
     def _leaves_surface(self, x: Any, g: Any) -> Any:
@@ -104,24 +111,37 @@ class HybridStep(AbstractStep):
         near = jnp.abs(g) <= 64 * jnp.finfo(x.dtype).eps * dt * jnp.abs(slope)
         return near & (slope > 0)
 
-    def _with_events(self, x: Any, tau: Any, y: Any) -> Any:
-        def one_event(_i, carry):
-            x, tau, active, _y = carry
+    def _with_events(self, x: Any, tau: Any, y: Any, hit: Any) -> Any:
+        """The step from ``x`` over ``tau`` whose plain Runge-Kutta step ``y``
+        crosses the surface (``hit``; under ``vmap`` some lanes may not)."""
 
-            def do(x, tau):
-                t_star = self._crossing_time(x, tau)
-                x_plus = self.reset(self.flow(x, t_star))
-                rest = tau - t_star
-                y = self.flow(x_plus, rest)
-                g_plus = self.event(x_plus)
-                starts = (g_plus > 0) | self._leaves_surface(x_plus, g_plus)
-                return x_plus, rest, starts & (self.event(y) <= 0), y
+        def more(carry):
+            _x, _tau, active, _y, count = carry
+            return active & (count < self.max_events)
 
-            return lax.cond(active, do, lambda x, tau: carry, x, tau)
+        def one_event(carry):
+            x, tau, active, y_old, count = carry
+            t_star = self._crossing_time(x, tau, active)
+            x_plus = self.reset(self.flow(x, t_star))
+            rest = tau - t_star
+            y = self.flow(x_plus, rest)
+            g_plus = self.event(x_plus)
+            starts = (g_plus > 0) | self._leaves_surface(x_plus, g_plus)
+            again = starts & (self.event(y) <= 0)
+            # Lanes of a vmapped call that had no event keep their state.
+            keep = lambda new, old: jnp.where(active, new, old)  # noqa: E731
+            return (
+                keep(x_plus, x),
+                keep(rest, tau),
+                active & again,
+                keep(y, y_old),
+                count + 1,
+            )
 
-        carry = (x, tau, jnp.bool_(True), y)
-        # A loop of fixed length (a scan): reverse mode differentiates it too.
-        _x, _tau, active, y = lax.fori_loop(0, self.max_events, one_event, carry)
+        # A while loop bounded by max_events: under vmap (sweeps) it runs
+        # only as long as some lane has an event.
+        carry = (x, tau, hit, y, 0)
+        _x, _tau, active, y, _n = lax.while_loop(more, one_event, carry)
         return eqx.error_if(
             y,
             active,
@@ -131,56 +151,75 @@ class HybridStep(AbstractStep):
             "larger max_events, or a reset that leaves the surface",
         )
 
-    def _crossing_time(self, x: Any, tau: Any) -> Any:
+    def _crossing_time(self, x: Any, tau: Any, active: Any = True) -> Any:
         """The root ``t*`` in ``(0, tau]`` of ``h(s) = event(flow(x, s))``,
-        to rounding, with the implicit derivative (module docstring).
-
-        A start on the surface (``h(0) <= 0``, leaving it) has the root
-        ``s = 0`` deflated away: the search runs on ``h(s) / s``, whose root
-        in ``(0, tau]`` is the next crossing.
-        """
-        x0 = lax.stop_gradient(x)
-        tau0 = lax.stop_gradient(tau)
+        to rounding, differentiated implicitly (:func:`_event_time`).
+        ``active`` False (a vmapped lane without an event) skips the search."""
 
         def h(s, z):
             return self.event(self.flow(z, s))
 
-        zero = jnp.zeros_like(tau0)
-        h_a, slope_a = jax.jvp(lambda s: h(s, x0), (zero,), (jnp.ones_like(zero),))
-        deflate = h_a <= 0
+        # Closed-over numbers (parameters of rhs or event) become explicit
+        # arguments, so the custom derivative sees them.
+        h_explicit, consts = jax.closure_convert(h, tau, x)
+        t_star = _event_time(h_explicit, x, tau, jnp.asarray(active), *consts)
+        return t_star if self.saltation else lax.stop_gradient(t_star)
 
-        def q(s):
-            return h(s, x0) / jnp.where(deflate, s, 1.0)
 
-        def q_and_slope(s):
-            return jax.jvp(q, (s,), (jnp.ones_like(s),))
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _event_time(h: Callable[..., Any], x: Any, tau: Any, active: Any, *consts: Any):
+    """The root in ``(0, tau]`` of ``s -> h(s, x, *consts)``, given ``h > 0``
+    at ``s = 0`` (or ``h`` leaving 0 upwards there) and ``h <= 0`` at ``tau``.
 
-        q_a, q_b = jnp.where(deflate, slope_a, h_a), q(tau0)
-        # Start from the secant through the bracket's ends.
-        s0 = jnp.clip(tau0 * q_a / (q_a - q_b), 0.0, tau0)
-        s0 = jnp.where(jnp.isfinite(s0) & (s0 > 0), s0, 0.5 * tau0)
-        tol = 4 * jnp.finfo(x0.dtype).eps * tau0
+    Newton's method safeguarded by the bracket (a halving whenever a Newton
+    step would leave it), to rounding. A start on the surface (``h(0) <=
+    0``) has the root ``s = 0`` deflated away: the search runs on ``h(s) /
+    s``, whose root in ``(0, tau]`` is the next crossing.
+    """
 
-        def cond(c):
-            a, b, s, it, done = c
-            return (~done) & (it < _ROOT_ITERATIONS)
+    def q_raw(s):
+        return h(s, x, *consts)
 
-        def body(c):
-            a, b, s, it, _ = c
-            qs, slope = q_and_slope(s)
-            a, b = jnp.where(qs > 0, s, a), jnp.where(qs > 0, b, s)
-            newton = s - qs / slope
-            inside = jnp.isfinite(newton) & (newton > a) & (newton < b)
-            s_new = jnp.where(inside, newton, 0.5 * (a + b))
-            done = (qs == 0) | (b - a <= tol) | (jnp.abs(s_new - s) <= tol)
-            return a, b, s_new, it + 1, done
+    zero = jnp.zeros_like(tau)
+    h_a, slope_a = jax.jvp(q_raw, (zero,), (jnp.ones_like(zero),))
+    deflate = h_a <= 0
 
-        start = (zero, tau0, s0, 0, jnp.bool_(False))
-        _a, _b, s, _it, _done = lax.while_loop(cond, body, start)
-        s = lax.stop_gradient(s)
-        if not self.saltation:
-            return s
-        # Zero to rounding in value; the implicit derivative in its tangent.
-        slope = jax.jvp(lambda s: h(s, x0), (s,), (jnp.ones_like(s),))[1]
-        correction = -h(s, x) / lax.stop_gradient(slope)
-        return s + (correction - lax.stop_gradient(correction))
+    def q(s):
+        return q_raw(s) / jnp.where(deflate, s, 1.0)
+
+    q_a, q_b = jnp.where(deflate, slope_a, h_a), q(tau)
+    # Start from the secant through the bracket's ends.
+    s0 = jnp.clip(tau * q_a / (q_a - q_b), 0.0, tau)
+    s0 = jnp.where(jnp.isfinite(s0) & (s0 > 0), s0, 0.5 * tau)
+    tol = 4 * jnp.finfo(tau.dtype).eps * tau
+
+    def cond(c):
+        _a, _b, _s, it, done = c
+        return (~done) & (it < _ROOT_ITERATIONS)
+
+    def body(c):
+        a, b, s, it, _ = c
+        qs, slope = jax.jvp(q, (s,), (jnp.ones_like(s),))
+        a, b = jnp.where(qs > 0, s, a), jnp.where(qs > 0, b, s)
+        newton = s - qs / slope
+        inside = jnp.isfinite(newton) & (newton > a) & (newton < b)
+        s_new = jnp.where(inside, newton, 0.5 * (a + b))
+        done = (qs == 0) | (b - a <= tol) | (jnp.abs(s_new - s) <= tol)
+        return a, b, s_new, it + 1, done
+
+    start = (zero, tau, s0, 0, ~active)
+    return lax.while_loop(cond, body, start)[2]
+
+
+@_event_time.defjvp
+def _event_time_jvp(h, primals, tangents):
+    """Implicit derivative of the root of ``h(t*, x, p) = 0``: ``dt* =
+    -(dh/dx dx + dh/dp dp) / (dh/ds)``. It uses ``t*`` itself (this rule
+    again under a second differentiation), so derivatives of every order
+    are those of the located root. The root does not move with ``tau``."""
+    x, tau, active, *consts = primals
+    dx, _dtau, _dactive, *dconsts = tangents
+    t_star = _event_time(h, x, tau, active, *consts)
+    _, dh = jax.jvp(lambda x, *c: h(t_star, x, *c), (x, *consts), (dx, *dconsts))
+    _, slope = jax.jvp(lambda s: h(s, x, *consts), (t_star,), (jnp.ones_like(t_star),))
+    return t_star, -dh / slope
