@@ -125,6 +125,25 @@ def test_crossing_time_is_located_to_rounding():
     assert abs(float(t_loc) - t_star) < 2e-6  # RK4's own error
 
 
+def test_several_events_in_one_step_land_on_the_exact_orbit():
+    """An elastic ball (``x'' = -1``, floor at ``x = 0``, ``v -> -v``) from
+    ``(1/8, 0)``: impacts at ``t = 1/2 + k`` with ``v = -1/2``; steps of 2.3
+    hold 2, 3 and 2 impacts. RK4 integrates a constant force exactly, so
+    after three steps (``t = 6.9``, ``0.4`` after the last impact) the state
+    is ``(0.5 * 0.4 - 0.4^2 / 2, 0.5 - 0.4) = (0.12, 0.1)`` to rounding."""
+    prob = hybrid_problem(
+        lambda x: jnp.stack([x[1], -1.0 + 0 * x[0]]),
+        wall,
+        lambda x: jnp.stack([x[0], -x[1]]),
+        jnp.array([0.125, 0.0]),
+        2.3,
+    )
+    step = jax.jit(prob.step_fn)
+    x = prob.state0
+    for _ in range(3):
+        x = step(x)
+    np.testing.assert_allclose(x, [0.12, 0.1], rtol=0, atol=1e-13)
+
 @pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
 def test_event_free_limit_equals_ode_problem_bit_for_bit():
     def lorenz(x):

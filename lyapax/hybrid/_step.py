@@ -102,13 +102,16 @@ class HybridStep(AbstractStep):
             hit,
         )
 
-    def _leaves_surface(self, x: Any, g: Any) -> Any:
+    def _leaves_surface(self, x: Any, g: Any, residual: Any = 0.0) -> Any:
         """``x`` lies on the surface ``event = 0`` to rounding (within a few
-        ulps of the step's time along the flow) and the flow carries it
-        into ``event > 0``: a state just reset onto the surface."""
+        ulps of the step's time along the flow, or within a few times the
+        ``residual`` of ``event`` at the located crossing before the reset)
+        and the flow carries it into ``event > 0``: a state just reset onto
+        the surface."""
         slope = jax.jvp(self.event, (x,), (self.rhs(x),))[1]
         dt = jnp.asarray(self.dt, x.dtype)
-        near = jnp.abs(g) <= 64 * jnp.finfo(x.dtype).eps * dt * jnp.abs(slope)
+        ulps = 64 * jnp.finfo(x.dtype).eps * dt * jnp.abs(slope)
+        near = jnp.abs(g) <= jnp.maximum(ulps, 4 * jnp.abs(residual))
         return near & (slope > 0)
 
     def _with_events(self, x: Any, tau: Any, y: Any, hit: Any) -> Any:
@@ -122,11 +125,13 @@ class HybridStep(AbstractStep):
         def one_event(carry):
             x, tau, active, y_old, count = carry
             t_star = self._crossing_time(x, tau, active)
-            x_plus = self.reset(self.flow(x, t_star))
+            x_minus = self.flow(x, t_star)
+            x_plus = self.reset(x_minus)
             rest = tau - t_star
             y = self.flow(x_plus, rest)
             g_plus = self.event(x_plus)
-            starts = (g_plus > 0) | self._leaves_surface(x_plus, g_plus)
+            residual = lax.stop_gradient(self.event(x_minus))
+            starts = (g_plus > 0) | self._leaves_surface(x_plus, g_plus, residual)
             again = starts & (self.event(y) <= 0)
             # Lanes of a vmapped call that had no event keep their state.
             keep = lambda new, old: jnp.where(active, new, old)  # noqa: E731
@@ -203,7 +208,9 @@ def _event_time(h: Callable[..., Any], x: Any, tau: Any, active: Any, *consts: A
         a, b = jnp.where(qs > 0, s, a), jnp.where(qs > 0, b, s)
         newton = s - qs / slope
         inside = jnp.isfinite(newton) & (newton > a) & (newton < b)
-        s_new = jnp.where(inside, newton, 0.5 * (a + b))
+        # An exact root stays where it is (it is also the bracket's end ``b``,
+        # so no Newton step lies inside).
+        s_new = jnp.where(qs == 0, s, jnp.where(inside, newton, 0.5 * (a + b)))
         done = (qs == 0) | (b - a <= tol) | (jnp.abs(s_new - s) <= tol)
         return a, b, s_new, it + 1, done
 
