@@ -144,6 +144,7 @@ def test_several_events_in_one_step_land_on_the_exact_orbit():
         x = step(x)
     np.testing.assert_allclose(x, [0.12, 0.1], rtol=0, atol=1e-13)
 
+
 @pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
 def test_event_free_limit_equals_ode_problem_bit_for_bit():
     def lorenz(x):
@@ -230,6 +231,13 @@ def test_engine_entry_points_accept_the_problem(impact_runs):
     )
     np.testing.assert_allclose(swept.exponents[0], res.exponents, rtol=1e-10)
     np.testing.assert_allclose(swept.exponents[1], np.log(0.8) / np.pi, atol=0.02)
+    # A parameter sweep over the restitution equals the single runs.
+    family = lyapax.problem_family(impact_problem)
+    by_r = lyapax.sweep_lyapunov_spectrum(
+        family, None, jnp.array([0.5, 0.8]), None, N_STEPS
+    )
+    for row, r in zip(by_r.exponents, (0.5, 0.8), strict=True):
+        np.testing.assert_allclose(row, impact_runs[(r, True)].exponents, rtol=1e-10)
 
 
 @pytest.mark.slow  # compiles of its own; hybrid_problem keeps quick plain tests
