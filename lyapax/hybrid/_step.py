@@ -4,7 +4,9 @@ One step of :class:`HybridStep` from ``x`` over ``dt``:
 
 1. the Runge-Kutta step ``y = Phi_dt(x)`` of ``rhs`` (the step of
    ``ode_problem`` with the same integrator, bit for bit);
-2. if ``event(x) > 0`` and ``event(y) <= 0``, the crossing time ``t*`` is the
+2. if ``event(x) > 0`` (or ``x`` lies on the surface, put there by a reset,
+   and the flow leaves it into ``event > 0``) and ``event(y) <= 0``,
+   the crossing time ``t*`` is the
    root of ``h(s) = event(Phi_s(x))`` on ``(0, dt]``, where ``Phi_s`` is the
    same Runge-Kutta step taken with size ``s`` (its natural continuous
    extension), found by Newton's method safeguarded by the bracket, to
@@ -14,8 +16,9 @@ One step of :class:`HybridStep` from ``x`` over ``dt``:
 
 More crossings than ``max_events`` in one step (events accumulating: Zeno
 behaviour, chattering on the switching surface) stop the run with an error
-raised by :func:`equinox.error_if` (``equinox.EquinoxRuntimeError`` at run
-time), never an endless loop.
+raised by :func:`equinox.error_if` inside the compiled run (an
+``equinox.EquinoxRuntimeError``, or JAX's runtime error carrying the message
+outside ``equinox.filter_jit``), never an endless loop.
 
 Tangents: the crossing time is a ``jax.custom_jvp`` function whose
 derivative is the implicit one, ``dt* = -(grad g . dx-) / (grad g . f-)``
