@@ -40,6 +40,7 @@ from lyapax.finite_time import (
     ftle_field,
 )
 from lyapax.hamiltonian import HamiltonianProblem, hamiltonian_problem
+from lyapax.hybrid import HybridProblem, hybrid_problem
 from lyapax.indicators import (
     DivergenceResult,
     ExpansionEntropy,
@@ -126,6 +127,9 @@ __all__ = [
     # Hamiltonian systems on symplectic steps
     "HamiltonianProblem",
     "hamiltonian_problem",
+    # flows with impacts and switches (saltation-corrected tangents)
+    "HybridProblem",
+    "hybrid_problem",
     # synchronisation and self-checks
     "MSFResult",
     "master_stability_function",

@@ -25,6 +25,7 @@ PUBLIC_MODULES = [
     "lyapax.indicators",
     "lyapax.distributed",
     "lyapax.hamiltonian",
+    "lyapax.hybrid",
     "lyapax.pde",
     "lyapax.shadowing",
 ]

@@ -30,6 +30,7 @@ PUBLIC_MODULES = (
     "lyapax.finite_time",
     "lyapax.indicators",
     "lyapax.hamiltonian",
+    "lyapax.hybrid",
     "lyapax.utils",
     "lyapax.distributed",
     "lyapax.pde",
