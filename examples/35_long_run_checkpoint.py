@@ -8,7 +8,11 @@ file is never half-written). This example starts the run in a child process,
 kills it with SIGKILL in the middle, and calls the same function again: it
 continues from the last chunk saved and ends with the numbers of a run that
 was never interrupted. ``progress=True`` draws a bar (tqdm) with the worst
-``stderr / tol`` and the remaining time.
+``stderr / tol`` and the remaining time. ``history="all"`` keeps every running
+estimate for the figure (on disk: one segment file per chunk beside the
+checkpoint; the default keeps the last chunk's, so the file stays small at
+any length). The call owns the checkpoint while it runs: a second process on
+the same file is refused at start, naming the owner.
 
 Run ``python examples/35_long_run_checkpoint.py`` (``--quick`` for a short
 run, ``--out FILE`` for the figure's path).
@@ -45,6 +49,7 @@ CALL = dict(
     chunk_steps=1_000 if args.quick else 10_000,
     renorm_every=10,
     t_transient=10.0,
+    history="all",
 )
 # The process that gets killed: the same call, slowed down by its callback.
 CHILD = f"""
@@ -90,6 +95,7 @@ print(f"max |difference| = {np.max(np.abs(lam - ref)):.1e} (promised: <= 1e-12)"
 same_times = np.array_equal(out.result.times, reference.result.times)
 print("times equal exactly:", same_times)
 print("reference: 0.9056, 0, -14.5723 (to the error bars of a short run)")
+print("files:", sorted(p.name for p in folder.iterdir()))
 
 # %%
 # Running estimates

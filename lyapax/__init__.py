@@ -5,6 +5,7 @@ from lyapax.__version__ import __version__
 from lyapax.checks import Check, InvariantReport, check_invariants
 from lyapax.converge import (
     CheckpointError,
+    CheckpointLocked,
     ConvergedRun,
     ConvergenceProgress,
     run_until_converged,
@@ -47,6 +48,7 @@ from lyapax.finite_time import (
     ftle_field,
 )
 from lyapax.hamiltonian import HamiltonianProblem, hamiltonian_problem
+from lyapax.hybrid import HybridProblem, hybrid_problem
 from lyapax.indicators import (
     DivergenceResult,
     ExpansionEntropy,
@@ -79,6 +81,7 @@ from lyapax.network import (
     network_step,
     network_step_parametrized,
 )
+from lyapax.shadowing import ShadowingResult, shadowing_sensitivity
 from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
 from lyapax.utils import simulate_trajectory
 
@@ -122,6 +125,7 @@ __all__ = [
     "ftle_field",
     # sweeps and convergence
     "CheckpointError",
+    "CheckpointLocked",
     "ConvergedRun",
     "ConvergenceProgress",
     "problem_family",
@@ -131,6 +135,9 @@ __all__ = [
     # Hamiltonian systems on symplectic steps
     "HamiltonianProblem",
     "hamiltonian_problem",
+    # flows with impacts and switches (saltation-corrected tangents)
+    "HybridProblem",
+    "hybrid_problem",
     # synchronisation and self-checks
     "MSFResult",
     "master_stability_function",
@@ -160,4 +167,7 @@ __all__ = [
     "driven_problem",
     "random_problem",
     "sde_problem",
+    # derivatives of long-time averages (least-squares shadowing)
+    "ShadowingResult",
+    "shadowing_sensitivity",
 ]

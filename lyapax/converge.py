@@ -10,11 +10,17 @@ With ``checkpoint=PATH`` the run is saved to ``PATH`` (a NumPy ``.npz``
 archive, written atomically: see :mod:`lyapax._internal.checkpoint` and the
 guide docs/long_runs.md) after every chunk; the same call after a kill, a
 pre-emption or a Ctrl-C continues from the last chunk saved and ends with
-the numbers of an uninterrupted run.
+the numbers of an uninterrupted run. The run keeps a bounded summary of its
+history (the accumulated log-growth at ``BINS`` bin edges, bins merging
+pairwise as the run grows), so a save costs the same at any length; the
+process holds a lock on ``PATH.lock`` for the call's lifetime (one owner per
+checkpoint, :mod:`lyapax._internal.lock`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
 import time
 import warnings
@@ -34,11 +40,14 @@ from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, check_multiple
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal import checkpoint as ckpt_file
+from lyapax._internal import lock
 from lyapax._internal.checkpoint import CheckpointError
+from lyapax._internal.lock import CheckpointLocked
 from lyapax.core import lyapunov_spectrum
 
 __all__ = [
     "CheckpointError",
+    "CheckpointLocked",
     "ConvergedRun",
     "ConvergenceProgress",
     "run_until_converged",
@@ -65,9 +74,11 @@ class ConvergenceProgress(NamedTuple):
 class ConvergedRun(NamedTuple):
     """Outcome of :func:`run_until_converged`.
 
-    ``result``: a :class:`~lyapax.core.LyapunovResult` for the whole run (the
-    chunks joined: ``history``/``times`` over every block, ``stderr`` pooled
-    over every block, ``checkpoint`` to continue further); ``converged``: every
+    ``result``: a :class:`~lyapax.core.LyapunovResult` for the whole run
+    (``exponents`` and ``checkpoint`` of the last chunk, which continue the
+    whole run; ``stderr`` by batch means over every block, batches of whole
+    bins of the bounded summary; ``history``/``times``: the last chunk's
+    rows, or every row with ``history="all"``); ``converged``: every
     ``stderr < tol``; ``reason``: ``"tol"``, ``"max_steps"`` or ``"callback"``;
     ``n_steps`` measured steps run; ``n_chunks`` calls made.
     """
@@ -95,6 +106,8 @@ def run_until_converged(
     callback: Callable[[ConvergenceProgress], Any] | None = None,
     progress: bool | TextSink = False,
     checkpoint: str | os.PathLike[str] | None = None,
+    history: str = "last",
+    lock_wait: float = 0.0,
     spectrum_fn: Callable[..., LyapunovResult] = lyapunov_spectrum,
 ) -> ConvergedRun:
     """Advance in chunks until every exponent's standard error is below ``tol``.
@@ -123,7 +136,17 @@ def run_until_converged(
             come from the same problem, settings (``k``, ``renorm_every``,
             ``t_transient``, ``seed``, ``chunk_steps``) and lyapax version;
             ``tol``, ``max_steps`` and ``min_blocks`` may change between
-            calls (e.g. to extend the budget). Its folder must exist.
+            calls (e.g. to extend the budget). Its folder must exist. The
+            file's size is bounded (engine state, a summary of ``BINS + 1``
+            rows of ``k`` numbers, the last chunk's rows). The call holds a
+            lock on ``PATH.lock``; in a multi-process job the path must hold
+            ``{process}`` (each process its own file).
+        history: ``"last"`` (the result's ``history``/``times`` are the last
+            chunk's rows: memory and checkpoint bounded) or ``"all"`` (every
+            row, in memory; with a checkpoint also on disk, one append-only
+            segment file per chunk in ``PATH.history/``).
+        lock_wait: seconds to wait when another process owns ``checkpoint``
+            (``float("inf")``: until it ends); 0 refuses at once.
         spectrum_fn: the engine, ``lyapunov_spectrum`` by default; any function
             with its arguments and checkpoint/resume contract works.
 
@@ -133,11 +156,15 @@ def run_until_converged(
     Raises:
         ValueError: ``tol`` not positive, ``max_steps`` or ``chunk_steps`` < 1,
             ``chunk_steps`` not a multiple of ``renorm_every``, ``min_blocks``
-            < 2, a ``checkpoint`` folder that does not exist; plus the
-            engine's own argument errors.
+            < 2, a ``checkpoint`` folder that does not exist, ``history`` not
+            ``"last"``/``"all"``, ``lock_wait`` < 0; plus the engine's own
+            argument errors.
+        CheckpointLocked: (a ``CheckpointError``) another live process owns
+            ``checkpoint``; the message names its process id, host and start.
         CheckpointError: (a ``ValueError``) the file at ``checkpoint`` is
             truncated, unreadable, of another problem, settings, format or
-            lyapax version; the file is left unchanged.
+            lyapax version; the file is left unchanged (a file of format 1,
+            the whole history, is read and continued in the bounded format).
         OSError: the checkpoint cannot be written (raised before any work
             when its folder is not writable; on a failed write, e.g. a full
             disk, the previous checkpoint is kept).
@@ -156,6 +183,11 @@ def run_until_converged(
         raise ValueError(
             f"max_steps={max_steps} must be at least renorm_every={renorm_every}"
         )
+    if history not in HISTORY:
+        raise ValueError(f"history must be one of {HISTORY}; got {history!r}")
+    lock_wait = float(lock_wait)
+    if not lock_wait >= 0:
+        raise ValueError(f"lock_wait must be >= 0 seconds (or inf); got {lock_wait!r}")
     call = _caller(step_fn_or_problem, state0, dt, spectrum_fn)
     store = None
     if checkpoint is not None:
@@ -171,46 +203,96 @@ def run_until_converged(
             if is_problem(step_fn_or_problem)
             else plain_problem(step_fn_or_problem, state0, dt)
         )
-        store = _RunFile(checkpoint, problem, k, settings)
-    state = _Chunks.fresh() if store is None else store.load()
-    start = time.perf_counter()
-    reason = "max_steps"
+        store = _RunFile(_own_path(checkpoint), problem, k, settings, history)
+    with contextlib.ExitStack() as owner:
+        if store is None:
+            state = _Chunks.fresh(history)
+        else:
+            owner.enter_context(store.owned(lock_wait))
+            state = store.load()
+        chunk = functools.partial(call, k=k, renorm_every=renorm_every, seed=seed)
+        reason = _advance(
+            state,
+            chunk,
+            store,
+            t_transient=t_transient,
+            max_steps=max_steps,
+            chunk_steps=chunk_steps,
+            renorm_every=renorm_every,
+            min_blocks=min_blocks,
+            tol_arr=tol_arr,
+            callback=callback,
+            progress=progress,
+        )
+    merged = state.result(renorm_every)
+    assert merged is not None  # max_steps >= renorm_every: one chunk at least
+    return ConvergedRun(merged, reason == "tol", reason, state.done, state.n_chunks)
 
-    def converged(merged: LyapunovResult) -> bool:
-        return merged.history.shape[0] >= min_blocks and bool(
-            np.all(np.asarray(merged.stderr) < tol_arr)
+
+def _own_path(checkpoint: Any) -> Path:
+    """The checkpoint path of this process: in a multi-process job each process
+    writes its own file, named by ``{process}`` in the path."""
+    text = os.fspath(checkpoint)
+    if jax.process_count() > 1:
+        if "{process}" not in str(text):
+            raise ValueError(
+                f"checkpoint={str(text)!r}: in a multi-process job every process "
+                "writes its own checkpoint; put '{process}' in the path (e.g. "
+                "'run-{process}.npz'), it becomes the process index"
+            )
+        text = str(text).replace("{process}", str(jax.process_index()))
+    return Path(text)
+
+
+def _advance(
+    state: _Chunks,
+    chunk: Callable[..., LyapunovResult],
+    store: _RunFile | None,
+    *,
+    t_transient: float,
+    max_steps: int,
+    chunk_steps: int,
+    renorm_every: int,
+    min_blocks: int,
+    tol_arr: np.ndarray,
+    callback: Callable[[ConvergenceProgress], Any] | None,
+    progress: bool | TextSink,
+) -> str:
+    """Run chunks until converged, out of budget or stopped; the reason."""
+    start = time.perf_counter()
+
+    def converged() -> bool:
+        return state.n_blocks >= min_blocks and bool(
+            np.all(state.stderr(renorm_every) < tol_arr)
         )
 
     bar = _progress.Bar(
         progress, max_steps, "run_until_converged", "step", initial=state.done
     )
     with bar:
-        merged = state.merged(renorm_every)
-        if merged is not None:
-            _show(bar, np.asarray(merged.stderr), tol_arr)
-        while merged is None or not converged(merged):
+        if state.last is not None:
+            if converged():
+                return "tol"
+            _show(bar, state.stderr(renorm_every), tol_arr)
+        while True:
             n = min(
                 chunk_steps, (max_steps - state.done) // renorm_every * renorm_every
             )
             if n <= 0:
-                break
-            res = call(
+                return "max_steps"
+            res = chunk(
                 n_steps=n,
-                k=k,
-                renorm_every=renorm_every,
                 t_transient=t_transient if state.last is None else 0.0,
-                seed=seed,
                 resume=None if state.last is None else state.last.checkpoint,
             )
             state.add(res, n)
             if store is not None:
                 store.save(state)
-            merged = joined = state.joined(renorm_every)
-            stderr = np.asarray(joined.stderr)
+            stderr = state.stderr(renorm_every)
             info = ConvergenceProgress(
                 state.done,
                 max_steps,
-                np.asarray(joined.exponents),
+                np.asarray(res.exponents),
                 stderr,
                 np.broadcast_to(tol_arr, stderr.shape),
                 state.n_chunks - 1,
@@ -219,13 +301,10 @@ def run_until_converged(
             _show(bar, stderr, tol_arr)
             bar.to(state.done)
             stop = callback is not None and callback(info) is True
-            if stop and not converged(joined):
-                reason = "callback"
-                break
-    assert merged is not None  # max_steps >= renorm_every: one chunk at least
-    if converged(merged):
-        reason = "tol"
-    return ConvergedRun(merged, reason == "tol", reason, state.done, state.n_chunks)
+            if converged():
+                return "tol"
+            if stop:
+                return "callback"
 
 
 def _show(bar: _progress.Bar, stderr: np.ndarray, tol: np.ndarray) -> None:
@@ -244,45 +323,127 @@ def _caller(step_fn_or_problem, state0, dt, spectrum_fn):
     return lambda **kw: spectrum_fn(step_fn_or_problem, state0, dt, **kw)
 
 
-class _Chunks:
-    """The chunks run so far, on the host: each chunk's raw history rows
-    (engine column order undone), times and accumulated log-growth at its
-    end, and the last chunk's result (its checkpoint continues the run)."""
+#: Bins of the history summary. The error bar's batches are made of whole
+#: bins, and the bins merge pairwise whenever all are full, so the summary
+#: (and the checkpoint) hold at most ``(BINS + 1) x k`` numbers at any length.
+BINS = 512
 
-    def __init__(self, pieces: list, last: LyapunovResult | None, done: int) -> None:
-        self.pieces = pieces
-        self.last = last
-        self.done = done
+#: What ``history=`` accepts.
+HISTORY = ("last", "all")
+
+
+class _Summary:
+    """The accumulated log-growth (raw column order) after every ``width``-th
+    block: ``edges[j]`` after block ``j * width`` (row 0 before the first), for
+    ``j <= count``; what :func:`~lyapax._engine.stats.binned_stderr` needs."""
+
+    def __init__(self, edges: np.ndarray, width: int, n_blocks: int) -> None:
+        self.edges = np.zeros((BINS + 1, edges.shape[1]), edges.dtype)
+        self.count = edges.shape[0] - 1
+        self.edges[: self.count + 1] = edges
+        self.width, self.n_blocks = width, n_blocks
+
+    def add(self, cum: np.ndarray) -> None:
+        """Take the accumulated log-growth ``(rows, k)`` after the next blocks."""
+        end = self.n_blocks + cum.shape[0]
+        while True:
+            at = np.arange((self.count + 1) * self.width, end + 1, self.width)
+            room = BINS - self.count
+            put = at[:room]
+            self.edges[self.count + 1 : self.count + 1 + put.size] = cum[
+                put - self.n_blocks - 1
+            ]
+            self.count += put.size
+            if at.size <= room:
+                break
+            # All bins full: merge them pairwise (keep every other edge).
+            half = BINS // 2
+            self.edges[: half + 1] = self.edges[::2].copy()
+            self.count, self.width = half, 2 * self.width
+        self.n_blocks = end
+
+    def used(self) -> np.ndarray:
+        return self.edges[: self.count + 1]
+
+    def stderr(self, block_time: float, total_time: float) -> np.ndarray:
+        return stats.binned_stderr(
+            self.used(), self.width, self.n_blocks, block_time, total_time
+        )
+
+
+class _Chunks:
+    """The run so far, on the host, in bounded memory: the history summary,
+    the last chunk's result (its checkpoint continues the run) and, with
+    ``history="all"``, every chunk's raw history rows and times."""
+
+    def __init__(
+        self,
+        summary: _Summary | None,
+        last: LyapunovResult | None,
+        done: int,
+        n_chunks: int,
+        pieces: list | None,
+    ) -> None:
+        self.summary, self.last, self.done = summary, last, done
+        self.n_chunks, self.pieces = n_chunks, pieces
+        self.saved_segments = 0 if pieces is None else len(pieces)
 
     @classmethod
-    def fresh(cls) -> _Chunks:
-        return cls([], None, 0)
+    def fresh(cls, history: str) -> _Chunks:
+        return cls(None, None, 0, 0, [] if history == "all" else None)
 
     @property
-    def n_chunks(self) -> int:
-        return len(self.pieces)
+    def n_blocks(self) -> int:
+        return 0 if self.summary is None else self.summary.n_blocks
 
     def add(self, res: LyapunovResult, n_steps: int) -> None:
-        self.pieces.append(_host(res))
+        self.extend(*_host(res))
         self.last = res
         self.done += n_steps
 
-    def merged(self, renorm_every: int) -> LyapunovResult | None:
-        """The chunks joined (:func:`_join`), None before the first."""
+    def extend(self, raw: np.ndarray, times: np.ndarray) -> None:
+        """Take a chunk's history rows (raw column order) and times."""
+        if self.summary is None:
+            self.summary = _Summary(np.zeros((1, raw.shape[1]), raw.dtype), 1, 0)
+        self.summary.add(raw * times[:, None])  # accumulated log-growth
+        if self.pieces is not None:
+            self.pieces.append((raw, times))
+        self.n_chunks += 1
+
+    def stderr(self, renorm_every: int) -> np.ndarray:
+        """``(k,)`` in the engine's (sorted) column order."""
+        assert self.last is not None and self.summary is not None
+        times = np.asarray(self.last.times)
+        block_time = float(self.last.checkpoint.dt) * renorm_every
+        raw = self.summary.stderr(block_time, float(times[-1]))
+        return raw[_order(self.last)]
+
+    def result(self, renorm_every: int) -> LyapunovResult | None:
+        """The run as one result (None before the first chunk): ``stderr``
+        from the summary; ``history``/``times`` of the last chunk, or of every
+        chunk with ``history="all"``."""
         if self.last is None:
             return None
-        return _join(self.pieces, self.last, renorm_every)
+        # device_put, not jnp.asarray: the latter compiles a copy per shape.
+        out = self.last._replace(stderr=jax.device_put(self.stderr(renorm_every)))
+        if self.pieces is None or len(self.pieces) == 1:
+            return out
+        order = _order(self.last)
+        history = np.concatenate([raw for raw, _ in self.pieces])[:, order]
+        return out._replace(
+            history=history, times=np.concatenate([t for _, t in self.pieces])
+        )
 
-    def joined(self, renorm_every: int) -> LyapunovResult:
-        merged = self.merged(renorm_every)
-        assert merged is not None, "no chunk run yet"
-        return merged
+
+def _order(res: LyapunovResult) -> np.ndarray:
+    """The engine's column order: by the final accumulated log-growth."""
+    return np.argsort(-np.asarray(res.checkpoint.cum_log_growth), kind="stable")
 
 
-def _host(res: LyapunovResult) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(history, times, cum)`` on the host, history columns in raw order."""
+def _host(res: LyapunovResult) -> tuple[np.ndarray, np.ndarray]:
+    """``(history, times)`` on the host, history columns in raw order."""
     cum = np.asarray(res.checkpoint.cum_log_growth)
-    return _raw(np.asarray(res.history), cum), np.asarray(res.times), cum
+    return _raw(np.asarray(res.history), cum), np.asarray(res.times)
 
 
 def _raw(history: np.ndarray, cum: np.ndarray) -> np.ndarray:
@@ -291,38 +452,22 @@ def _raw(history: np.ndarray, cum: np.ndarray) -> np.ndarray:
     return history[:, inverse]
 
 
-def _join(pieces: list, last: LyapunovResult, renorm_every: int) -> LyapunovResult:
-    """One result for consecutive resumed chunks, as if run in one call.
-
-    Works on host copies: the arrays grow every chunk, and eager device ops on
-    new shapes would each compile a small program.
-    """
-    if len(pieces) == 1:
-        return last
-    raws, growths, times = [], [], []
-    cum_start = np.zeros_like(pieces[0][2])
-    for raw, t, cum in pieces:
-        raws.append(raw)
-        times.append(t)
-        growths.append(stats.block_growths(raw, t, cum_start))
-        cum_start = cum
-    order = np.argsort(-cum_start, kind="stable")
-    all_times = np.concatenate(times)
-    block_time = float(last.checkpoint.dt) * renorm_every
-    stderr = stats.batch_means_stderr(
-        np.concatenate(growths), block_time, float(all_times[-1])
-    )
-    history = np.concatenate(raws)[:, order]
-    # Rows stay NumPy, as in a single run's result; device_put, not
-    # jnp.asarray, for stderr: the latter compiles a copy per new shape.
-    return last._replace(
-        history=history, times=all_times, stderr=jax.device_put(stderr[order])
-    )
-
-
 #: What a ``run_until_converged`` checkpoint holds besides the header and the
 #: ``checkpoint.<field>`` arrays of the engine's checkpoint (kind letters).
 _RUN_KEYS = {
+    "n_steps": ((), "iu"),
+    "n_chunks": ((), "iu"),
+    "bin_width": ((), "iu"),
+    "bin_edges": (None, "f"),
+    "last_history": (None, "f"),
+    "last_times": (None, "f"),
+    "history_segments": ((), "iu"),
+    "exponents": (None, "f"),
+    "stderr": (None, "f"),
+}
+#: Format 1 (lyapax <= the bounded format): the whole history, rewritten at
+#: every save; read once and migrated.
+_RUN_KEYS_V1 = {
     "n_steps": ((), "iu"),
     "history": (None, "f"),
     "times": (None, "f"),
@@ -331,14 +476,19 @@ _RUN_KEYS = {
     "exponents": (None, "f"),
     "stderr": (None, "f"),
 }
+_SEGMENT_KEYS = {"index": ((), "iu"), "history": (None, "f"), "times": (None, "f")}
 
 
 class _RunFile:
-    """The checkpoint file of one ``run_until_converged`` call."""
+    """The checkpoint file of one ``run_until_converged`` call (and, with
+    ``history="all"``, its folder of history segments ``PATH.history/``)."""
 
     KIND = "run_until_converged"
+    SEGMENT = "run_history_segment"
 
-    def __init__(self, path: Any, problem: Any, k: Any, settings: dict) -> None:
+    def __init__(
+        self, path: Any, problem: Any, k: Any, settings: dict, history: str
+    ) -> None:
         self.path = Path(os.fspath(path))
         if self.path.is_dir():
             raise ValueError(
@@ -346,6 +496,9 @@ class _RunFile:
                 "(e.g. run.npz)"
             )
         ckpt_file.check_writable(self.path.parent, "run_until_converged(checkpoint=)")
+        self.history = history
+        self.saved = 0  # steps held by the file on disk
+        self.segments = self.path.with_name(self.path.name + ".history")
         view = problem.for_engine()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the first chunk warns, if anything
@@ -378,18 +531,61 @@ class _RunFile:
             if leaf is not None
         }
 
+    def owned(self, wait: float) -> Any:
+        """The lock that makes this process the file's one owner."""
+        return lock.hold(self.path.with_name(self.path.name + ".lock"), self.path, wait)
+
+    def _segment(self, index: int) -> Path:
+        return self.segments / f"segment-{index:06d}.npz"
+
     def save(self, state: _Chunks) -> None:
-        assert state.last is not None
-        pieces = state.pieces
-        merged = state.joined(self.renorm_every)
+        """Write the chunks not yet saved as history segments (``"all"``), then
+        the bounded checkpoint, which names how many segments are valid.
+
+        Raises:
+            OSError: a write failed; the message says up to which step the
+                checkpoint on disk (unchanged) holds the run.
+        """
+        try:
+            self._write(state)
+        except OSError as e:
+            kept = (
+                f"{str(self.path)!r} still holds the run's first {self.saved} "
+                "steps, and the same call continues from there"
+                if self.saved
+                else "no checkpoint was kept"
+            )
+            raise OSError(
+                e.errno,
+                f"{e.strerror}; the run stopped after {state.done} steps: {kept}",
+            ) from e
+        self.saved = state.done
+
+    def _write(self, state: _Chunks) -> None:
+        assert state.last is not None and state.summary is not None
+        if state.pieces is not None:
+            self.segments.mkdir(exist_ok=True)
+            for index in range(state.saved_segments, len(state.pieces)):
+                raw, times = state.pieces[index]
+                arrays = {"index": np.int64(index), "history": raw, "times": times}
+                ckpt_file.write(
+                    self._segment(index),
+                    self.SEGMENT,
+                    __version__,
+                    self.identity,
+                    arrays,
+                )
+                state.saved_segments = index + 1
         arrays = {
             "n_steps": np.int64(state.done),
-            "history": np.concatenate([p[0] for p in pieces]),
-            "times": np.concatenate([p[1] for p in pieces]),
-            "chunk_blocks": np.array([p[0].shape[0] for p in pieces], np.int64),
-            "chunk_cum": np.stack([p[2] for p in pieces]),
+            "n_chunks": np.int64(state.n_chunks),
+            "bin_width": np.int64(state.summary.width),
+            "bin_edges": state.summary.used(),
+            "last_history": np.asarray(state.last.history),
+            "last_times": np.asarray(state.last.times),
+            "history_segments": np.int64(state.saved_segments),
             "exponents": np.asarray(state.last.exponents),
-            "stderr": np.asarray(merged.stderr),
+            "stderr": state.stderr(self.renorm_every),
         }
         for name, value in state.last.checkpoint._asdict().items():
             if value is not None:
@@ -399,19 +595,123 @@ class _RunFile:
         )
 
     def load(self) -> _Chunks:
+        state = self._load()
+        self.saved = state.done
+        return state
+
+    def _load(self) -> _Chunks:
         if not self.path.exists():
-            return _Chunks.fresh()
-        data = ckpt_file.read(
+            return _Chunks.fresh(self.history)
+        version, data = ckpt_file.read_versioned(
             self.path,
             self.KIND,
             __version__,
             self.identity,
-            {**_RUN_KEYS, **self.fields},
+            {
+                1: {**_RUN_KEYS_V1, **self.fields},
+                ckpt_file.FORMAT_VERSION: {**_RUN_KEYS, **self.fields},
+            },
         )
-        return self._rebuild(data)
+        return self._migrate(data) if version == 1 else self._rebuild(data)
+
+    def _refuse(self, what: str) -> CheckpointError:
+        return CheckpointError(
+            f"checkpoint {str(self.path)!r} holds arrays whose sizes do not fit "
+            f"together ({what}) for k={self.k}"
+        )
+
+    def _last(self, data: dict, history: np.ndarray, times: np.ndarray) -> Any:
+        fields = {
+            key.split(".", 1)[1]: value
+            for key, value in data.items()
+            if key.startswith("checkpoint.")
+        }
+        template = self.template._asdict()
+        fields.update({key: None for key, leaf in template.items() if leaf is None})
+        resume = type(self.template)(**fields)
+        return LyapunovResult(
+            jax.device_put(data["exponents"]),
+            history,
+            times,
+            resume,
+            None,
+            None,
+            jax.device_put(data["stderr"]),
+        )
 
     def _rebuild(self, data: dict[str, np.ndarray]) -> _Chunks:
-        name, k = str(self.path), self.k
+        k, edges = self.k, data["bin_edges"]
+        width, n_chunks = int(data["bin_width"]), int(data["n_chunks"])
+        n = int(data["n_steps"]) // self.renorm_every
+        last_h, last_t = data["last_history"], data["last_times"]
+        segments = int(data["history_segments"])
+        written = "all" if segments > 0 else "last"
+        if written != self.history:
+            raise CheckpointError(
+                f"checkpoint {str(self.path)!r} was written by a run with other "
+                f"settings (history: {written!r} there, {self.history!r} here)"
+            )
+        consistent = (
+            edges.ndim == 2
+            and edges.shape[1] == k
+            and 2 <= edges.shape[0] <= BINS + 1
+            and width >= 1
+            and width & (width - 1) == 0
+            and (edges.shape[0] - 1) * width <= n < edges.shape[0] * width
+            and int(data["n_steps"]) % self.renorm_every == 0
+            and last_h.ndim == 2
+            and last_h.shape[1] == k
+            and 1 <= last_h.shape[0] <= n
+            and last_t.shape == (last_h.shape[0],)
+            and 1 <= n_chunks
+            and segments == (n_chunks if self.history == "all" else 0)
+            and data["exponents"].shape == (k,)
+            and data["stderr"].shape == (k,)
+        )
+        if not consistent:
+            raise self._refuse(
+                f"bin_edges {edges.shape}, bin_width {width}, n_steps "
+                f"{int(data['n_steps'])}, last_history {last_h.shape}, last_times "
+                f"{last_t.shape}, history_segments {segments}, n_chunks {n_chunks}"
+            )
+        pieces = None
+        if self.history == "all":
+            pieces = [self._read_segment(i) for i in range(segments)]
+            if sum(raw.shape[0] for raw, _ in pieces) != n:
+                raise self._refuse(f"history segments of other lengths than {n}")
+        summary = _Summary(edges, width, n)
+        last = self._last(data, last_h, last_t)
+        return _Chunks(summary, last, int(data["n_steps"]), n_chunks, pieces)
+
+    def _read_segment(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        path = self._segment(index)
+        if not path.exists():
+            raise CheckpointError(
+                f"checkpoint {str(self.path)!r} names history segment {str(path)!r}, "
+                "which is missing: restore it, or delete the checkpoint to start "
+                "afresh"
+            )
+        data = ckpt_file.read(
+            path, self.SEGMENT, __version__, self.identity, _SEGMENT_KEYS
+        )
+        raw, times = data["history"], data["times"]
+        if (
+            int(data["index"]) != index
+            or raw.ndim != 2
+            or raw.shape[1] != self.k
+            or times.shape != (raw.shape[0],)
+        ):
+            raise CheckpointError(
+                f"history segment {str(path)!r} does not fit its checkpoint "
+                f"(index {int(data['index'])}, history {raw.shape}, times "
+                f"{times.shape})"
+            )
+        return raw, times
+
+    def _migrate(self, data: dict[str, np.ndarray]) -> _Chunks:
+        """A format-1 file (the whole history) as the bounded state: the same
+        chunks replayed into the summary, so the run continues bit-equal."""
+        k = self.k
         history, times = data["history"], data["times"]
         blocks, cum = data["chunk_blocks"], data["chunk_cum"]
         n = history.shape[0]
@@ -429,31 +729,18 @@ class _RunFile:
             and int(data["n_steps"]) == n * self.renorm_every
         )
         if not consistent:
-            raise ckpt_file.CheckpointError(
-                f"checkpoint {name!r} holds arrays whose sizes do not fit together "
-                f"(history {history.shape}, times {times.shape}, chunk_blocks "
-                f"{blocks.shape}, chunk_cum {cum.shape}) for k={k}"
+            raise self._refuse(
+                f"history {history.shape}, times {times.shape}, chunk_blocks "
+                f"{blocks.shape}, chunk_cum {cum.shape}"
             )
+        state = _Chunks.fresh(self.history)
         ends = np.cumsum(blocks)
-        pieces = [
-            (history[a:b], times[a:b], cum[i])
-            for i, (a, b) in enumerate(zip(ends - blocks, ends, strict=True))
-        ]
-        fields = {
-            key.split(".", 1)[1]: value
-            for key, value in data.items()
-            if key.startswith("checkpoint.")
-        }
-        template = self.template._asdict()
-        fields.update({key: None for key, leaf in template.items() if leaf is None})
-        resume = type(self.template)(**fields)
-        last = LyapunovResult(
-            jax.device_put(data["exponents"]),
-            history[-blocks[-1] :, :][:, np.argsort(-cum[-1], kind="stable")],
-            times[-blocks[-1] :],
-            resume,
-            None,
-            None,
-            jax.device_put(data["stderr"]),
+        for a, b in zip(ends - blocks, ends, strict=True):
+            state.extend(history[a:b], times[a:b])
+        state.saved_segments = 0  # written at the next save
+        order = np.argsort(-cum[-1], kind="stable")
+        state.last = self._last(
+            data, history[-blocks[-1] :][:, order], times[-blocks[-1] :]
         )
-        return _Chunks(pieces, last, int(data["n_steps"]))
+        state.done = int(data["n_steps"])
+        return state

@@ -70,6 +70,13 @@ def child(code: str, *args: str, **kwargs) -> subprocess.Popen:
     )
 
 
+def dead_pid() -> int:
+    """The process id of a process that has ended."""
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait(timeout=60)
+    return proc.pid
+
+
 def never(info):
     raise AssertionError(f"a finished run ran again: {info}")
 
@@ -112,17 +119,34 @@ def test_ctrl_c_keeps_the_last_chunk_and_the_same_call_continues(tmp_path, refer
     assert_same_run(out, reference)
 
 
-def test_the_file_is_plain_numpy_with_a_header(tmp_path):
+def test_the_file_is_plain_numpy_with_a_header_and_bounded(tmp_path):
     path = tmp_path / "run.npz"
     run_until_converged(HENON, X0, 1.0, checkpoint=path, **{**RUN, "max_steps": 800})
     with np.load(path, allow_pickle=False) as f:
         assert str(f["format"]) == "lyapax-checkpoint"
-        assert int(f["format_version"]) == ckpt_file.FORMAT_VERSION
+        assert int(f["format_version"]) == ckpt_file.FORMAT_VERSION == 2
         assert str(f["lyapax_version"]) == lyapax.__version__
-        assert int(f["n_steps"]) == 800 and f["history"].shape == (200, 2)
-        assert f["chunk_blocks"].tolist() == [100, 100]
+        assert int(f["n_steps"]) == 800 and int(f["n_chunks"]) == 2
+        # 200 blocks, one per bin: edges after blocks 0..200.
+        assert f["bin_edges"].shape == (201, 2) and int(f["bin_width"]) == 1
+        assert f["last_history"].shape == (100, 2)
+        assert int(f["history_segments"]) == 0
         assert f["checkpoint.Y"].shape == (2, 2)
     assert ckpt_file.previous(path).exists()  # the one it replaced
+    assert (tmp_path / "run.npz.lock").exists()  # the owner's lock, kept
+
+
+def test_the_file_size_does_not_grow_with_the_run(tmp_path):
+    sizes = []
+    for steps in (8_000, 16_000):  # 2000 and 4000 blocks: bins merged
+        path = tmp_path / f"run{steps}.npz"
+        run_until_converged(
+            HENON, X0, 1.0, checkpoint=path, **{**RUN, "max_steps": steps}
+        )
+        with np.load(path) as f:
+            assert f["bin_edges"].shape[0] - 1 <= lyapax.converge.BINS
+        sizes.append(path.stat().st_size)
+    assert sizes[0] == sizes[1]
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +192,7 @@ def test_truncated_foreign_version_and_pickled_files_are_refused(
     assert path.read_bytes() == data[: len(data) // 2]  # left as it was
     # An object array would need pickle to load: refused, never unpickled.
     arrays = dict(np.load(saved_run))
-    arrays["history"] = np.array([object()], dtype=object)
+    arrays["bin_edges"] = np.array([object()], dtype=object)
     np.savez(path, **arrays)
     with pytest.raises(CheckpointError, match="cannot be read"):
         run_until_converged(HENON, X0, 1.0, checkpoint=path, **RUN)
@@ -179,7 +203,7 @@ def test_truncated_foreign_version_and_pickled_files_are_refused(
     with pytest.raises(CheckpointError, match=r"checkpoint.Y has shape \(3, 2\)"):
         run_until_converged(HENON, X0, 1.0, checkpoint=path, **RUN)
     arrays = dict(np.load(saved_run))
-    arrays["times"] = arrays["times"][:-1]
+    arrays["last_times"] = arrays["last_times"][:-1]
     np.savez(path, **arrays)
     with pytest.raises(CheckpointError, match="do not fit together"):
         run_until_converged(HENON, X0, 1.0, checkpoint=path, **RUN)
@@ -201,7 +225,9 @@ def test_a_folder_that_cannot_take_files_fails_before_any_work(tmp_path):
         run_until_converged(HENON, X0, 1.0, checkpoint="/proc/run.npz", **RUN)
 
 
-def test_a_failed_write_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+def test_a_failed_write_keeps_the_last_good_checkpoint(
+    tmp_path, monkeypatch, reference
+):
     path = tmp_path / "run.npz"
     run_until_converged(HENON, X0, 1.0, checkpoint=path, **{**RUN, "max_steps": 800})
     good = path.read_bytes()
@@ -215,9 +241,16 @@ def test_a_failed_write_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space left on device") as info:
         run_until_converged(HENON, X0, 1.0, checkpoint=path, **RUN)
     assert "the previous file is unchanged" in str(info.value)
+    assert "the run stopped after 1200 steps" in str(info.value)
+    assert "still holds the run's first 800 steps" in str(info.value)
     assert info.value.errno == errno.ENOSPC
     assert path.read_bytes() == good
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.npz", "run.npz.prev"]
+    names = ["run.npz", "run.npz.lock", "run.npz.prev"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names
+    # The kept file is valid: the same call continues from it.
+    monkeypatch.undo()
+    out = run_until_converged(HENON, X0, 1.0, checkpoint=path, **RUN)
+    assert_same_run(out, reference)
 
 
 FSIZE_CHILD = """
@@ -248,7 +281,8 @@ def test_a_file_size_limit_is_a_clear_error_and_leaves_no_file(tmp_path):
         f"OSError {errno.EFBIG}" in out
         and f"could not write the checkpoint '{path}'" in out
     )
-    assert list(tmp_path.iterdir()) == []  # nothing half-written left behind
+    # Nothing half-written left behind: only the (empty-bodied) lock file.
+    assert [p.name for p in tmp_path.iterdir()] == ["run.npz.lock"]
 
 
 # -- sweeps: one file per chunk of rows --
@@ -271,14 +305,22 @@ def test_a_sweep_resumes_from_its_chunk_files(tmp_path, sweep_reference):
     folder = tmp_path / "sweep"
     first = sweep_lyapunov_spectrum(henon_rows, X0, A, checkpoint=folder, **SWEEP)
     names = sorted(p.name for p in folder.iterdir())
-    assert names == ["chunk-00000.npz", "chunk-00001.npz", "chunk-00002.npz"]
-    # A kill after chunk 0: the later chunks are missing, one left half-written.
+    assert names == [".lock", "chunk-00000.npz", "chunk-00001.npz", "chunk-00002.npz"]
+    # A kill after chunk 0: the later chunks are missing, one left half-written
+    # by that dead process; a live process's temporary file and another
+    # host's are never removed.
     (folder / "chunk-00001.npz").unlink()
-    (folder / "chunk-00002.npz").rename(folder / ".chunk-00002.npz.123.tmp")
+    host, dead = ckpt_file.host_name(), dead_pid()
+    (folder / "chunk-00002.npz").rename(folder / f".chunk-00002.npz.{dead}@{host}.tmp")
+    kept = [f".chunk-00002.npz.{os.getppid()}@{host}.tmp"]
+    kept += [f".chunk-00002.npz.{dead}@elsewhere.example.org.tmp"]
+    for name in kept:
+        (folder / name).write_bytes(b"")
     before = (folder / "chunk-00000.npz").stat().st_mtime_ns
     out = sweep_lyapunov_spectrum(henon_rows, X0, A, checkpoint=folder, **SWEEP)
     assert (folder / "chunk-00000.npz").stat().st_mtime_ns == before  # loaded
-    assert sorted(p.name for p in folder.iterdir()) == names  # the .tmp is gone
+    # The dead process's .tmp is gone.
+    assert sorted(p.name for p in folder.iterdir()) == sorted(names + kept)
     for res in (first, out):
         leaves = zip(
             jax.tree.leaves(res), jax.tree.leaves(sweep_reference), strict=True

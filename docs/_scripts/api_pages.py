@@ -30,9 +30,11 @@ PUBLIC_MODULES = (
     "lyapax.finite_time",
     "lyapax.indicators",
     "lyapax.hamiltonian",
+    "lyapax.hybrid",
     "lyapax.utils",
     "lyapax.distributed",
     "lyapax.pde",
+    "lyapax.shadowing",
 )
 
 

@@ -42,7 +42,7 @@ import numpy as np
 if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
     from jaxtyping import Array, ArrayLike, Float
 
-__all__ = ["batch_count", "batch_means_stderr", "block_growths"]
+__all__ = ["batch_count", "batch_means_stderr", "binned_stderr", "block_growths"]
 
 
 def batch_count(n_blocks: int) -> int:
@@ -148,3 +148,35 @@ def running_stderr(
     mean = jnp.sum(jnp.where(used, rates, 0.0), axis=0) / count
     var = jnp.sum(jnp.where(used, (rates - mean) ** 2, 0.0), axis=0) / (count - 1)
     return jnp.where(n < 2, jnp.nan, jnp.sqrt(var * tau / total_time))
+
+
+def binned_stderr(
+    edges: np.ndarray, width: int, n: int, block_time: float, total_time: float
+) -> np.ndarray:
+    """:func:`batch_means_stderr` from a bounded summary of the blocks (NumPy).
+
+    Args:
+        edges: ``(c + 1, k)`` accumulated log-growth after blocks ``0, w, 2w,
+            ..., c*w`` (row 0: before the first block), ``c*w <= n < (c+1)*w``.
+        width: ``w``, blocks per bin (a power of two).
+        n: blocks run.
+        block_time, total_time: as in :func:`batch_means_stderr`.
+
+    The batches are those of :func:`batch_count` with their length rounded
+    down to whole bins (``max(1, m // w)`` bins each, as many as fit, at most
+    ``b``): with ``w = 1`` exactly the square-root rule; once bins hold several
+    blocks, batches of whole bins (their number bounded by ``c``).
+    """
+    k = edges.shape[1]
+    b = batch_count(n)
+    if b == 0:
+        return np.full(k, np.nan, dtype=edges.dtype)
+    per = max(1, (n // b) // width)  # bins per batch
+    count = min(b, (edges.shape[0] - 1) // per)
+    if count < 2:
+        return np.full(k, np.nan, dtype=edges.dtype)
+    tau = per * width * block_time
+    at = edges[: count * per + 1 : per]
+    rates = (at[1:] - at[:-1]) / tau
+    var = np.var(rates, axis=0, ddof=1)
+    return np.sqrt(var * tau / total_time)

@@ -5,7 +5,7 @@ allow_pickle=False)`` reads it without lyapax). Every file holds a header:
 
 - ``format`` = ``"lyapax-checkpoint"``, ``format_version`` (int,
   :data:`FORMAT_VERSION`), ``lyapax_version`` (str), ``kind`` (what wrote it:
-  ``"run_until_converged"`` or ``"sweep_chunk"``);
+  ``"run_until_converged"``, ``"run_history_segment"`` or ``"sweep_chunk"``);
 - ``structure``: SHA-256 of the problem's computation (the jaxpr of its step
   or of the sweep's program: operations, shapes, dtypes, constants written
   into the code), ``values``: SHA-256 of its numbers (parameters, initial
@@ -15,8 +15,10 @@ allow_pickle=False)`` reads it without lyapax). Every file holds a header:
 and then the arrays of its kind (documented in docs/long_runs.md).
 Writing goes to a temporary file in the same folder, flushed to disk, then
 renamed over the target (``os.replace``): a reader sees the old complete file
-or the new complete file, never a part (the temporary file of a writer killed
-mid-write is removed by the next write). Reading loads with
+or the new complete file, never a part. Temporary files carry their writer's
+process id and host (``.NAME.PID@HOST.tmp``): the next write removes those of
+dead processes on this host (a writer killed mid-write), never another live
+process's. Reading loads with
 ``allow_pickle=False`` and checks the header, every key, shape and dtype
 before anything is used; a file that fails is refused with
 :class:`CheckpointError` naming it, and left as it is.
@@ -30,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,14 +47,19 @@ __all__ = [
     "Identity",
     "check_writable",
     "fingerprint",
+    "host_name",
     "previous",
     "read",
+    "read_versioned",
+    "remove_stale",
+    "temp_name",
     "write",
 ]
 
 FORMAT = "lyapax-checkpoint"
-#: Raised whenever the layout of a kind of checkpoint changes.
-FORMAT_VERSION = 1
+#: Raised whenever the layout of a kind of checkpoint changes (2: bounded
+#: ``run_until_converged`` files, binned history summary).
+FORMAT_VERSION = 2
 
 #: Object addresses in printed jaxprs (``<function f at 0x7f...>``) differ
 #: between processes; they are cut before hashing.
@@ -121,6 +129,41 @@ def check_writable(folder: Path, what: str) -> None:
             probe.unlink()
 
 
+def host_name() -> str:
+    """This host's name, as written in temporary file names and locks."""
+    return re.sub(r"[^A-Za-z0-9.-]", "_", socket.gethostname()) or "host"
+
+
+def temp_name(path: Path, suffix: str = "tmp") -> Path:
+    """This process's temporary file for ``path``: ``.NAME.PID@HOST.SUFFIX``."""
+    return path.with_name(f".{path.name}.{os.getpid()}@{host_name()}.{suffix}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
+
+
+def remove_stale(path: Path) -> None:
+    """Remove the temporary files of ``path`` left by dead writers on this
+    host; those of live processes or other hosts are left alone."""
+    pattern = re.compile(rf"^\.{re.escape(path.name)}\.(\d+)@(.+?)\.(?:prev\.)?tmp$")
+    host = host_name()
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*@*.*tmp"):
+        match = pattern.match(stale.name)
+        if match is None or match.group(2) != host:
+            continue
+        pid = int(match.group(1))
+        if pid != os.getpid() and not _alive(pid):
+            with contextlib.suppress(OSError):
+                stale.unlink()
+
+
 def write(
     path: Path,
     kind: str,
@@ -147,10 +190,8 @@ def write(
         "settings": np.asarray(json.dumps(identity["settings"], sort_keys=True)),
     }
     body = {name: np.asarray(value) for name, value in arrays.items()}
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        with contextlib.suppress(OSError):  # left by a writer killed mid-write
-            stale.unlink()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    remove_stale(path)  # left by a writer killed mid-write, never a live one's
+    tmp = temp_name(path)
     try:
         with open(tmp, "wb") as f:
             np.savez(f, **header, **body)  # type: ignore[arg-type]
@@ -179,7 +220,7 @@ def previous(path: Path) -> Path:
 def _keep(path: Path) -> None:
     """Hard-link ``path`` to :func:`previous` (atomically, by a rename of a
     temporary link); skipped where the file system has no hard links."""
-    link = path.with_name(f".{path.name}.{os.getpid()}.prev.tmp")
+    link = temp_name(path, "prev.tmp")
     with contextlib.suppress(OSError):
         link.unlink()
     try:
@@ -200,16 +241,30 @@ def _sync_folder(folder: Path) -> None:
             os.close(fd)
 
 
+Expect = Mapping[str, tuple[tuple[int, ...] | None, str]]
+
+
 def read(
+    path: Path, kind: str, version: str, identity: Identity, expect: Expect
+) -> dict[str, np.ndarray]:
+    """The arrays of the checkpoint at ``path`` (of :data:`FORMAT_VERSION`),
+    checked: :func:`read_versioned` with one layout."""
+    return read_versioned(path, kind, version, identity, {FORMAT_VERSION: expect})[1]
+
+
+def read_versioned(
     path: Path,
     kind: str,
     version: str,
     identity: Identity,
-    expect: Mapping[str, tuple[tuple[int, ...] | None, str]],
-) -> dict[str, np.ndarray]:
-    """The arrays of the checkpoint at ``path``, checked.
+    layouts: Mapping[int, Expect],
+) -> tuple[int, dict[str, np.ndarray]]:
+    """``(format version, arrays)`` of the checkpoint at ``path``, checked.
 
-    ``expect`` maps every key the file must hold (besides the header) to
+    ``layouts`` maps each format version the caller reads (older ones to
+    migrate) to its ``expect``, which
+
+    maps every key the file must hold (besides the header) to
     ``(shape, dtype kind)``: shape None accepts any; dtype kind a NumPy kind
     letter string such as ``"f"``, ``"iu"`` or ``"fc"``. Keys of the file
     outside the header and ``expect`` are an error too.
@@ -240,11 +295,14 @@ def read(
     got = data.get("format_version")
     if got is None or got.shape != () or got.dtype.kind not in "iu":
         raise CheckpointError(f"checkpoint {name!r} has no valid format_version")
-    if int(got) != FORMAT_VERSION:
+    if int(got) not in layouts:
+        readable = ", ".join(map(str, sorted(layouts)))
         raise CheckpointError(
             f"checkpoint {name!r} has format version {int(got)}; this lyapax reads "
-            f"version {FORMAT_VERSION}"
+            f"version {readable}. Continue it with the lyapax that wrote it, or "
+            "delete the file (or pass another path) to start afresh"
         )
+    expect = layouts[int(got)]
     written_by = _text(data, "lyapax_version")
     if written_by != version:
         raise CheckpointError(
@@ -270,7 +328,7 @@ def read(
                 f"checkpoint {name!r}: {key} has shape {arr.shape} and dtype "
                 f"{arr.dtype}; expected shape {shape} and a dtype of kind {kinds!r}"
             )
-    return {key: data[key] for key in expect}
+    return int(got), {key: data[key] for key in expect}
 
 
 _HEADER = {

@@ -6,11 +6,14 @@ once computed, to ``FOLDER/chunk-NNNNN.npz`` (written atomically, see
 chunks found there, checked against the sweep's fingerprint and the shapes
 its program returns, and computes only the others. The result equals the
 uninterrupted sweep's: every chunk is the output of the same program on the
-same rows.
+same rows. The call holds a lock on ``FOLDER/.lock`` for its lifetime (one
+owner per folder, :mod:`lyapax._internal.lock`): a second sweep on the same
+folder is refused at start with the owner's process id, host and start time.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any
@@ -20,7 +23,7 @@ import numpy as np
 
 from lyapax.__version__ import __version__
 from lyapax._engine import progress
-from lyapax._internal import batching
+from lyapax._internal import batching, lock
 from lyapax._internal import checkpoint as ckpt_file
 
 KIND = "sweep_chunk"
@@ -74,7 +77,10 @@ class ChunkHook:
         expect: dict[str, tuple[tuple[int, ...] | None, str]] = {"rows": ((2,), "iu")}
         for i, leaf in enumerate(self.leaves):
             expect[f"leaf_{i:04d}"] = ((n, *leaf.shape[1:]), leaf.dtype.kind)
-        data = ckpt_file.read(path, KIND, __version__, self.identity, expect)
+        # Chunk files kept their layout from format 1 to 2: both are read.
+        _, data = ckpt_file.read_versioned(
+            path, KIND, __version__, self.identity, {1: expect, 2: expect}
+        )
         if data["rows"].tolist() != [start, stop]:
             raise ckpt_file.CheckpointError(
                 f"checkpoint {str(path)!r} holds rows {data['rows'].tolist()}, "
@@ -104,6 +110,7 @@ def chunk_hook(
     batched: tuple,
     settings: dict[str, Any],
     to_host: tuple[str, ...],
+    owner: contextlib.ExitStack,
 ) -> Any:
     """The hook for a sweep with a checkpoint folder (a :class:`ChunkHook`),
     or with a bar only (:meth:`~lyapax._engine.progress.Bar.by_chunks`); None
@@ -111,11 +118,13 @@ def chunk_hook(
 
     ``kernel(*args)`` is the sweep's program on the first chunk's rows,
     traced (not compiled) for the fingerprint and the output shapes;
-    ``batched`` the whole batch, hashed with the fingerprint's values.
+    ``batched`` the whole batch, hashed with the fingerprint's values;
+    ``owner`` holds the folder's lock until the sweep ends.
 
     Raises:
         ValueError: ``checkpoint`` is a file, or the sweep spans several
             processes. OSError: the folder cannot be created or written.
+        CheckpointLocked: another process is sweeping into the folder.
     """
     if checkpoint is None:
         return progress.chunks_hook(bar)
@@ -140,6 +149,7 @@ def chunk_hook(
                 e.errno, f"cannot create the checkpoint folder {str(folder)!r}: {e}"
             ) from e
         ckpt_file.check_writable(folder, "sweep checkpoint")
+        owner.enter_context(lock.hold(folder / ".lock", folder))
         settings = {**settings, "rows": plan.n, "chunk": plan.chunk}
         settings.update(padded=plan.padded, devices=len(plan.devices))
         identity = ckpt_file.fingerprint(kernel, args, settings, batched)

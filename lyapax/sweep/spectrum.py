@@ -5,6 +5,7 @@ Batch, devices and multi-host use: see :mod:`lyapax.sweep`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from functools import partial
 from typing import Any
@@ -186,9 +187,12 @@ def sweep_lyapunov_spectrum(
 
     kernel = kernel_of(dynamic)
     to_host = ("trajectory",) if save_states and trajectory_to_host else ()
-    with _progress.Bar(
-        options.progress, plan.n, "sweep_lyapunov_spectrum", "row"
-    ) as bar:
+    with (
+        _progress.Bar(
+            options.progress, plan.n, "sweep_lyapunov_spectrum", "row"
+        ) as bar,
+        contextlib.ExitStack() as owner,
+    ):
         first = batching.take(batch.batched, 0, plan.chunk, plan.padded)
         hook = chunk_hook(
             checkpoint,
@@ -199,6 +203,7 @@ def sweep_lyapunov_spectrum(
             batch.batched,
             {"kind": "spectrum", "to_host": bool(to_host)},
             to_host,
+            owner,
         )
         raw = plan.run(
             lambda *rows: kernel(*rows, batch.dt, lengths, **sizes),
