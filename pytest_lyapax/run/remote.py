@@ -382,6 +382,12 @@ class RemoteHooks:
                 if note not in state.crashes:
                     state.crashes.append(note)
                     state.reason = "; ".join(state.crashes)
+        # The terminal summary's banner (views/explain.py, the run's facts).
+        self.session.mismatched = [
+            f"{label} ({self.hosts[label].where})"
+            for label, s in self.session.states.items()
+            if label in self.hosts and s.status == MISMATCH
+        ]
         mismatched = any(s.status == MISMATCH for s in self.session.states.values())
         if mismatched and session.exitstatus in (
             pytest.ExitCode.OK,
@@ -389,21 +395,6 @@ class RemoteHooks:
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             session.exitstatus = MISMATCH_EXIT
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        bad = [
-            f"{label} ({self.hosts[label].where})"
-            for label, s in self.session.states.items()
-            if label in self.hosts and s.status == MISMATCH
-        ]
-        if bad:
-            terminalreporter.write_sep(
-                "=",
-                f"pytest-lyapax: code mismatch on {', '.join(bad)}: not run "
-                f"(exit code {int(MISMATCH_EXIT)}; --jax-allow-code-mismatch runs "
-                "it anyway)",
-                red=True,
-            )
 
 
 def _quiet(kill: Any) -> Any:
