@@ -78,12 +78,22 @@ def atomic_write(path: Path, data: bytes) -> None:
             tmp.unlink()
 
 
+def _from_benchmark(config: pytest.Config, what: str) -> dict[str, Any] | None:
+    """pytest-benchmark's ``machine_info`` or ``commit_info`` through its
+    generate and update hooks (None: pytest-benchmark is not loaded)."""
+    generate = getattr(config.hook, f"pytest_benchmark_generate_{what}", None)
+    if generate is None:
+        return None
+    info = generate(config=config)
+    update = getattr(config.hook, f"pytest_benchmark_update_{what}")
+    update(config=config, **{what: info})
+    return info
+
+
 def machine_info(config: pytest.Config) -> dict[str, Any]:
     """pytest-benchmark's machine description (through its hooks) if it is loaded."""
-    hook = config.hook
-    if hasattr(hook, "pytest_benchmark_generate_machine_info"):
-        info = hook.pytest_benchmark_generate_machine_info(config=config)
-        hook.pytest_benchmark_update_machine_info(config=config, machine_info=info)
+    info = _from_benchmark(config, "machine_info")
+    if info is not None:
         return info
     return {
         "node": platform.node(),
@@ -95,12 +105,8 @@ def machine_info(config: pytest.Config) -> dict[str, Any]:
 
 
 def commit_info(config: pytest.Config) -> dict[str, Any]:
-    hook = config.hook
-    if hasattr(hook, "pytest_benchmark_generate_commit_info"):
-        info = hook.pytest_benchmark_generate_commit_info(config=config)
-        hook.pytest_benchmark_update_commit_info(config=config, commit_info=info)
-        return info
-    return {}
+    info = _from_benchmark(config, "commit_info")
+    return {} if info is None else info
 
 
 def backend_summary(session: LyapaxSession) -> list[dict[str, Any]]:
