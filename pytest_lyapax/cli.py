@@ -164,7 +164,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def _plot_roofline(args: argparse.Namespace) -> int:
     """``plot --roofline``: roofline.png of one saved report."""
-    from pytest_lyapax.views.explain import view_of
+    from pytest_lyapax.views.document import view_of
 
     paths = expand_inputs(args.reports)
     if len(paths) != 1:
@@ -190,7 +190,7 @@ def _document(items: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_readable(args: argparse.Namespace) -> int:
-    from pytest_lyapax.views.explain import view_of
+    from pytest_lyapax.views.document import view_of
     from pytest_lyapax.views.render import report_html, summary_markdown, summary_text
 
     view = view_of(_document(args.reports))

@@ -30,7 +30,7 @@ from pytest_lyapax.run.scheduling import node_label
 from pytest_lyapax.run.session import CONTROLLER, INPROCESS, LyapaxSession
 
 if TYPE_CHECKING:
-    from pytest_lyapax.views.explain import ReportView
+    from pytest_lyapax.views.document import ReportView
 
 
 class ResultCollector:

@@ -48,6 +48,7 @@ from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
 from pytest_lyapax.run.session import LyapaxSession
 from pytest_lyapax.views import explain
+from pytest_lyapax.views.document import ReportView, RunFacts, Section, view_of
 from pytest_lyapax.views.figure import render_png
 from pytest_lyapax.views.render import (
     HTML_NAME,
@@ -157,7 +158,7 @@ def compose(
     info: dict[str, Any] | None,
     compared: analysis.ComparisonResult | None = None,
     commit: dict[str, Any] | None = None,
-) -> tuple[bytes, explain.ReportView]:
+) -> tuple[bytes, ReportView]:
     """The merged report in pytest-benchmark's JSON schema, as stored, and its
     view: the document analysed once, as ``pytest-lyapax`` reads it back.
 
@@ -196,7 +197,7 @@ def compose(
         },
     }
     data = json.loads(json.dumps(document, default=repr))
-    view = explain.view_of(data)
+    view = view_of(data)
     analysed = {
         "crossovers": [
             {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
@@ -231,7 +232,7 @@ def write_reports(
     session: LyapaxSession,
     info: dict[str, Any],
     compared: analysis.ComparisonResult | None = None,
-) -> tuple[explain.ReportView, list[Path]]:
+) -> tuple[ReportView, list[Path]]:
     """The run's report and the files written from it: runs/NNNN.json, then
     benchmark.json, then the figures, summary.md and report.html.
 
@@ -272,7 +273,7 @@ def write_reports(
 
 
 def _write_roofline(
-    report_dir: Path, view: explain.ReportView, session: LyapaxSession
+    report_dir: Path, view: ReportView, session: LyapaxSession
 ) -> list[Path]:
     """``roofline.png`` when some point has its work (a failure is noted)."""
     try:
@@ -289,7 +290,7 @@ def _write_roofline(
 
 def write_readable(
     report_dir: Path,
-    view: explain.ReportView,
+    view: ReportView,
     figure: bytes | str,
     session: LyapaxSession,
 ) -> list[Path]:
@@ -337,7 +338,7 @@ def run_facts(
     session: LyapaxSession,
     compared: analysis.ComparisonResult | None,
     written: Sequence[Path],
-) -> explain.RunFacts:
+) -> RunFacts:
     """What the terminal summary adds to the report: this run's facts."""
     settings = session.settings
     mismatch_exit = 0
@@ -345,7 +346,7 @@ def run_facts(
         from pytest_lyapax.run.remote import MISMATCH_EXIT
 
         mismatch_exit = int(MISMATCH_EXIT)
-    return explain.RunFacts(
+    return RunFacts(
         live=True,
         compared=compared,
         gate_refused=session.gate_refused or None,
@@ -364,10 +365,10 @@ def run_facts(
 
 def terminal_sections(
     session: LyapaxSession,
-    view: explain.ReportView,
+    view: ReportView,
     compared: analysis.ComparisonResult | None,
     written: Sequence[Path],
-) -> list[explain.Section]:
+) -> list[Section]:
     """The terminal summary: the report's sections with the run's facts."""
     return explain.report_sections(view, run=run_facts(session, compared, written))
 

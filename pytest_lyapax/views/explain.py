@@ -4,12 +4,13 @@
 terminal summary, ``summary.md`` and ``report.html`` are its sections, which
 the renderers (``render.py``: text, markdown, HTML) only format.  It reads
 one report document (as stored in ``benchmark.json``, or a merged one)
-analysed once by :func:`view_of`, so the files written by a run and those
+analysed once by :func:`~pytest_lyapax.views.document.view_of`, so the files written by a run and those
 regenerated later by ``pytest-lyapax summary|html`` from the saved JSON are
 the same bytes.  Crossovers and the cost model are recomputed from the
 stored per-round samples (the cost model's bootstrap is seeded by each
 series' name); everything else comes from the document as stored.  The
-terminal adds the facts only the running session knows (:class:`RunFacts`:
+terminal adds the facts only the running session knows
+(:class:`~pytest_lyapax.views.document.RunFacts`, ``runtext.py``:
 the live comparison, files written, the gate's verdict, agreement warnings,
 code mismatches); from a saved report they are empty.
 """
@@ -17,10 +18,8 @@ code mismatches); from a saved report they are empty.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
-from pytest_lyapax.backends.labels import CRASHED, outcome_text
+from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
     analysis,
     costmodel,
@@ -30,184 +29,23 @@ from pytest_lyapax.report import (
     stats,
     units,
 )
-from pytest_lyapax.report.gates import refusal
 from pytest_lyapax.report.identity import (
-    machine_of,
     record_label,
     record_size,
     series_id,
 )
-from pytest_lyapax.report.schema import REPORT_KEY
-from pytest_lyapax.views import agreement_tables, tables
-from pytest_lyapax.views.figure import BackendLegend
+from pytest_lyapax.views import agreement_tables, runtext, tables
+from pytest_lyapax.views.document import (
+    Block,
+    Figure,
+    Lines,
+    ReportView,
+    RunFacts,
+    Section,
+    Table,
+)
 
 TITLE = "pytest-lyapax report"
-
-
-@dataclass(frozen=True)
-class Table:
-    """Rows under a header; as text, the first ``left`` columns are
-    left-aligned and the rest right, with a dashed rule under the header
-    when ``ruled`` (else every column left-aligned)."""
-
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-    left: int = 1
-    ruled: bool = True
-
-
-@dataclass(frozen=True)
-class Lines:
-    lines: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A figure (PNG bytes) drawn from the document; ``ident`` names its
-    HTML element."""
-
-    png: bytes
-    alt: str
-    ident: str = "crossover-figure"
-
-
-Block = Table | Lines | Figure
-
-
-@dataclass
-class Section:
-    """A titled part of the report; as text its title sits in a line of
-    ``rule`` characters (``red``: a verdict the terminal colours)."""
-
-    title: str
-    blocks: list[Block] = field(default_factory=list)
-    rule: str = "-"
-    red: bool = False
-
-
-@dataclass(frozen=True)
-class RunFacts:
-    """What only the running session knows: the terminal's run section.
-
-    ``RunFacts()`` is a saved report's (``live`` False: no "reports"
-    section); the plugin fills it in at the end of a run.
-    """
-
-    live: bool = False
-    compared: analysis.ComparisonResult | None = None
-    gate_refused: str | None = None
-    gate_failures: tuple[str, ...] = ()
-    gates: tuple[str, ...] = ()  # the --jax-compare-fail thresholds as given
-    report_dir: str = ""
-    written: tuple[str, ...] = ()
-    figure_error: str = ""
-    collection_errors: int = 0
-    agree_warnings: tuple[str, ...] = ()
-    late_failures: tuple[str, ...] = ()
-    mismatched: tuple[str, ...] = ()  # "label (host)" of remote code mismatches
-    mismatch_exit: int = 0
-
-
-@dataclass(frozen=True)
-class ReportView:
-    """A document's benchmarks, grouped and analysed once."""
-
-    data: Mapping[str, Any]
-    key: Mapping[str, Any]
-    records: list[Mapping[str, Any]]
-    backends: list[Mapping[str, Any]]
-    order: list[str]
-    benches: list[analysis.SizedBenchmark]
-    unsized: dict[str, dict[str, analysis.Point]]
-    models: list[costmodel.BenchmarkModel]
-    failed: list[details.FailedPoint]
-
-    @property
-    def machine_info(self) -> Mapping[str, Any]:
-        info = self.data.get("machine_info")
-        return info if isinstance(info, Mapping) else {}
-
-    @property
-    def machine(self) -> str:
-        machines = [str(machine_of(r, self.machine_info)) for r in self.records]
-        return "; ".join(dict.fromkeys(machines)) or str(
-            machine_of({}, self.machine_info)
-        )
-
-    def legends(self) -> list[BackendLegend]:
-        out = []
-        for b in self.backends:
-            status = str(b.get("status") or "ok")
-            if status == "ok" and b.get("n_benchmarks") == 0:
-                status = "no timings"
-            device = b.get("device")
-            if isinstance(device, str) and b.get("gateway") and b.get("host"):
-                device = f"{device} @ {b['host']}"  # a backend on another host
-            out.append(
-                BackendLegend(
-                    str(b["label"]),
-                    status,
-                    device if isinstance(device, str) else None,
-                    str(b.get("reason") or ""),
-                )
-            )
-        return out
-
-    def figure_args(self) -> tuple[Any, ...]:
-        """The arguments of :func:`~pytest_lyapax.views.figure.render_png` here."""
-        return (
-            self.benches,
-            self.legends(),
-            self.machine,
-            self.unsized,
-            costmodel.by_key(self.models),
-            details.panel_notes(self.records, self.machine_info, self.failed),
-        )
-
-    def roofline_png(self) -> bytes | None:
-        """``roofline.png`` (None: no point has its work and time)."""
-        points = roofline.figure_points(self.records)
-        if not points:
-            return None
-        from pytest_lyapax.views.rooffigure import render_roofline_png
-
-        machines = self.key.get("machines")
-        machines = machines if isinstance(machines, Mapping) else {}
-        return render_roofline_png(points, machines, self.machine)
-
-    def figure_png(self) -> bytes:
-        from pytest_lyapax.views.figure import render_png
-
-        return render_png(*self.figure_args())
-
-
-def view_of(data: Mapping[str, Any]) -> ReportView:
-    """Analyse a (validated) report document."""
-    key = data.get(REPORT_KEY)
-    key = key if isinstance(key, Mapping) else {}
-    records = [r for r in data.get("benchmarks", []) if isinstance(r, Mapping)]
-    backends = [
-        b for b in key.get("backends") or [] if isinstance(b, Mapping) and "label" in b
-    ]
-    order = [str(b["label"]) for b in backends]
-    for r in records:
-        label = record_label(r)
-        if label is not None and label not in order:
-            order.append(label)
-    info = data.get("machine_info")
-    info = info if isinstance(info, Mapping) else None
-    benches = analysis.group_sized(records, order, info)
-    return ReportView(
-        data,
-        key,
-        records,
-        backends,
-        order,
-        benches,
-        analysis.unsized_medians(records, info),
-        costmodel.cost_models(benches),
-        details.failed_points(data),
-    )
 
 
 def _text(value: object) -> str:
@@ -234,7 +72,7 @@ def _header(view: ReportView) -> Section:
 
 def _backends(view: ReportView, text: bool) -> Section:
     if text:
-        return _backend_lines(view)
+        return runtext.backend_lines(view)
     rows = []
     for b in view.backends:
         outcomes = b.get("outcomes")
@@ -252,38 +90,6 @@ def _backends(view: ReportView, text: bool) -> Section:
         )
     header = ("backend", "status", "device", "jax", "tests", "benchmarks", "reason")
     return Section("Backends", [Table(header, tuple(rows))])
-
-
-def _backend_lines(view: ReportView) -> Section:
-    """The terminal's backend table: where each ran, then why not ok."""
-    rows = []
-    for b in view.backends:
-        device = b.get("device") or ""
-        if b.get("jax_version"):
-            device += f", jax {b['jax_version']}"
-        environment = f"JAX_PLATFORMS={b.get('platform')}"
-        if b.get("gateway"):  # a backend on another host (remote.py)
-            environment += f" @ {b.get('host') or '?'} ({b['gateway']})"
-        outcomes = b.get("outcomes")
-        tests = outcome_text(outcomes) if isinstance(outcomes, Mapping) else ""
-        rows.append(
-            (
-                str(b["label"]),
-                environment,
-                str(b.get("status")),
-                tests or "-",
-                str(b.get("n_benchmarks")),
-                device.strip(", ") or "-",
-            )
-        )
-    header = ("backend", "environment", "status", "tests", "benchmarks", "device")
-    reasons = tuple(
-        f"{b['label']}: {b['reason']}" for b in view.backends if b.get("reason")
-    )
-    return Section(
-        "pytest-lyapax: backends",
-        [Table(header, tuple(rows), left=6), Lines(reasons)],
-    )
 
 
 def _missing(view: ReportView) -> dict[str, str]:
@@ -396,7 +202,7 @@ def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
     if not isinstance(c, Mapping):
         return None
     if run is not None and run.compared is not None:
-        return _live_comparison(c, run.compared, run.gate_refused)
+        return runtext.live_comparison(c, run.compared, run.gate_refused)
     gates = c.get("gates") if isinstance(c.get("gates"), list) else []
     regressions = c.get("regressions") if isinstance(c.get("regressions"), list) else []
     missing = c.get("missing") if isinstance(c.get("missing"), list) else []
@@ -419,41 +225,8 @@ def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
     if rows:
         blocks.append(Table(("benchmark", "noise test vs saved run"), rows))
     if run is not None:
-        return Section(_comparison_title(c), blocks)
+        return Section(runtext.comparison_title(c), blocks)
     return Section("Comparison with a saved run", blocks)
-
-
-def _comparison_title(c: Mapping[str, Any]) -> str:
-    title = f"comparison with {c.get('with')}"
-    gates = c.get("gates")
-    if isinstance(gates, list) and gates:
-        title += f" (fail above {', '.join(map(str, gates))})"
-    return title
-
-
-def _live_comparison(
-    c: Mapping[str, Any], compared: analysis.ComparisonResult, refused: str | None
-) -> Section:
-    """The terminal's comparison: the values of both runs, as measured."""
-    lines = tables.comparison_table(compared.comparisons, compared.thresholds)
-    if not compared.comparisons:
-        lines = ["no benchmark of this run appears in the saved run"]
-    lines += tables.machine_lines(compared.machines)
-    if refused:
-        lines.append(f"gate refused, the runs were measured apart: {refused}")
-    elif compared.refusal():
-        lines.append(f"measured apart (gated anyway): {compared.refusal()}")
-    if compared.missing:
-        lines.append(
-            f"{len(compared.missing)} saved benchmark(s) missing from this run:"
-        )
-        lines += [f"  {name}" for name in compared.missing[:20]]
-        if len(compared.missing) > 20:
-            lines.append(f"  ... and {len(compared.missing) - 20} more")
-    regressed = len(compared.regressions)
-    if regressed:
-        lines.append(f"{regressed} benchmark(s) regressed")
-    return Section(_comparison_title(c), [Lines(tuple(lines))])
 
 
 def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
@@ -504,96 +277,6 @@ def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
     return Section("Roofline (XLA cost analysis)", blocks)
 
 
-def _listed(title: str, intro: str, names: object) -> Section | None:
-    if not isinstance(names, list) or not names:
-        return None
-    return Section(title, [Lines((intro, *(f"  {n}" for n in names[:20])))])
-
-
-def _timing_notes(view: ReportView) -> list[Section]:
-    """The terminal's warnings about how points were timed, or not."""
-    points = view.key.get("points")
-    points = (
-        [p for p in points if isinstance(p, Mapping)]
-        if isinstance(points, list)
-        else []
-    )
-    notes = (
-        _listed(
-            "pytest-lyapax: timed by dispatch only",
-            "these results had no JAX array to wait for, so only the dispatch was "
-            "timed; return the arrays, or register the class as a pytree "
-            "(jax.tree_util.register_dataclass, equinox.Module):",
-            view.key.get("dispatch_only"),
-        ),
-        _listed(
-            "pytest-lyapax: host arguments",
-            "warning: timed with NumPy (host) arguments on a non-CPU backend, so "
-            "every call includes the copy to the device; pass jax.device_put(x) "
-            "to time the computation alone (or parametrize to time both):",
-            details.host_argument_benchmarks(view.records),
-        ),
-        Section(
-            "pytest-lyapax: sizes not timed",
-            [
-                Lines(
-                    tuple(
-                        f"{p.get('fullname')}: {p.get('status')}: {p.get('message')}"
-                        for p in points[:20]
-                    )
-                )
-            ],
-        )
-        if points
-        else None,
-    )
-    return [n for n in notes if n is not None]
-
-
-def _run_sections(view: ReportView, run: RunFacts) -> list[Section]:
-    """Files written and the verdicts of the run (a saved report: the crashed
-    backends only)."""
-    out = []
-    if run.live and not view.records:
-        lines: tuple[str, ...] = (
-            f"no benchmark was measured: nothing written to {run.report_dir}",
-        )
-        out.append(Section("pytest-lyapax: reports", [Lines(lines)]))
-    elif run.written or run.figure_error:
-        lines = tuple(f"wrote {p}" for p in run.written)
-        lines += (run.figure_error,) if run.figure_error else ()
-        out.append(Section("pytest-lyapax: reports", [Lines(lines)]))
-    if run.collection_errors:
-        title = (
-            f"Interrupted: {run.collection_errors} error(s) during collection; no "
-            "test was run (--continue-on-collection-errors runs them)"
-        )
-        out.append(Section(title, rule="!"))
-    gates = " ".join(f"--jax-compare-fail={t}" for t in run.gates)
-    if run.gate_refused:
-        why = f"the saved run was measured elsewhere: {run.gate_refused}"
-        title = f"pytest-lyapax: {gates} refused (usage error): " + refusal(
-            why, "--jax-compare-across-machines"
-        )
-        out.append(Section(title, rule="=", red=True))
-    if run.gate_failures:
-        title = f"pytest-lyapax: {gates} failed: {len(run.gate_failures)} problem(s)"
-        lines = tuple(f"  {line}" for line in run.gate_failures[:20])
-        out.append(Section(title, [Lines(lines)], "=", red=True))
-    crashed = [str(b["label"]) for b in view.backends if b.get("status") == CRASHED]
-    if crashed:
-        title = f"pytest-lyapax: backend(s) crashed: {', '.join(crashed)}"
-        out.append(Section(title, rule="=", red=True))
-    if run.mismatched:
-        title = (
-            f"pytest-lyapax: code mismatch on {', '.join(run.mismatched)}: not run "
-            f"(exit code {run.mismatch_exit}; --jax-allow-code-mismatch runs it "
-            "anyway)"
-        )
-        out.append(Section(title, rule="=", red=True))
-    return out
-
-
 def _machine(view: ReportView) -> Section:
     rows = []
     for name, value in view.machine_info.items():
@@ -640,12 +323,12 @@ def report_sections(
     )
     sections += [s for s in optional_sections if s is not None]
     if text:
-        sections += _timing_notes(view)
+        sections += runtext.timing_notes(view)
     comparison = _comparison(view, run)
     if comparison is not None:
         sections.append(comparison)
     if run is not None:
-        return sections + _run_sections(view, run)
+        return sections + runtext.run_sections(view, run)
     noise = view.key.get("noise_test")
     if isinstance(noise, Mapping) and noise:
         stored = ", ".join(f"{k} {_text(v)}" for k, v in noise.items())

@@ -19,15 +19,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_lyapax.views.agreement_tables import format_table
-from pytest_lyapax.views.explain import (
+from pytest_lyapax.views.document import (
     Figure,
     Lines,
     ReportView,
     RunFacts,
     Section,
     Table,
-    report_sections,
 )
+from pytest_lyapax.views.explain import report_sections
 from pytest_lyapax.views.tables import render_table
 
 SUMMARY_NAME = "summary.md"
@@ -201,7 +201,7 @@ def outputs(
     data: Mapping[str, Any], figure: bytes | str | None = None
 ) -> dict[str, bytes]:
     """Both files of one report document, by file name."""
-    from pytest_lyapax.views.explain import view_of
+    from pytest_lyapax.views.document import view_of
 
     view = view_of(data)
     return {SUMMARY_NAME: summary_markdown(view), HTML_NAME: report_html(view, figure)}
