@@ -18,15 +18,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_lyapax.views import document
 from pytest_lyapax.views.agreement_tables import format_table
-from pytest_lyapax.views.document import (
-    Figure,
-    Lines,
-    ReportView,
-    RunFacts,
-    Section,
-    Table,
-)
+from pytest_lyapax.views.document import Figure, Lines, ReportView, Section, Table
 from pytest_lyapax.views.explain import report_sections
 from pytest_lyapax.views.tables import render_table
 
@@ -119,10 +113,10 @@ def write_terminal(terminalreporter: Any, sections: Sequence[Section]) -> None:
             terminalreporter.write_line(line)
 
 
-def summary_text(view: ReportView, run: RunFacts | None = None) -> bytes:
+def summary_text(view: ReportView, run: document.RunFacts | None = None) -> bytes:
     """The terminal summary of a report (``run``: the running session's
     facts; a saved report has none)."""
-    return render_text(report_sections(view, run=run or RunFacts())).encode()
+    return render_text(report_sections(view, run=run or document.RunFacts())).encode()
 
 
 def _cell(text: str, tag: str = "td") -> str:
@@ -201,7 +195,5 @@ def outputs(
     data: Mapping[str, Any], figure: bytes | str | None = None
 ) -> dict[str, bytes]:
     """Both files of one report document, by file name."""
-    from pytest_lyapax.views.document import view_of
-
-    view = view_of(data)
+    view = document.view_of(data)
     return {SUMMARY_NAME: summary_markdown(view), HTML_NAME: report_html(view, figure)}
