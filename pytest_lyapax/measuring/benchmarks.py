@@ -54,7 +54,7 @@ import pytest
 
 from pytest_lyapax.measuring import measure, roofline
 from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
-from pytest_lyapax.report.identity import is_size, param_text, test_of
+from pytest_lyapax.report.identity import bare_id, is_size, param_text
 from pytest_lyapax.report.schema import STAT_FIELDS
 from pytest_lyapax.report.stats import MIN_ROUNDS
 
@@ -437,7 +437,7 @@ def record_of(item: pytest.Item) -> dict[str, Any] | None:
 def series_of(item: pytest.Item, label: str) -> tuple[tuple[str, str, str], Any]:
     """The item's series (test id, other parameters, label) and its size."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    key = (test_of(item.nodeid), param_text(params), label)
+    key = (bare_id(item.nodeid), param_text(params), label)
     return key, params.get("jax_size")
 
 

@@ -148,7 +148,7 @@ def worker_fields(record: Mapping[str, Any]) -> dict[str, str]:
     return {key: info[key] for key in keys if info.get(key) is not None}
 
 
-def test_of(name: str) -> str:
+def bare_id(name: str) -> str:
     """A test's id without its parameters (``path::test``): the first part of
     a series' key, for a collected item and a stored record alike."""
     return name.split("[", 1)[0]
@@ -197,7 +197,7 @@ def series_id(
     info = extra_info(record)
     label = record_label(record)
     backend = _text(info.get("source_backend"), label or "") or None
-    test = test_of(str(record.get("fullname") or record.get("name") or ""))
+    test = bare_id(str(record.get("fullname") or record.get("name") or ""))
     return SeriesId(
         test, other_params(record), backend, machine_of(record, machine_info), label
     )

@@ -3,16 +3,15 @@
 :func:`report_sections` is the one composer of the plugin's output: the
 terminal summary, ``summary.md`` and ``report.html`` are its sections, which
 the renderers (``render.py``: text, markdown, HTML) only format.  It reads
-one report document (as stored in ``benchmark.json``, or a merged one)
-analysed once by :func:`~pytest_lyapax.views.document.view_of`, so the files written by a run and those
-regenerated later by ``pytest-lyapax summary|html`` from the saved JSON are
-the same bytes.  Crossovers and the cost model are recomputed from the
-stored per-round samples (the cost model's bootstrap is seeded by each
+one report document (as stored in ``benchmark.json``, or a merged one),
+analysed once (``document.view_of``), so the files written by a run and
+those regenerated later by ``pytest-lyapax summary|html`` from the saved
+JSON are the same bytes.  Crossovers and the cost model are recomputed from
+the stored per-round samples (the cost model's bootstrap is seeded by each
 series' name); everything else comes from the document as stored.  The
-terminal adds the facts only the running session knows
-(:class:`~pytest_lyapax.views.document.RunFacts`, ``runtext.py``:
-the live comparison, files written, the gate's verdict, agreement warnings,
-code mismatches); from a saved report they are empty.
+terminal adds what only the running session knows (``document.RunFacts``,
+sections in ``runtext.py``: the live comparison, files written, the gate's
+verdict, agreement warnings, code mismatches); a saved report has none.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from pytest_lyapax.backends.labels import (
 from pytest_lyapax.backends.probe import interpret
 from pytest_lyapax.measuring.benchmarks import RecordedBenchmark
 from pytest_lyapax.report import analysis, stats
-from pytest_lyapax.report.identity import is_size, param_text, test_of
+from pytest_lyapax.report.identity import bare_id, is_size, param_text
 from pytest_lyapax.run.options import CompareThreshold
 from pytest_lyapax.run.scheduling import BackendScheduling, worker_spec
 from pytest_lyapax.views import tables
@@ -765,4 +765,4 @@ def test_a_size_is_an_int_and_never_a_bool():
 def test_the_series_key_leaves_out_the_plugins_parameters():
     params = {"qr": "lapack", "jax_backend": "cpu", "jax_size": 20, "b": 1}
     assert param_text(params) == "b=1,qr=lapack"
-    assert test_of("t.py::test_x[cpu-20]") == "t.py::test_x"
+    assert bare_id("t.py::test_x[cpu-20]") == "t.py::test_x"
