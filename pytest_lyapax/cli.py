@@ -5,6 +5,7 @@ Subcommands::
     merge   A.json B.json ... -o OUT.json    one report from several runs/machines
     plot    REPORT.json [...] -o crossover.png   the plugin's figure, re-drawn
     summary REPORT.json [...] -o summary.md      the run's markdown summary
+            [--terminal]  (-o - prints) the run's terminal summary instead
     html    REPORT.json [...] -o report.html     the run's self-contained page
     history DIR_OR_FILES... -o history.png   median per series over runs
     compare A.json B.json [--fail=median:25%]   the regression gate, without pytest
@@ -163,7 +164,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 def _plot_roofline(args: argparse.Namespace) -> int:
     """``plot --roofline``: roofline.png of one saved report."""
-    from pytest_lyapax.views.explain import view_of
+    from pytest_lyapax.views.document import view_of
 
     paths = expand_inputs(args.reports)
     if len(paths) != 1:
@@ -189,12 +190,22 @@ def _document(items: Sequence[str]) -> dict[str, Any]:
 
 
 def cmd_readable(args: argparse.Namespace) -> int:
-    from pytest_lyapax.views.explain import view_of
-    from pytest_lyapax.views.render import report_html, summary_markdown
+    from pytest_lyapax.views.document import view_of
+    from pytest_lyapax.views.render import report_html, summary_markdown, summary_text
 
     view = view_of(_document(args.reports))
-    render = summary_markdown if args.command == "summary" else report_html
-    _write(args.output, render(view))
+    if getattr(args, "terminal", False):
+        # The run's terminal summary, less what only the run knew (files
+        # written, the gate's verdict, the comparison's values).
+        text = summary_text(view)
+        if args.output is None or str(args.output) == "-":
+            sys.stdout.write(text.decode())
+            return 0
+        _write(args.output, text)
+    else:
+        render = summary_markdown if args.command == "summary" else report_html
+        args.output = args.output or Path(args.default_output)
+        _write(args.output, render(view))
     print(f"wrote {args.output} ({len(view.records)} benchmarks)")
     return 0
 
@@ -363,8 +374,17 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         p = sub.add_parser(name, help=f"write the {what} of saved reports")
         p.add_argument("reports", nargs="+", help="a report, or several to merge")
-        p.add_argument("-o", "--output", type=Path, default=Path(default))
-        p.set_defaults(func=cmd_readable)
+        p.add_argument(
+            "-o", "--output", type=Path, default=None, help=f"default: {default}"
+        )
+        p.set_defaults(func=cmd_readable, default_output=default)
+        if name == "summary":
+            p.add_argument(
+                "--terminal",
+                action="store_true",
+                help="the terminal summary the run printed (to stdout, or -o), "
+                "less its files written and the gate's verdict",
+            )
     p = sub.add_parser("history", help="median per series over saved runs")
     p.add_argument(
         "inputs", nargs="+", help="report dirs (their runs/*.json) or JSON files"

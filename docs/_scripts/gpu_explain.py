@@ -29,7 +29,7 @@ def _rst(text: str) -> str:
 def explanation(report_path: Path = REPORT) -> str:
     """The fragment, as reStructuredText paragraphs and a bullet list."""
     from pytest_lyapax.report import analysis, details
-    from pytest_lyapax.views.explain import view_of
+    from pytest_lyapax.views.document import view_of
     from pytest_lyapax.views.tables import format_seconds
 
     data = json.loads(report_path.read_text())

@@ -22,81 +22,16 @@ does not).  Everything here is pure; ``remote.py`` makes the connections.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import pytest
 
-from pytest_lyapax.backends.labels import LABEL_PATTERN, Backend
+from pytest_lyapax.backends.labels import LABEL_PATTERN, Backend, HostSpec
 
 OPTION = "--jax-backend-host"
 KINDS = ("ssh", "socket", "popen")
 # Keys a spec may carry besides its kind (execnet XSpec keys).
 PASS_KEYS = ("python", "chdir", "nice", "dont_write_bytecode", "ssh_config")
 RESERVED_ENV = ("JAX_PLATFORMS",)
-
-
-@dataclass(frozen=True)
-class HostSpec:
-    """A parsed gateway spec of one backend's host."""
-
-    text: str  # as the user wrote it
-    kind: str  # ssh | socket | popen
-    address: str  # ssh destination, socket host:port, or "" for popen
-    python: str | None = None
-    chdir: str | None = None
-    nice: str | None = None
-    dont_write_bytecode: bool = False
-    ssh_config: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def where(self) -> str:
-        """Short description for messages: ``socket 127.0.0.1:8888``."""
-        if self.kind == "popen":
-            return f"popen python={self.python}"
-        return f"{self.kind} {self.address}"
-
-    def connect_spec(self) -> str:
-        """The gateway that reaches the host (probe, and the worker's ``via``).
-
-        ssh and socket gateways run with the ``thread`` model on the host, so
-        several workers (``--jax-processes``) can be started through one.
-        """
-        if self.kind == "popen":
-            parts = ["popen", f"python={self.python}"]
-        elif self.kind == "socket":
-            parts = [f"socket={self.address}", "execmodel=thread"]
-        else:
-            parts = [f"ssh={self.address}", "execmodel=thread"]
-            if self.python:
-                parts.append(f"python={self.python}")
-            if self.ssh_config:
-                parts.append(f"ssh_config={self.ssh_config}")
-        if self.dont_write_bytecode:
-            parts.append("dont_write_bytecode")
-        return "//".join(parts)
-
-    def worker_spec(self, local_spec: str, via: str | None) -> str:
-        """The worker's ``--tx`` spec from the spec a local worker would get.
-
-        Always a ``popen`` spec without ``chdir`` (a fresh interpreter on the
-        host, started through the ``via`` gateway for ssh/socket), so xdist
-        neither rsyncs nor rewrites the test paths; the plugin changes to
-        ``chdir`` itself (``remote.py``).  ``JAX_PLATFORMS`` and the rest of
-        ``local_spec``'s environment are set before anything is imported.
-        """
-        assert local_spec.startswith("popen")
-        head = ["popen"]
-        if via is not None:
-            head.append(f"via={via}")
-        if self.python:
-            head.append(f"python={self.python}")
-        if self.nice:
-            head.append(f"nice={self.nice}")
-        if self.dont_write_bytecode:
-            head.append("dont_write_bytecode")
-        env = [f"env:{k}={v}" for k, v in self.env.items()]
-        return "//".join([*head, *env]) + local_spec[len("popen") :]
 
 
 def _fail(raw: str, problem: str) -> pytest.UsageError:
@@ -212,7 +147,7 @@ def bind_hosts(
             f"new label also needs --jax-backend-platform={unknown[0]}=PLATFORM"
         )
     return tuple(
-        Backend(b.label, b.platform, hosts[b.label].text) if b.label in hosts else b
+        Backend(b.label, b.platform, hosts[b.label]) if b.label in hosts else b
         for b in backends
     )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 # Built-in labels and the platform each one selects.  ``gpu`` is exactly
 # ``cuda``: ``JAX_PLATFORMS=gpu`` would also try rocm/oneapi, and a list such as
@@ -51,14 +51,78 @@ RUNNABLE = (OK, FALLBACK)
 
 
 @dataclass(frozen=True)
+class HostSpec:
+    """A parsed gateway spec of one backend's host."""
+
+    text: str  # as the user wrote it
+    kind: str  # ssh | socket | popen
+    address: str  # ssh destination, socket host:port, or "" for popen
+    python: str | None = None
+    chdir: str | None = None
+    nice: str | None = None
+    dont_write_bytecode: bool = False
+    ssh_config: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """Short description for messages: ``socket 127.0.0.1:8888``."""
+        if self.kind == "popen":
+            return f"popen python={self.python}"
+        return f"{self.kind} {self.address}"
+
+    def connect_spec(self) -> str:
+        """The gateway that reaches the host (probe, and the worker's ``via``).
+
+        ssh and socket gateways run with the ``thread`` model on the host, so
+        several workers (``--jax-processes``) can be started through one.
+        """
+        if self.kind == "popen":
+            parts = ["popen", f"python={self.python}"]
+        elif self.kind == "socket":
+            parts = [f"socket={self.address}", "execmodel=thread"]
+        else:
+            parts = [f"ssh={self.address}", "execmodel=thread"]
+            if self.python:
+                parts.append(f"python={self.python}")
+            if self.ssh_config:
+                parts.append(f"ssh_config={self.ssh_config}")
+        if self.dont_write_bytecode:
+            parts.append("dont_write_bytecode")
+        return "//".join(parts)
+
+    def worker_spec(self, local_spec: str, via: str | None) -> str:
+        """The worker's ``--tx`` spec from the spec a local worker would get.
+
+        Always a ``popen`` spec without ``chdir`` (a fresh interpreter on the
+        host, started through the ``via`` gateway for ssh/socket), so xdist
+        neither rsyncs nor rewrites the test paths; the plugin changes to
+        ``chdir`` itself (``remote.py``).  ``JAX_PLATFORMS`` and the rest of
+        ``local_spec``'s environment are set before anything is imported.
+        """
+        assert local_spec.startswith("popen")
+        head = ["popen"]
+        if via is not None:
+            head.append(f"via={via}")
+        if self.python:
+            head.append(f"python={self.python}")
+        if self.nice:
+            head.append(f"nice={self.nice}")
+        if self.dont_write_bytecode:
+            head.append("dont_write_bytecode")
+        env = [f"env:{k}={v}" for k, v in self.env.items()]
+        return "//".join([*head, *env]) + local_spec[len("popen") :]
+
+
+@dataclass(frozen=True)
 class Backend:
     """One requested backend: its label, the ``JAX_PLATFORMS`` it runs under
-    and, for a backend on another host, the execnet gateway spec of that host
-    (``--jax-backend-host``; None: this machine)."""
+    and, for a backend on another host, the parsed execnet gateway spec of
+    that host (``--jax-backend-host``, ``hosts.py``; None: this machine)."""
 
     label: str
     platform: str
-    host: str | None = None
+    host: HostSpec | None = None
 
     @property
     def expected(self) -> str:

@@ -54,7 +54,7 @@ import pytest
 
 from pytest_lyapax.measuring import measure, roofline
 from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
-from pytest_lyapax.report.identity import PLUGIN_PARAMS
+from pytest_lyapax.report.identity import bare_id, is_size, param_text
 from pytest_lyapax.report.schema import STAT_FIELDS
 from pytest_lyapax.report.stats import MIN_ROUNDS
 
@@ -437,10 +437,8 @@ def record_of(item: pytest.Item) -> dict[str, Any] | None:
 def series_of(item: pytest.Item, label: str) -> tuple[tuple[str, str, str], Any]:
     """The item's series (test id, other parameters, label) and its size."""
     params = getattr(getattr(item, "callspec", None), "params", {})
-    others = ",".join(
-        f"{k}={params[k]}" for k in sorted(params) if k not in PLUGIN_PARAMS
-    )
-    return (item.nodeid.split("[", 1)[0], others, label), params.get("jax_size")
+    key = (bare_id(item.nodeid), param_text(params), label)
+    return key, params.get("jax_size")
 
 
 def set_point(item: pytest.Item, point: dict[str, Any]) -> None:
@@ -452,7 +450,7 @@ def _point(item: pytest.Item, label: str, size: Any, status: str, message: str):
     item.stash[_POINT_KEY] = {
         "fullname": item.nodeid,
         "backend": label,
-        "size": size if isinstance(size, int) and not isinstance(size, bool) else None,
+        "size": size if is_size(size) else None,
         "status": status,
         "message": message,
     }
@@ -465,7 +463,7 @@ def skip_after_oom(item: pytest.Item, label: str | None) -> None:
         return
     key, size = series_of(item, label)
     seen = item.config.stash.get(_OOM_KEY, {}).get(key)
-    if seen is None or not isinstance(size, int) or size <= seen[0]:
+    if seen is None or not is_size(size) or size <= seen[0]:
         return
     reason = (
         f"skipped after out of memory: {seen[1]} ran out of memory at size "
@@ -484,7 +482,7 @@ def oom_reason(item: pytest.Item, label: str | None, exc: BaseException) -> str 
         return None
     key, size = series_of(item, label)
     message = measure.short_message(exc)
-    if isinstance(size, int):
+    if is_size(size):
         seen = item.config.stash.setdefault(_OOM_KEY, {})
         if key not in seen or size < seen[key][0]:
             seen[key] = (size, item.nodeid)

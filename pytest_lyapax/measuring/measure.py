@@ -42,9 +42,6 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
-from pytest_lyapax.report import details
-from pytest_lyapax.report.identity import worker_fields
-
 OOM, SKIPPED_AFTER_OOM = "oom", "skipped_after_oom"
 OVER_BUDGET = "over_budget"  # budget.py: predicted not to fit, never timed
 POINT_STATUSES = (OOM, SKIPPED_AFTER_OOM, OVER_BUDGET)
@@ -302,23 +299,6 @@ def args_on(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     if on_device and on_host:
         return "mixed"
     return "device" if on_device else "host" if on_host else "none"
-
-
-def host_argument_benchmarks(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Full ids of benchmarks timed with host arguments on a non-CPU platform.
-
-    "Non-CPU" is the platform the worker's JAX actually ran on
-    (``extra_info.jax_backend``), not the label: ``cpu2=cpu`` is a CPU.
-    """
-    out = []
-    for record in records:
-        platform = worker_fields(record).get("jax_backend")
-        if details.args_on(record) in ("host", "mixed") and platform not in (
-            None,
-            "cpu",
-        ):
-            out.append(str(record.get("fullname")))
-    return out
 
 
 def out_of_memory(exc: BaseException) -> bool:

@@ -13,7 +13,7 @@ value instead of raising.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,7 @@ from pytest_lyapax.report.identity import (
     record_label,
     record_size,
     series_id,
+    worker_fields,
 )
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.report.units import format_seconds
@@ -235,3 +236,20 @@ def panel_notes(
         old = notes.get(key, PanelNotes({}))
         notes[key] = PanelNotes(old.warmups, (*old.failed, point))
     return notes
+
+
+def host_argument_benchmarks(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Full ids of benchmarks timed with host arguments on a non-CPU platform.
+
+    "Non-CPU" is the platform the worker's JAX actually ran on
+    (``extra_info.jax_backend``), not the label: ``cpu2=cpu`` is a CPU.
+    """
+    out = []
+    for record in records:
+        platform = worker_fields(record).get("jax_backend")
+        if args_on(record) in ("host", "mixed") and platform not in (
+            None,
+            "cpu",
+        ):
+            out.append(str(record.get("fullname")))
+    return out

@@ -19,6 +19,7 @@ from pytest_lyapax.report.analysis import Point, point_of
 from pytest_lyapax.report.identity import (
     Machine,
     SeriesId,
+    is_size,
     record_size,
     series_id,
     unique_names,
@@ -130,7 +131,7 @@ def find_steps(
 
 def _size_order(item: tuple[int | None, object]) -> tuple[bool, int]:
     size = item[0]
-    return (size is None, size if isinstance(size, int) else 0)
+    return (size is None, size if is_size(size) else 0)
 
 
 def render_history(

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 # Parameters the plugin adds itself; every other parameter makes its own series.
 PLUGIN_PARAMS = ("jax_backend", "jax_size")
@@ -123,9 +123,14 @@ def record_label(record: Mapping[str, Any]) -> str | None:
     return label if isinstance(label, str) else None
 
 
+def is_size(value: object) -> TypeGuard[int]:
+    """Whether ``value`` is a problem size: an int, and never a bool."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def record_size(record: Mapping[str, Any]) -> int | None:
     size = extra_info(record).get("size")
-    return size if isinstance(size, int) and not isinstance(size, bool) else None
+    return size if is_size(size) else None
 
 
 def size_label(record: Mapping[str, Any]) -> str | None:
@@ -143,14 +148,24 @@ def worker_fields(record: Mapping[str, Any]) -> dict[str, str]:
     return {key: info[key] for key in keys if info.get(key) is not None}
 
 
-def other_params(record: Mapping[str, Any]) -> str:
-    """The record's parameters other than backend and size, as ``k=v,...``."""
-    params = record.get("params") or {}
-    if not isinstance(params, Mapping):
-        return ""
+def bare_id(name: str) -> str:
+    """A test's id without its parameters (``path::test``): the first part of
+    a series' key, for a collected item and a stored record alike."""
+    return name.split("[", 1)[0]
+
+
+def param_text(params: Mapping[str, Any]) -> str:
+    """Parameters other than backend and size, sorted, as ``k=v,...``: the
+    part of a series' key that tells variants of one test apart."""
     return ",".join(
         f"{k}={params[k]}" for k in sorted(params) if k not in PLUGIN_PARAMS
     )
+
+
+def other_params(record: Mapping[str, Any]) -> str:
+    """The record's parameters other than backend and size, as ``k=v,...``."""
+    params = record.get("params") or {}
+    return param_text(params) if isinstance(params, Mapping) else ""
 
 
 def machine_of(
@@ -182,7 +197,7 @@ def series_id(
     info = extra_info(record)
     label = record_label(record)
     backend = _text(info.get("source_backend"), label or "") or None
-    test = str(record.get("fullname") or record.get("name") or "").split("[", 1)[0]
+    test = bare_id(str(record.get("fullname") or record.get("name") or ""))
     return SeriesId(
         test, other_params(record), backend, machine_of(record, machine_info), label
     )

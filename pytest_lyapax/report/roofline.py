@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any, NamedTuple
 
 from pytest_lyapax.report.identity import (
+    is_size,
     record_label,
     record_size,
     series_id,
@@ -165,7 +166,7 @@ def series_lines(records: Iterable[Mapping[str, Any]]) -> list[str]:
         label = record_label(record)
         size = info.get("size") if isinstance(info, Mapping) else None
         entry = info.get("roofline") if isinstance(info, Mapping) else None
-        if label is None or not isinstance(size, int) or not isinstance(entry, Mapping):
+        if label is None or not is_size(size) or not isinstance(entry, Mapping):
             continue
         qr = info.get("qr")
         name = names[series_id(record).benchmark]
@@ -203,7 +204,7 @@ def figure_points(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Marker
         label = record_label(record)
         entry = info.get("roofline") if isinstance(info, Mapping) else None
         size = info.get("size") if isinstance(info, Mapping) else None
-        if label is None or not isinstance(entry, Mapping) or not isinstance(size, int):
+        if label is None or not isinstance(entry, Mapping) or not is_size(size):
             continue
         intensity = _positive(entry.get("intensity"))
         rate = _positive(entry.get("achieved_flops_per_s"))

@@ -32,7 +32,6 @@ from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_ses
 WORKERINPUT_KEY = "pytest_lyapax_agree"
 RESULTS_DIR = "results"
 MARKER = "jax_agree"
-SHOWN_ROWS = 20
 
 
 def add_options(group: Any) -> None:
@@ -187,8 +186,9 @@ class AgreeController:
         self.settings = settings
         self.seen: dict[str, dict[str, _Seen]] = {}
         self.pending: dict[str, list[str]] = {}
-        self.late_failures: list[str] = []
-        self.warnings: list[str] = []
+        # Shown by the run's terminal summary (collector.py, views/explain.py).
+        self.late_failures = session.late_failures
+        self.warnings = session.agree_warnings
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -288,31 +288,3 @@ class AgreeController:
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        lines = summary_lines(self.session.agreement)
-        if not lines:
-            return
-        terminalreporter.write_sep("-", "results across backends")
-        for line in lines + [f"warning: {w}" for w in self.warnings]:
-            terminalreporter.write_line(line)
-        for text in self.late_failures:
-            terminalreporter.write_sep("=", "disagreement found after the test ran")
-            for line in text.splitlines():
-                terminalreporter.write_line(line)
-
-
-def summary_lines(entries: list[dict[str, Any]]) -> list[str]:
-    """The terminal's "results across backends" section: every row when there
-    are few, else the disagreeing ones."""
-    if not entries:
-        return []
-    from pytest_lyapax.views import agreement_tables
-
-    rows = agreement_tables.agreement_rows(entries)
-    if len(rows) > SHOWN_ROWS:
-        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
-    lines = [agreement_tables.headline(entries)]
-    if rows:
-        lines += agreement_tables.format_table(rows, agreement_tables.AGREEMENT_HEADER)
-    return lines

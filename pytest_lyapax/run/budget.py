@@ -41,6 +41,7 @@ import pytest
 
 from pytest_lyapax.measuring.measure import OVER_BUDGET
 from pytest_lyapax.report.details import first_call_s
+from pytest_lyapax.report.identity import is_size
 from pytest_lyapax.report.units import format_seconds
 
 COST_MODEL, SCALED = "cost model", "scaled"
@@ -235,7 +236,7 @@ def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | Non
     from pytest_lyapax.measuring.benchmarks import series_of
 
     key, size = series_of(item, label)
-    if not isinstance(size, int):
+    if not is_size(size):
         return None
     series = series_state(item.config).setdefault(key, Series())
     smaller = [m for m in series.measured if m.size < size]
@@ -282,7 +283,7 @@ def observe(
 
     start = item.stash.get(_START_KEY, None)
     key, size = series_of(item, label)
-    if start is None or not isinstance(size, int):
+    if start is None or not is_size(size):
         return
     series = series_state(item.config).setdefault(key, Series())
     series.spent_s += time.perf_counter() - start
@@ -318,7 +319,7 @@ def ascending_sizes(items: list[pytest.Item]) -> None:
     slots: dict[tuple[str, str, str], list[int]] = {}
     for index, item in enumerate(items):
         size = _size_of(item)
-        if isinstance(size, int) and "benchmark" in getattr(item, "fixturenames", ()):
+        if is_size(size) and "benchmark" in getattr(item, "fixturenames", ()):
             key, _ = series_of(item, item_label(item) or "")
             slots.setdefault(key, []).append(index)
     for positions in slots.values():

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,12 +23,14 @@ from pytest_lyapax.measuring.benchmarks import (
     hand_to_benchmark_session,
 )
 from pytest_lyapax.report.analysis import ComparisonResult
-from pytest_lyapax.report.gates import refusal
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.run import output
 from pytest_lyapax.run.items import LABEL_ATTR, item_label
 from pytest_lyapax.run.scheduling import node_label
 from pytest_lyapax.run.session import CONTROLLER, INPROCESS, LyapaxSession
+
+if TYPE_CHECKING:
+    from pytest_lyapax.views.document import ReportView
 
 
 class ResultCollector:
@@ -39,6 +41,7 @@ class ResultCollector:
         self.session = session
         self.compared: ComparisonResult | None = None
         self.written: list[Path] = []
+        self.view: ReportView | None = None  # the report, analysed once
         self.info: dict[str, Any] = {}
         # Records by full id: a second one comes from another process of the
         # same backend (--jax-processes) and is pooled into the first.
@@ -108,11 +111,12 @@ class ResultCollector:
         self.info = output.machine_info(self.config)
         self.compared = output.check_regressions(self.session, self.info)
         try:
-            self.written = output.write_reports(
+            self.view, self.written = output.write_reports(
                 self.config, self.session, self.info, self.compared
             )
         except OSError as exc:
             self.session.figure_error = f"could not write the reports: {exc}"
+            self.view = output.compose(self.session, self.info, self.compared)[1]
         if self.session.collection_errors:
             # What pytest does without xdist: nothing ran, the run is interrupted.
             session.exitstatus = pytest.ExitCode.INTERRUPTED
@@ -130,49 +134,16 @@ class ResultCollector:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        sections = output.summary_lines(
-            self.session, self.compared, self.written, self.info
+        # The one terminal summary of the run: the report's sections, the
+        # agreement and remote hosts' facts included (views/explain.py).
+        from pytest_lyapax.views.render import write_terminal
+
+        if self.view is None:  # the session's finish did not get this far
+            self.view = output.compose(self.session, self.info, self.compared)[1]
+        sections = output.terminal_sections(
+            self.session, self.view, self.compared, self.written
         )
-        for title, lines in sections:
-            terminalreporter.write_sep("-", title)
-            for line in lines:
-                terminalreporter.write_line(line)
-        errors = self.session.collection_errors
-        if errors:
-            terminalreporter.write_sep(
-                "!",
-                f"Interrupted: {errors} error(s) during collection; no test was run "
-                "(--continue-on-collection-errors runs them)",
-            )
-        gates = " ".join(
-            f"--jax-compare-fail={t}" for t in self.session.settings.compare_fail
-        )
-        if self.session.gate_refused:
-            why = f"the saved run was measured elsewhere: {self.session.gate_refused}"
-            terminalreporter.write_sep(
-                "=",
-                f"pytest-lyapax: {gates} refused (usage error): "
-                + refusal(why, "--jax-compare-across-machines"),
-                red=True,
-            )
-        failures = self.session.gate_failures
-        if failures:
-            terminalreporter.write_sep(
-                "=",
-                f"pytest-lyapax: {gates} failed: {len(failures)} problem(s)",
-                red=True,
-            )
-            for line in failures[:20]:
-                terminalreporter.write_line(f"  {line}")
-        crashed = [
-            s.backend.label for s in self.session.states.values() if s.status == CRASHED
-        ]
-        if crashed:
-            terminalreporter.write_sep(
-                "=",
-                f"pytest-lyapax: backend(s) crashed: {', '.join(crashed)}",
-                red=True,
-            )
+        write_terminal(terminalreporter, sections)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_benchmark_update_json(

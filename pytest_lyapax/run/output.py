@@ -39,24 +39,23 @@ import pytest
 from pytest_lyapax.backends.labels import (
     CRASHED,
     INTERRUPTED,
-    OK,
     PARTIAL,
     RUNNABLE,
-    outcome_text,
 )
-from pytest_lyapax.measuring import measure
-from pytest_lyapax.report import analysis, costmodel, roofline, rooftext, stats
+from pytest_lyapax.report import analysis, roofline, stats
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
 from pytest_lyapax.run.session import LyapaxSession
-from pytest_lyapax.views import explain, tables
+from pytest_lyapax.views import explain
+from pytest_lyapax.views.document import ReportView, RunFacts, Section, view_of
 from pytest_lyapax.views.figure import render_png
 from pytest_lyapax.views.render import (
     HTML_NAME,
     SUMMARY_NAME,
     report_html,
     summary_markdown,
+    text_lines,
 )
 
 JSON_NAME = "benchmark.json"
@@ -80,12 +79,22 @@ def atomic_write(path: Path, data: bytes) -> None:
             tmp.unlink()
 
 
+def _from_benchmark(config: pytest.Config, what: str) -> dict[str, Any] | None:
+    """pytest-benchmark's ``machine_info`` or ``commit_info`` through its
+    generate and update hooks (None: pytest-benchmark is not loaded)."""
+    generate = getattr(config.hook, f"pytest_benchmark_generate_{what}", None)
+    if generate is None:
+        return None
+    info = generate(config=config)
+    update = getattr(config.hook, f"pytest_benchmark_update_{what}")
+    update(config=config, **{what: info})
+    return info
+
+
 def machine_info(config: pytest.Config) -> dict[str, Any]:
     """pytest-benchmark's machine description (through its hooks) if it is loaded."""
-    hook = config.hook
-    if hasattr(hook, "pytest_benchmark_generate_machine_info"):
-        info = hook.pytest_benchmark_generate_machine_info(config=config)
-        hook.pytest_benchmark_update_machine_info(config=config, machine_info=info)
+    info = _from_benchmark(config, "machine_info")
+    if info is not None:
         return info
     return {
         "node": platform.node(),
@@ -97,12 +106,8 @@ def machine_info(config: pytest.Config) -> dict[str, Any]:
 
 
 def commit_info(config: pytest.Config) -> dict[str, Any]:
-    hook = config.hook
-    if hasattr(hook, "pytest_benchmark_generate_commit_info"):
-        info = hook.pytest_benchmark_generate_commit_info(config=config)
-        hook.pytest_benchmark_update_commit_info(config=config, commit_info=info)
-        return info
-    return {}
+    info = _from_benchmark(config, "commit_info")
+    return {} if info is None else info
 
 
 def backend_summary(session: LyapaxSession) -> list[dict[str, Any]]:
@@ -148,29 +153,27 @@ def dispatch_only(session: LyapaxSession) -> list[str]:
     return [str(r["fullname"]) for r in session.records if no_array_leaves(r)]
 
 
-def build_document(
-    config: pytest.Config,
+def compose(
     session: LyapaxSession,
-    info: dict[str, Any],
+    info: dict[str, Any] | None,
     compared: analysis.ComparisonResult | None = None,
-) -> dict[str, Any]:
-    """The merged report in pytest-benchmark's JSON schema."""
+    commit: dict[str, Any] | None = None,
+) -> tuple[bytes, ReportView]:
+    """The merged report in pytest-benchmark's JSON schema, as stored, and its
+    view: the document analysed once, as ``pytest-lyapax`` reads it back.
+
+    The crossovers and cost models stored in the JSON are the view's (its
+    analysis of the parsed document; nothing reads them back).
+    """
     try:
         from pytest_benchmark import __version__ as bench_version
     except ImportError:
         bench_version = None
-    benches = analysis.group_sized(session.records, session.labels, info)
-    models = costmodel.cost_models(benches)
-    crossing = [
-        {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
-        for b in benches
-        for c in analysis.crossovers(b)
-    ]
     statuses = [s.status for s in session.states.values()]
     roofline.annotate(session.records)
-    return {
+    document: dict[str, Any] = {
         "machine_info": info,
-        "commit_info": commit_info(config),
+        "commit_info": {} if commit is None else commit,
         "benchmarks": session.records,
         "datetime": dt.datetime.now(dt.UTC).isoformat(),
         "version": bench_version,
@@ -180,8 +183,8 @@ def build_document(
             "complete": all(s not in (PARTIAL, INTERRUPTED, CRASHED) for s in statuses),
             "backends": backend_summary(session),
             "run_order": list(session.labels),
-            "crossovers": crossing,
-            "cost_model": [m.to_json() for m in models],
+            "crossovers": [],  # from the view, below (the key keeps its place)
+            "cost_model": [],
             "noise_test": stats.describe_test(),
             "dispatch_only": dispatch_only(session),
             "points": list(session.points),
@@ -193,6 +196,20 @@ def build_document(
             else {"with": str(session.settings.compare_path), **compared.to_json()},
         },
     }
+    data = json.loads(json.dumps(document, default=repr))
+    view = view_of(data)
+    analysed = {
+        "crossovers": [
+            {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
+            for b in view.benches
+            for c in analysis.crossovers(b)
+        ],
+        "cost_model": [m.to_json() for m in view.models],
+    }
+    document[REPORT_KEY].update(analysed)
+    text = json.dumps(document, indent=2, default=repr).encode()
+    data[REPORT_KEY].update(json.loads(json.dumps(analysed, default=repr)))
+    return text, view
 
 
 def next_run_path(runs: Path, text: bytes) -> Path:
@@ -215,14 +232,15 @@ def write_reports(
     session: LyapaxSession,
     info: dict[str, Any],
     compared: analysis.ComparisonResult | None = None,
-) -> list[Path]:
-    """Store the run (runs/NNNN.json), then benchmark.json, then crossover.png.
+) -> tuple[ReportView, list[Path]]:
+    """The run's report and the files written from it: runs/NNNN.json, then
+    benchmark.json, then the figures, summary.md and report.html.
 
     Writes nothing, and creates no directory, when nothing was measured.
     ``info`` is this machine's :func:`machine_info`.
     """
     if not session.records and not session.agreement:
-        return []
+        return compose(session, info, compared)[1], []
     report_dir = session.settings.report_dir
     assert report_dir is not None
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -231,14 +249,12 @@ def write_reports(
     if latest.exists() and not runs.exists():
         # A report from before numbered runs existed: keep a copy first.
         next_run_path(runs, latest.read_bytes())
-    document = build_document(config, session, info, compared)
-    text = json.dumps(document, indent=2, default=repr).encode()
+    # The files are drawn from the JSON as parsed back, as ``pytest-lyapax
+    # html`` will draw them, so report.html embeds these very bytes.
+    text, view = compose(session, info, compared, commit_info(config))
     written = [next_run_path(runs, text)]
     atomic_write(latest, text)
     written.append(latest)
-    # The figure is drawn from the JSON just written, as ``pytest-lyapax
-    # html`` will draw it, so report.html embeds these very bytes.
-    view = explain.view_of(json.loads(text))
     figure: bytes | str
     try:
         figure = render_png(*view.figure_args())
@@ -253,11 +269,11 @@ def write_reports(
         written.append(report_dir / FIGURE_NAME)
         written += _write_roofline(report_dir, view, session)
     written += write_readable(report_dir, view, figure, session)
-    return written
+    return view, written
 
 
 def _write_roofline(
-    report_dir: Path, view: explain.ReportView, session: LyapaxSession
+    report_dir: Path, view: ReportView, session: LyapaxSession
 ) -> list[Path]:
     """``roofline.png`` when some point has its work (a failure is noted)."""
     try:
@@ -274,7 +290,7 @@ def _write_roofline(
 
 def write_readable(
     report_dir: Path,
-    view: explain.ReportView,
+    view: ReportView,
     figure: bytes | str,
     session: LyapaxSession,
 ) -> list[Path]:
@@ -318,6 +334,45 @@ def check_regressions(
     return result
 
 
+def run_facts(
+    session: LyapaxSession,
+    compared: analysis.ComparisonResult | None,
+    written: Sequence[Path],
+) -> RunFacts:
+    """What the terminal summary adds to the report: this run's facts."""
+    settings = session.settings
+    mismatch_exit = 0
+    if session.mismatched:
+        from pytest_lyapax.run.remote import MISMATCH_EXIT
+
+        mismatch_exit = int(MISMATCH_EXIT)
+    return RunFacts(
+        live=True,
+        compared=compared,
+        gate_refused=session.gate_refused or None,
+        gate_failures=tuple(session.gate_failures),
+        gates=tuple(str(t) for t in settings.compare_fail),
+        report_dir=str(settings.report_dir),
+        written=tuple(str(p) for p in written),
+        figure_error=session.figure_error,
+        collection_errors=session.collection_errors,
+        agree_warnings=tuple(session.agree_warnings),
+        late_failures=tuple(session.late_failures),
+        mismatched=tuple(session.mismatched),
+        mismatch_exit=mismatch_exit,
+    )
+
+
+def terminal_sections(
+    session: LyapaxSession,
+    view: ReportView,
+    compared: analysis.ComparisonResult | None,
+    written: Sequence[Path],
+) -> list[Section]:
+    """The terminal summary: the report's sections with the run's facts."""
+    return explain.report_sections(view, run=run_facts(session, compared, written))
+
+
 def summary_lines(
     session: LyapaxSession,
     compared: analysis.ComparisonResult | None,
@@ -325,123 +380,6 @@ def summary_lines(
     info: dict[str, Any] | None = None,
 ) -> list[tuple[str, list[str]]]:
     """Sections of the terminal summary as (title, lines) pairs."""
-    sections: list[tuple[str, list[str]]] = []
-    rows = []
-    for entry in backend_summary(session):
-        details = entry.get("device") or ""
-        if entry.get("jax_version"):
-            details += f", jax {entry['jax_version']}"
-        environment = f"JAX_PLATFORMS={entry['platform']}"
-        if entry.get("gateway"):  # a backend on another host (remote.py)
-            environment += f" @ {entry.get('host') or '?'} ({entry['gateway']})"
-        rows.append(
-            [
-                entry["label"],
-                environment,
-                entry["status"],
-                outcome_text(entry["outcomes"]) or "-",
-                str(entry["n_benchmarks"]),
-                details.strip(", ") or "-",
-            ]
-        )
-    lines = tables.render_table(
-        ["backend", "environment", "status", "tests", "benchmarks", "device"],
-        rows,
-        left=6,
-    )
-    for state in session.states.values():
-        if state.reason:
-            lines.append(f"{state.backend.label}: {state.reason}")
-    sections.append(("pytest-lyapax: backends", lines))
-
-    labels = list(session.labels)
-    missing = {
-        s.backend.label: s.status for s in session.states.values() if s.status != OK
-    }
-    benches = analysis.group_sized(session.records, labels, info)
-    models = costmodel.by_key(costmodel.cost_models(benches))
-    roofline.annotate(session.records)
-    roof = rooftext.index(session.records)
-    for bench in benches:
-        table = tables.sized_table(bench, labels, missing)
-        table += rooftext.crossover_lines(bench, roof)
-        if bench.key in models:
-            table += [f"cost model {line}" for line in models[bench.key].lines()]
-        sections.append((f"{bench.name}: median wall time per call", table))
-    unsized = analysis.unsized_medians(session.records, info)
-    table = tables.unsized_table(unsized, labels, missing)
-    if table:
-        sections.append(("benchmarks without a size axis: median wall time", table))
-    if benches and len(labels) > 1:
-        sections[-1][1].append(f"faster / within noise: {stats.rule_text()}")
-    placed = roofline.series_lines(session.records)
-    if placed:
-        sections.append(("pytest-lyapax: roofline (XLA cost analysis)", placed))
-    unblocked = dispatch_only(session)
-    if unblocked:
-        lines = [
-            "these results had no JAX array to wait for, so only the dispatch was "
-            "timed; return the arrays, or register the class as a pytree "
-            "(jax.tree_util.register_dataclass, equinox.Module):"
-        ]
-        lines += [f"  {name}" for name in unblocked[:20]]
-        sections.append(("pytest-lyapax: timed by dispatch only", lines))
-    hosted = measure.host_argument_benchmarks(session.records)
-    if hosted:
-        lines = [
-            "warning: timed with NumPy (host) arguments on a non-CPU backend, so "
-            "every call includes the copy to the device; pass jax.device_put(x) "
-            "to time the computation alone (or parametrize to time both):"
-        ]
-        lines += [f"  {name}" for name in hosted[:20]]
-        sections.append(("pytest-lyapax: host arguments", lines))
-    if session.points:
-        lines = [
-            f"{p['fullname']}: {p['status']}: {p['message']}"
-            for p in session.points[:20]
-        ]
-        sections.append(("pytest-lyapax: sizes not timed", lines))
-
-    settings = session.settings
-    if compared is not None:
-        title = f"comparison with {settings.compare_path}"
-        if settings.compare_fail:
-            gates = ", ".join(str(t) for t in settings.compare_fail)
-            title += f" (fail above {gates})"
-        lines = tables.comparison_table(compared.comparisons, settings.compare_fail)
-        if not compared.comparisons:
-            lines = ["no benchmark of this run appears in the saved run"]
-        lines += tables.machine_lines(compared.machines)
-        if session.gate_refused:
-            lines.append(
-                f"gate refused, the runs were measured apart: {session.gate_refused}"
-            )
-        elif compared.refusal():
-            lines.append(f"measured apart (gated anyway): {compared.refusal()}")
-        if compared.missing:
-            lines.append(
-                f"{len(compared.missing)} saved benchmark(s) missing from this run:"
-            )
-            lines += [f"  {name}" for name in compared.missing[:20]]
-            if len(compared.missing) > 20:
-                lines.append(f"  ... and {len(compared.missing) - 20} more")
-        regressed = len(compared.regressions)
-        if regressed:
-            lines.append(f"{regressed} benchmark(s) regressed")
-        sections.append((title, lines))
-    if not session.records:
-        sections.append(
-            (
-                "pytest-lyapax: reports",
-                [
-                    "no benchmark was measured: nothing written to "
-                    f"{settings.report_dir}"
-                ],
-            )
-        )
-    elif written or session.figure_error:
-        lines = [f"wrote {p}" for p in written]
-        if session.figure_error:
-            lines.append(session.figure_error)
-        sections.append(("pytest-lyapax: reports", lines))
-    return sections
+    view = compose(session, info, compared)[1]
+    sections = terminal_sections(session, view, compared, written)
+    return [(s.title, text_lines(s)) for s in sections]

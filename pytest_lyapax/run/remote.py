@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_lyapax.backends import codeid
-from pytest_lyapax.backends.hosts import HostSpec, parse_host_spec, typed_xdist_error
+from pytest_lyapax.backends.hosts import typed_xdist_error
 from pytest_lyapax.backends.labels import CRASHED, MISMATCH, UNAVAILABLE, Backend
 from pytest_lyapax.backends.probe import ProbeResult
 from pytest_lyapax.backends.remoteprobe import (
@@ -57,10 +57,6 @@ if TYPE_CHECKING:
 MISMATCH_EXIT = pytest.ExitCode.USAGE_ERROR
 
 
-def host_of(backend: Backend) -> HostSpec | None:
-    return parse_host_spec(backend.host, backend.host) if backend.host else None
-
-
 def check_typed_xdist(config: pytest.Config, typed: Sequence[str]) -> None:
     """``--tx`` or ``-n N`` (N > 0) typed with ``--jax-backend`` is a usage error."""
     flags = [f for f in typed if f in ("--tx", "-n", "--numprocesses", "-d")]
@@ -75,9 +71,8 @@ def probe_remote(session: LyapaxSession) -> dict[str, ProbeResult]:
     settings = session.settings
     targets = []
     for backend in settings.backends:
-        host = host_of(backend)
-        if host is not None:
-            targets.append((backend, host))
+        if backend.host is not None:
+            targets.append((backend, backend.host))
     if not targets:
         return {}
     return probe_hosts(targets, settings.host_timeout, settings.allow_code_mismatch)
@@ -85,7 +80,7 @@ def probe_remote(session: LyapaxSession) -> dict[str, ProbeResult]:
 
 def worker_spec(backend: Backend) -> str:
     """The ``--tx`` spec of a backend's worker, on this machine or its host."""
-    host = host_of(backend)
+    host = backend.host
     if host is None:
         return local_worker_spec(backend)
     local = local_worker_spec(backend, environ=dict(host.env))
@@ -105,7 +100,7 @@ class RemoteHooks:
         self.config = config
         self.session = session
         self.hosts = {
-            b.label: h for b in session.settings.backends if (h := host_of(b))
+            b.label: b.host for b in session.settings.backends if b.host is not None
         }
         self.timeout = session.settings.host_timeout
         self.spec_labels: dict[int, str] = {}
@@ -382,6 +377,12 @@ class RemoteHooks:
                 if note not in state.crashes:
                     state.crashes.append(note)
                     state.reason = "; ".join(state.crashes)
+        # The terminal summary's banner (views/explain.py, the run's facts).
+        self.session.mismatched = [
+            f"{label} ({self.hosts[label].where})"
+            for label, s in self.session.states.items()
+            if label in self.hosts and s.status == MISMATCH
+        ]
         mismatched = any(s.status == MISMATCH for s in self.session.states.values())
         if mismatched and session.exitstatus in (
             pytest.ExitCode.OK,
@@ -389,21 +390,6 @@ class RemoteHooks:
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):
             session.exitstatus = MISMATCH_EXIT
-
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        bad = [
-            f"{label} ({self.hosts[label].where})"
-            for label, s in self.session.states.items()
-            if label in self.hosts and s.status == MISMATCH
-        ]
-        if bad:
-            terminalreporter.write_sep(
-                "=",
-                f"pytest-lyapax: code mismatch on {', '.join(bad)}: not run "
-                f"(exit code {int(MISMATCH_EXIT)}; --jax-allow-code-mismatch runs "
-                "it anyway)",
-                red=True,
-            )
 
 
 def _quiet(kill: Any) -> Any:

@@ -95,6 +95,11 @@ class LyapaxSession:
     # Controller: results compared across backends (see agree.py), per test.
     agreement: list[dict[str, Any]] = field(default_factory=list)
     recorded: list[dict[str, Any]] = field(default_factory=list)  # their entries
+    # Controller: what agreement and remote hosts tell at the end of the run;
+    # the terminal summary's composer (views/explain.report_sections) shows it.
+    agree_warnings: list[str] = field(default_factory=list)
+    late_failures: list[str] = field(default_factory=list)  # disagreements, as text
+    mismatched: list[str] = field(default_factory=list)  # "label (host)", not run
 
     @property
     def limits(self) -> Limits:

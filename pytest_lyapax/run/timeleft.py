@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from pytest_lyapax.report.identity import is_size
 from pytest_lyapax.run import budget
 from pytest_lyapax.run.items import item_label
 
@@ -117,7 +118,7 @@ class WorkerTimeLeft:
                 continue  # another backend's test, skipped here at once
             key, size = series_of(item, self.label or "")
             benchmarked = "benchmark" in getattr(item, "fixturenames", ())
-            if benchmarked and isinstance(size, int) and not isinstance(size, bool):
+            if benchmarked and is_size(size):
                 self.sized.append((index, key, size))
             else:
                 other[index] = True
@@ -166,6 +167,6 @@ def _series_and_size(item: pytest.Item, label: str) -> tuple[SeriesKey | None, i
     if "benchmark" not in getattr(item, "fixturenames", ()):
         return None, 0
     key, size = series_of(item, label)
-    if not isinstance(size, int) or isinstance(size, bool):
+    if not is_size(size):
         return None, 0
     return key, size

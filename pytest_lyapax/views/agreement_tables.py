@@ -17,6 +17,8 @@ def _num(value: Any) -> str:
     return "-" if value is None else str(value)
 
 
+# The terminal shows every comparison up to this many, else the disagreeing.
+SHOWN_ROWS = 20
 TABLE_HEADER = (
     "name",
     "leaf",

@@ -1,19 +1,22 @@
 """What a report says, as titled sections of tables, lines and figures.
 
-:func:`report_sections` reads one report document (as stored in
-``benchmark.json``, or a merged one) and nothing else, so ``summary.md`` and
-``report.html`` written by a run and regenerated later by ``pytest-lyapax
-summary|html`` from the saved JSON are the same bytes.  Crossovers and the
-cost model are recomputed from the stored per-round samples (the cost
-model's bootstrap is seeded by each series' name); everything else comes
-from the document as stored.  The renderers (``render.py``) only format.
+:func:`report_sections` is the one composer of the plugin's output: the
+terminal summary, ``summary.md`` and ``report.html`` are its sections, which
+the renderers (``render.py``: text, markdown, HTML) only format.  It reads
+one report document (as stored in ``benchmark.json``, or a merged one),
+analysed once (``document.view_of``), so the files written by a run and
+those regenerated later by ``pytest-lyapax summary|html`` from the saved
+JSON are the same bytes.  Crossovers and the cost model are recomputed from
+the stored per-round samples (the cost model's bootstrap is seeded by each
+series' name); everything else comes from the document as stored.  The
+terminal adds what only the running session knows (``document.RunFacts``,
+sections in ``runtext.py``: the live comparison, files written, the gate's
+verdict, agreement warnings, code mismatches); a saved report has none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
@@ -22,151 +25,26 @@ from pytest_lyapax.report import (
     details,
     roofline,
     rooftext,
+    stats,
     units,
 )
 from pytest_lyapax.report.identity import (
-    machine_of,
     record_label,
     record_size,
     series_id,
 )
-from pytest_lyapax.report.schema import REPORT_KEY
-from pytest_lyapax.views import agreement_tables, tables
-from pytest_lyapax.views.figure import BackendLegend
+from pytest_lyapax.views import agreement_tables, runtext, tables
+from pytest_lyapax.views.document import (
+    Block,
+    Figure,
+    Lines,
+    ReportView,
+    RunFacts,
+    Section,
+    Table,
+)
 
 TITLE = "pytest-lyapax report"
-
-
-@dataclass(frozen=True)
-class Table:
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True)
-class Lines:
-    lines: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Figure:
-    """A figure (PNG bytes) drawn from the document; ``ident`` names its
-    HTML element."""
-
-    png: bytes
-    alt: str
-    ident: str = "crossover-figure"
-
-
-Block = Table | Lines | Figure
-
-
-@dataclass
-class Section:
-    title: str
-    blocks: list[Block] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class ReportView:
-    """A document's benchmarks, grouped and analysed once."""
-
-    data: Mapping[str, Any]
-    key: Mapping[str, Any]
-    records: list[Mapping[str, Any]]
-    backends: list[Mapping[str, Any]]
-    order: list[str]
-    benches: list[analysis.SizedBenchmark]
-    unsized: dict[str, dict[str, analysis.Point]]
-    models: list[costmodel.BenchmarkModel]
-    failed: list[details.FailedPoint]
-
-    @property
-    def machine_info(self) -> Mapping[str, Any]:
-        info = self.data.get("machine_info")
-        return info if isinstance(info, Mapping) else {}
-
-    @property
-    def machine(self) -> str:
-        machines = [str(machine_of(r, self.machine_info)) for r in self.records]
-        return "; ".join(dict.fromkeys(machines)) or str(
-            machine_of({}, self.machine_info)
-        )
-
-    def legends(self) -> list[BackendLegend]:
-        out = []
-        for b in self.backends:
-            status = str(b.get("status") or "ok")
-            if status == "ok" and b.get("n_benchmarks") == 0:
-                status = "no timings"
-            device = b.get("device")
-            if isinstance(device, str) and b.get("gateway") and b.get("host"):
-                device = f"{device} @ {b['host']}"  # a backend on another host
-            out.append(
-                BackendLegend(
-                    str(b["label"]),
-                    status,
-                    device if isinstance(device, str) else None,
-                    str(b.get("reason") or ""),
-                )
-            )
-        return out
-
-    def figure_args(self) -> tuple[Any, ...]:
-        """The arguments of :func:`~pytest_lyapax.views.figure.render_png` here."""
-        return (
-            self.benches,
-            self.legends(),
-            self.machine,
-            self.unsized,
-            costmodel.by_key(self.models),
-            details.panel_notes(self.records, self.machine_info, self.failed),
-        )
-
-    def roofline_png(self) -> bytes | None:
-        """``roofline.png`` (None: no point has its work and time)."""
-        points = roofline.figure_points(self.records)
-        if not points:
-            return None
-        from pytest_lyapax.views.rooffigure import render_roofline_png
-
-        machines = self.key.get("machines")
-        machines = machines if isinstance(machines, Mapping) else {}
-        return render_roofline_png(points, machines, self.machine)
-
-    def figure_png(self) -> bytes:
-        from pytest_lyapax.views.figure import render_png
-
-        return render_png(*self.figure_args())
-
-
-def view_of(data: Mapping[str, Any]) -> ReportView:
-    """Analyse a (validated) report document."""
-    key = data.get(REPORT_KEY)
-    key = key if isinstance(key, Mapping) else {}
-    records = [r for r in data.get("benchmarks", []) if isinstance(r, Mapping)]
-    backends = [
-        b for b in key.get("backends") or [] if isinstance(b, Mapping) and "label" in b
-    ]
-    order = [str(b["label"]) for b in backends]
-    for r in records:
-        label = record_label(r)
-        if label is not None and label not in order:
-            order.append(label)
-    info = data.get("machine_info")
-    info = info if isinstance(info, Mapping) else None
-    benches = analysis.group_sized(records, order, info)
-    return ReportView(
-        data,
-        key,
-        records,
-        backends,
-        order,
-        benches,
-        analysis.unsized_medians(records, info),
-        costmodel.cost_models(benches),
-        details.failed_points(data),
-    )
 
 
 def _text(value: object) -> str:
@@ -191,7 +69,9 @@ def _header(view: ReportView) -> Section:
     return Section(TITLE, [Table(("", ""), tuple(rows))])
 
 
-def _backends(view: ReportView) -> Section:
+def _backends(view: ReportView, text: bool) -> Section:
+    if text:
+        return runtext.backend_lines(view)
     rows = []
     for b in view.backends:
         outcomes = b.get("outcomes")
@@ -219,7 +99,7 @@ def _missing(view: ReportView) -> dict[str, str]:
     }
 
 
-def _sized(view: ReportView) -> list[Section]:
+def _sized(view: ReportView, text: bool) -> list[Section]:
     out = []
     models = costmodel.by_key(view.models)
     roof = rooftext.index(view.records)
@@ -229,7 +109,8 @@ def _sized(view: ReportView) -> list[Section]:
         model = models.get(bench.key)
         if model is not None:
             lines += [f"cost model {line}" for line in model.lines()]
-        failed = [f for f in view.failed if _belongs(f, bench)]
+        # The terminal lists the sizes not timed in a section of their own.
+        failed = [] if text else [f for f in view.failed if _belongs(f, bench)]
         lines += [
             f"{f.backend} at {f.size}: {f.status.replace('_', ' ')} ({f.message})"
             for f in failed
@@ -303,21 +184,24 @@ def _resources(view: ReportView) -> Section | None:
     return Section("Compile, memory and where the time goes", blocks)
 
 
-def _unsized(view: ReportView) -> Section | None:
+def _unsized(view: ReportView, text: bool) -> Section | None:
     lines = tables.unsized_rows(view.unsized, view.order, _missing(view))
     if lines is None:
         return None
     header, rows = lines
+    title = "benchmarks without a size axis: median wall time"
     return Section(
-        "Benchmarks without a size axis: median wall time",
+        title if text else title.capitalize(),
         [Table(tuple(header), tuple(map(tuple, rows)))],
     )
 
 
-def _comparison(view: ReportView) -> Section | None:
+def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
     c = view.key.get("comparison")
     if not isinstance(c, Mapping):
         return None
+    if run is not None and run.compared is not None:
+        return runtext.live_comparison(c, run.compared, run.gate_refused)
     gates = c.get("gates") if isinstance(c.get("gates"), list) else []
     regressions = c.get("regressions") if isinstance(c.get("regressions"), list) else []
     missing = c.get("missing") if isinstance(c.get("missing"), list) else []
@@ -339,29 +223,47 @@ def _comparison(view: ReportView) -> Section | None:
     blocks: list[Block] = [Lines(tuple(lines))]
     if rows:
         blocks.append(Table(("benchmark", "noise test vs saved run"), rows))
+    if run is not None:
+        return Section(runtext.comparison_title(c), blocks)
     return Section("Comparison with a saved run", blocks)
 
 
-def _agreement(view: ReportView) -> Section | None:
+def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
+    """Results across backends; the terminal shows every row when there are
+    few (else the disagreeing ones), then the run's warnings and late
+    disagreements."""
     entries = view.key.get("agreement")
     if not isinstance(entries, list) or not entries:
-        return None
+        return []
     entries = [e for e in entries if isinstance(e, Mapping)]
     rows = agreement_tables.agreement_rows(entries)
-    if len(rows) > 200:
+    shown = 200 if run is None else agreement_tables.SHOWN_ROWS
+    if len(rows) > shown:
         rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
     blocks: list[Block] = [Lines((agreement_tables.headline(entries),))]
+    header = agreement_tables.AGREEMENT_HEADER
+    if run is None:
+        if rows:
+            blocks.append(Table(header, tuple(rows[:200])))
+        return [Section("Results across backends", blocks)]
     if rows:
-        blocks.append(Table(agreement_tables.AGREEMENT_HEADER, tuple(rows[:200])))
-    return Section("Results across backends", blocks)
+        blocks.append(Table(header, tuple(rows), left=len(header), ruled=False))
+    blocks.append(Lines(tuple(f"warning: {w}" for w in run.agree_warnings)))
+    out = [Section("results across backends", blocks)]
+    for text in run.late_failures:
+        lines = Lines(tuple(text.splitlines()))
+        out.append(Section("disagreement found after the test ran", [lines], "="))
+    return out
 
 
-def _roofline(view: ReportView, draw: bool) -> Section | None:
+def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
     """The line per series; with ``draw``, roofline.png (or why not)."""
     lines = roofline.series_lines(view.records)
     if not lines:
         return None
     blocks: list[Block] = [Lines(tuple(lines))]
+    if text:
+        return Section("pytest-lyapax: roofline (XLA cost analysis)", blocks)
     if draw:
         try:
             png = view.roofline_png()
@@ -387,29 +289,45 @@ def _machine(view: ReportView) -> Section:
 
 
 def report_sections(
-    view: ReportView, *, figure: bytes | str | None = None, machine: bool = False
+    view: ReportView,
+    *,
+    figure: bytes | str | None = None,
+    machine: bool = False,
+    run: RunFacts | None = None,
 ) -> list[Section]:
     """The report's sections in reading order: ``figure`` is the figure's PNG
     (or why there is none; None: no figure section), ``machine`` adds the full
-    machine description."""
-    sections = [_header(view), _backends(view)]
+    machine description; with ``run``, the terminal summary's sections
+    instead (the same tables, the warnings and verdicts of the run)."""
+    text = run is not None
+    sections = _agreement(view, run) if text else [_header(view)]
+    sections.append(_backends(view, text))
     if isinstance(figure, bytes):
         alt = "wall time per call against problem size, one curve per backend"
         sections.append(Section("Figure", [Figure(figure, alt)]))
     elif figure is not None:
         sections.append(Section("Figure", [Lines((f"no figure: {figure}",))]))
-    sections += _sized(view)
-    drawn = figure is not None
+    sections += _sized(view, text)
+    if not text:
+        sections += _agreement(view, run)
+    unsized = _unsized(view, text)
+    if unsized is not None:
+        sections.append(unsized)
+    if text and view.benches and len(view.order) > 1:
+        rule = f"faster / within noise: {stats.rule_text()}"
+        sections[-1].blocks.append(Lines((rule,)))
     optional_sections = (
-        _agreement(view),
-        _unsized(view),
-        _resources(view),
-        _roofline(view, drawn),
-        _comparison(view),
+        None if text else _resources(view),
+        _roofline(view, figure is not None, text),
     )
-    for optional in optional_sections:
-        if optional is not None:
-            sections.append(optional)
+    sections += [s for s in optional_sections if s is not None]
+    if text:
+        sections += runtext.timing_notes(view)
+    comparison = _comparison(view, run)
+    if comparison is not None:
+        sections.append(comparison)
+    if run is not None:
+        return sections + runtext.run_sections(view, run)
     noise = view.key.get("noise_test")
     if isinstance(noise, Mapping) and noise:
         stored = ", ".join(f"{k} {_text(v)}" for k, v in noise.items())

@@ -1,6 +1,8 @@
-"""``summary.md`` (GitHub-flavoured markdown) and ``report.html`` (one file).
+"""The terminal summary (text), ``summary.md`` (GitHub-flavoured markdown)
+and ``report.html`` (one file).
 
-Both render the sections of :mod:`pytest_lyapax.views.explain`; neither adds data.
+All three render the sections of :func:`pytest_lyapax.views.explain.report_sections`;
+none adds data.
 Every string that comes from a report is untrusted: in markdown the
 characters that would start formatting, a table cell or inline HTML are
 escaped, in HTML everything goes through :func:`html.escape`.  The HTML page
@@ -16,14 +18,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_lyapax.views.explain import (
-    Figure,
-    Lines,
-    ReportView,
-    Section,
-    Table,
-    report_sections,
-)
+from pytest_lyapax.views import document
+from pytest_lyapax.views.agreement_tables import format_table
+from pytest_lyapax.views.document import Figure, Lines, ReportView, Section, Table
+from pytest_lyapax.views.explain import report_sections
+from pytest_lyapax.views.tables import render_table
 
 SUMMARY_NAME = "summary.md"
 HTML_NAME = "report.html"
@@ -70,6 +69,54 @@ def render_markdown(sections: Sequence[Section]) -> str:
             elif isinstance(block, Lines) and block.lines:
                 out += [f"- {md_escape(line)}" for line in block.lines] + [""]
     return "\n".join(out).rstrip() + "\n"
+
+
+def text_lines(section: Section) -> list[str]:
+    """A section's body as plain text, as the terminal shows it under its
+    title (figures are left out)."""
+    out: list[str] = []
+    for block in section.blocks:
+        if isinstance(block, Table):
+            if block.ruled:
+                out += render_table(block.header, block.rows, left=block.left)
+            else:
+                out += format_table(block.rows, block.header)
+        elif isinstance(block, Lines):
+            out += block.lines
+    return out
+
+
+def title_line(rule: str, title: str, width: int = 80) -> str:
+    """``title`` centred in a line of ``rule``, as pytest's terminal writes
+    a section title (``TerminalWriter.sep``) at ``width`` columns."""
+    fill = rule * max((width - len(title) - 2) // (2 * len(rule)), 1)
+    line = f"{fill} {title} {fill}"
+    if len(line) + len(rule.rstrip()) <= width:
+        line += rule.rstrip()
+    return line
+
+
+def render_text(sections: Sequence[Section], width: int = 80) -> str:
+    """The sections as the terminal summary's text (``width`` columns)."""
+    out: list[str] = []
+    for section in sections:
+        out += [title_line(section.rule, section.title, width), *text_lines(section)]
+    return "\n".join(out) + "\n" if out else ""
+
+
+def write_terminal(terminalreporter: Any, sections: Sequence[Section]) -> None:
+    """The sections through pytest's terminal reporter (its width, colours)."""
+    for section in sections:
+        markup = {"red": True} if section.red else {}
+        terminalreporter.write_sep(section.rule, section.title, **markup)
+        for line in text_lines(section):
+            terminalreporter.write_line(line)
+
+
+def summary_text(view: ReportView, run: document.RunFacts | None = None) -> bytes:
+    """The terminal summary of a report (``run``: the running session's
+    facts; a saved report has none)."""
+    return render_text(report_sections(view, run=run or document.RunFacts())).encode()
 
 
 def _cell(text: str, tag: str = "td") -> str:
@@ -148,7 +195,5 @@ def outputs(
     data: Mapping[str, Any], figure: bytes | str | None = None
 ) -> dict[str, bytes]:
     """Both files of one report document, by file name."""
-    from pytest_lyapax.views.explain import view_of
-
-    view = view_of(data)
+    view = document.view_of(data)
     return {SUMMARY_NAME: summary_markdown(view), HTML_NAME: report_html(view, figure)}

@@ -8,6 +8,7 @@ here, in the test, never in a shipped figure.
 
 import copy
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -477,6 +478,29 @@ def test_the_docs_reference_figure_is_redrawn_from_its_committed_report(
     statuses = {b["label"]: b["status"] for b in data["pytest_lyapax"]["backends"]}
     # Every timing in the stored report was measured on a backend marked ok.
     assert measured and all(statuses[label] == "ok" for label in measured)
+
+
+def _sections(lines):
+    """Lines with each title line reduced to its title (the rule's length
+    follows the terminal's width)."""
+    return [re.sub(r"^[-=!]+ (.*) [-=!]+$", r"\1", line) for line in lines]
+
+
+def test_summary_terminal_reprints_what_the_run_printed(
+    real_run, tmp_path, clean_environment
+):
+    """``summary --terminal`` renders the saved report as the run's terminal
+    summary did: every section from the backends to the files written (which
+    only the run knows), line for line."""
+    path, _ = real_run
+    saved = path / "lyapax-report" / "benchmark.json"
+    proc = cli("summary", "--terminal", saved, cwd=tmp_path, env=clean_environment)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    printed = (path / "stdout.txt").read_text().splitlines()
+    start = next(i for i, x in enumerate(printed) if "pytest-lyapax: backends" in x)
+    end = next(i for i, x in enumerate(printed) if "pytest-lyapax: reports" in x)
+    assert "median wall time per call" in proc.stdout
+    assert _sections(proc.stdout.splitlines()) == _sections(printed[start:end])
 
 
 def test_summary_and_html_regenerated_equal_what_the_run_wrote(

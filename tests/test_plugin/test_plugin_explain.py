@@ -22,7 +22,7 @@ from pytest_lyapax.report import costmodel
 from pytest_lyapax.report.analysis import Point, group_sized
 from pytest_lyapax.report.schema import SCHEMA_VERSION, check_report
 from pytest_lyapax.views import render
-from pytest_lyapax.views.explain import view_of
+from pytest_lyapax.views.document import view_of
 
 SIZES = (10, 20, 50, 100, 200, 500, 1000)
 TRUTH = {"cpu": (2e-5, 2e-8, 2.0), "gpu": (4e-4, 1e-9, 2.0)}

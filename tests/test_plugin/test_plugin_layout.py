@@ -183,3 +183,62 @@ def test_architecture_page_lists_every_plugin_module():
     }
     on_disk[""] = TOP - {"__main__"}
     assert listed == on_disk
+
+
+# What writes to pytest's terminal: its reporter's methods and the hook that
+# hands the reporter out.
+TERMINAL_NAMES = {"write_sep", "write_line", "terminalreporter"}
+
+
+def terminal_uses(path: Path) -> tuple[set[str], set[str]]:
+    """(names of ``TERMINAL_NAMES`` a module uses, functions it defines)."""
+    tree = ast.parse(path.read_text(), str(path))
+    used = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in TERMINAL_NAMES:
+            used.add(node.attr)
+        elif isinstance(node, ast.Name | ast.arg):
+            name = node.id if isinstance(node, ast.Name) else node.arg
+            if name in TERMINAL_NAMES:
+                used.add(name)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", "") == "print":
+            used.add("print")
+    defined = {
+        node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)
+    }
+    return used, defined
+
+
+def test_one_terminal_summary_rendered_from_the_report_sections():
+    """The terminal summary is one renderer of the report's sections: one
+    ``pytest_terminal_summary`` in the package (the collector's, which
+    composes with ``views/explain.report_sections``), only
+    ``views/render.py`` writes the sections to the terminal, and no module of
+    ``report/`` writes to it or prints (features contribute sections)."""
+    hooks, writers = [], []
+    for path in sorted(ROOT.rglob("*.py")):
+        module = _name(path, ROOT)
+        used, defined = terminal_uses(path)
+        if "pytest_terminal_summary" in defined:
+            hooks.append(module)
+        if "write_sep" in used:
+            writers.append(module)
+        if module.startswith(f"{PACKAGE}.report."):
+            assert not used, f"{module} writes to the terminal: {sorted(used)}"
+    assert hooks == [f"{PACKAGE}.run.collector"]
+    assert writers == [f"{PACKAGE}.views.render"]
+    collector = (ROOT / "run" / "collector.py").read_text()
+    assert "terminal_sections" in collector and "write_terminal" in collector
+    output = (ROOT / "run" / "output.py").read_text()
+    assert "explain.report_sections(view, run=" in output
+
+
+def test_the_terminal_check_sees_a_report_module_that_prints(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text(
+        "def pytest_terminal_summary(terminalreporter):\n"
+        "    terminalreporter.write_sep('-', 'x')\n    print('y')\n"
+    )
+    used, defined = terminal_uses(path)
+    assert used == {"terminalreporter", "write_sep", "print"}
+    assert "pytest_terminal_summary" in defined

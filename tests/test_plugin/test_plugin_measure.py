@@ -17,6 +17,7 @@ import pytest
 
 from pytest_lyapax.backends.labels import Backend
 from pytest_lyapax.measuring import benchmarks, measure
+from pytest_lyapax.report import details
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.report.units import format_bytes
 from pytest_lyapax.run import output as report
@@ -228,10 +229,10 @@ def _record(**extra):
 
 def test_host_argument_warning_for_a_non_cpu_platform():
     gpu = _record(backend="gpu", jax_backend="gpu", args_on="host")
-    assert measure.host_argument_benchmarks([gpu]) == ["t.py::test_x[gpu]"]
+    assert details.host_argument_benchmarks([gpu]) == ["t.py::test_x[gpu]"]
     on_cpu = _record(backend="cpu2", jax_backend="cpu", args_on="host")
     resident = _record(backend="gpu", jax_backend="gpu", args_on="device")
-    assert measure.host_argument_benchmarks([on_cpu, resident]) == []
+    assert details.host_argument_benchmarks([on_cpu, resident]) == []
     backend = Backend("gpu", "cuda")
     session = LyapaxSession(
         Settings(backends=(backend,)),

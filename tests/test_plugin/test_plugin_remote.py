@@ -228,17 +228,17 @@ def test_host_specs_parse_into_worker_and_connection_specs():
         "ssh=me@server//execmodel=thread//python=/opt/venv/bin/python"
     )
     assert cpu2.connect_spec() == "socket=127.0.0.1:8888//execmodel=thread"
-    backend = Backend("gpu", "cuda", gpu.text)
+    backend = Backend("gpu", "cuda", gpu)
     # A popen spec through the host's gateway, no chdir (no rsync, no path
     # rewriting by xdist), JAX_PLATFORMS and the GPU memory setting in env.
     assert remote.worker_spec(backend) == (
         "popen//via=lyapax-gpu//python=/opt/venv/bin/python"
         "//env:JAX_PLATFORMS=cuda//env:XLA_PYTHON_CLIENT_PREALLOCATE=false"
     )
-    assert remote.worker_spec(Backend("cpu2", "cpu", cpu2.text)) == (
+    assert remote.worker_spec(Backend("cpu2", "cpu", cpu2)) == (
         "popen//via=lyapax-cpu2//env:OMP_NUM_THREADS=1//env:JAX_PLATFORMS=cpu"
     )
-    assert remote.worker_spec(Backend("cpu3", "cpu", cpu3.text)) == (
+    assert remote.worker_spec(Backend("cpu3", "cpu", cpu3)) == (
         "popen//python=/v/bin/python//env:JAX_PLATFORMS=cpu"
     )
     assert cpu3.chdir == "/x"
@@ -323,7 +323,10 @@ def test_host_lost_between_probe_and_start_runs_a_skipping_local_worker():
     from pytest_lyapax.run.options import Settings
     from pytest_lyapax.run.session import BackendState, LyapaxSession
 
-    backends = (Backend("cpu", "cpu"), Backend("cpu2", "cpu", "socket=127.0.0.1:1"))
+    backends = (
+        Backend("cpu", "cpu"),
+        Backend("cpu2", "cpu", hosts.parse_host_spec("x", "socket=127.0.0.1:1")),
+    )
     settings = Settings(backends=backends, host_timeout=5.0)
     session = LyapaxSession(
         settings, "controller", {b.label: BackendState(b) for b in backends}
@@ -405,7 +408,10 @@ def test_controller_acknowledges_a_remote_tests_last_report():
     from pytest_lyapax.run.options import Settings
     from pytest_lyapax.run.session import BackendState, LyapaxSession
 
-    backends = (Backend("cpu", "cpu"), Backend("cpu2", "cpu", "socket=127.0.0.1:1"))
+    backends = (
+        Backend("cpu", "cpu"),
+        Backend("cpu2", "cpu", hosts.parse_host_spec("x", "socket=127.0.0.1:1")),
+    )
     session = LyapaxSession(
         Settings(backends=backends),
         "controller",

@@ -23,7 +23,7 @@ from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
 from pytest_lyapax.run import output
 from pytest_lyapax.run.options import Settings
 from pytest_lyapax.run.session import CONTROLLER, BackendState, LyapaxSession
-from pytest_lyapax.views.explain import view_of
+from pytest_lyapax.views.document import view_of
 from pytest_lyapax.views.render import md_escape, report_html, summary_markdown
 
 PEAKS = {

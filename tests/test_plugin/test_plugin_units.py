@@ -16,6 +16,7 @@ from pytest_lyapax.backends.labels import (
 from pytest_lyapax.backends.probe import interpret
 from pytest_lyapax.measuring.benchmarks import RecordedBenchmark
 from pytest_lyapax.report import analysis, stats
+from pytest_lyapax.report.identity import bare_id, is_size, param_text
 from pytest_lyapax.run.options import CompareThreshold
 from pytest_lyapax.run.scheduling import BackendScheduling, worker_spec
 from pytest_lyapax.views import tables
@@ -754,3 +755,14 @@ def test_scheduler_runs_nothing_after_a_collection_error():
     sched.schedule()
     assert log == [("gw-cpu", "shutdown"), ("gw-gpu", "shutdown")]
     assert sched.tests_finished
+
+
+def test_a_size_is_an_int_and_never_a_bool():
+    assert is_size(3) and is_size(0)
+    assert not any(is_size(v) for v in (True, False, 3.0, "3", None))
+
+
+def test_the_series_key_leaves_out_the_plugins_parameters():
+    params = {"qr": "lapack", "jax_backend": "cpu", "jax_size": 20, "b": 1}
+    assert param_text(params) == "b=1,qr=lapack"
+    assert bare_id("t.py::test_x[cpu-20]") == "t.py::test_x"
