@@ -167,7 +167,7 @@ def _shallow_copy(item: pytest.Item, label: str) -> pytest.Item:
     if structured is not None and not isinstance(structured, str):
         clone._id = type(structured).parse(nodeid)  # type: ignore[attr-defined]
     else:
-        clone._nodeid = nodeid
+        clone._nodeid = nodeid  # type: ignore[attr-defined]
     clone.keywords = NodeKeywords(clone)
     clone.extra_keyword_matches = set()
     clone.stash = clone._store = pytest.Stash()
