@@ -184,7 +184,10 @@ def run_benettin(
     check_step_output(step_fn, state0)
     indexed = step_fn.uses_step_index
     traced = static_lengths is not None
-    lengths = static_lengths if traced else Lengths.unpack(lengths)
+    if static_lengths is not None:
+        lengths = static_lengths
+    else:
+        lengths = Lengths.unpack(lengths)
     n_transient, n_blocks = lengths.n_transient_blocks, lengths.n_blocks
     every, decimate = lengths.renorm_every, lengths.decimate
     if static_every is not None:
