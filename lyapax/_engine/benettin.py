@@ -8,7 +8,9 @@ every ``renorm_every`` steps, and ``log|diag R|`` is accumulated.
 
 The run lengths (:class:`Lengths`: blocks, transient blocks, steps per block,
 steps per saved state) are traced arguments, the trip counts of an outer loop
-over blocks and an inner loop over steps. What is compiled depends only on the
+over chunks of blocks (:func:`chunk_blocks`: the transient's first, then the
+measured ones, whose rows are written once per chunk) and inner loops over a
+chunk's blocks and a block's steps. What is compiled depends only on the
 step's structure, the shapes, ``k``, the QR method and two output capacities:
 the kernel writes the cumulative log-growth of each block into a buffer of
 ``capacity`` rows (saved states into one of ``save_capacity`` rows) and the
