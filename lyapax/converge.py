@@ -35,6 +35,7 @@ import numpy as np
 from lyapax.__version__ import __version__
 from lyapax._engine import progress as _progress
 from lyapax._engine import run, stats, validate
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem, is_problem, plain_problem
 from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, check_multiple
@@ -90,6 +91,7 @@ class ConvergedRun(NamedTuple):
     n_chunks: int
 
 
+@holds_one_blas_thread
 def run_until_converged(
     step_fn_or_problem: Any,
     state0: Any = None,

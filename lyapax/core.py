@@ -23,6 +23,7 @@ from lyapax._engine.abstract import (
     EngineView,
     IncompatibleStepError,
 )
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import (
     LyapunovCheckpoint,
     ODEProblem,
@@ -102,6 +103,7 @@ def ode_problem(
     return ODEProblem(step, state0, step_size)
 
 
+@holds_one_blas_thread
 def lyapunov_spectrum(
     step_fn_or_problem: AbstractProblem | StepFn,
     state0: StateLike | int | None = None,

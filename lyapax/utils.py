@@ -11,6 +11,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from lyapax._engine import validate
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import StateLike, StepFn
 from lyapax._engine.trajectory import iterate
 from lyapax._engine.tree import merge_static, split_static
@@ -65,6 +66,7 @@ def _simulate(dynamic, state0, *, static, n_saved, decimate, n_transient):
     )
 
 
+@holds_one_blas_thread
 def simulate_trajectory(
     step_fn: StepFn,
     state0: StateLike,

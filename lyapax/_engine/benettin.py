@@ -8,7 +8,9 @@ every ``renorm_every`` steps, and ``log|diag R|`` is accumulated.
 
 The run lengths (:class:`Lengths`: blocks, transient blocks, steps per block,
 steps per saved state) are traced arguments, the trip counts of an outer loop
-over blocks and an inner loop over steps. What is compiled depends only on the
+over chunks of blocks (:func:`chunk_blocks`: the transient's first, then the
+measured ones, whose rows are written once per chunk) and inner loops over a
+chunk's blocks and a block's steps. What is compiled depends only on the
 step's structure, the shapes, ``k``, the QR method and two output capacities:
 the kernel writes the cumulative log-growth of each block into a buffer of
 ``capacity`` rows (saved states into one of ``save_capacity`` rows) and the
@@ -183,11 +185,12 @@ def run_benettin(
     step_fn = as_step(merge_static(dynamic, static))
     check_step_output(step_fn, state0)
     indexed = step_fn.uses_step_index
+    traced = static_lengths is not None
     if static_lengths is not None:
         lengths = static_lengths
     else:
         lengths = Lengths.unpack(lengths)
-    n_transient = lengths.n_transient_blocks
+    n_transient, n_blocks = lengths.n_transient_blocks, lengths.n_blocks
     every, decimate = lengths.renorm_every, lengths.decimate
     if static_every is not None:
         every = static_every
@@ -195,11 +198,12 @@ def run_benettin(
     def advance(_, c):
         s, Y = step_fn.tangent(c[0], c[1], c[2])
         # The counter costs a loop-carried op per step: only steps that read it
-        # (ring buffers) get it incremented per step; others per block.
+        # (ring buffers) get it incremented per step; others get it at the end.
         return s, Y, c[2] + 1 if indexed else c[2]
 
-    def block(i, loop):
-        carry, cum_rows, saved = loop
+    def block(i, carry, saved):
+        """Measured block ``i`` (negative in the transient): steps, saved
+        states, QR; returns the carry with this block's growth added."""
         start = (carry.state, carry.Y, carry.step)
         if saved is None:
             state, Y, step = jax.lax.fori_loop(0, every, advance, start)
@@ -211,33 +215,119 @@ def run_benettin(
                 c = jax.lax.fori_loop(0, decimate, advance, c)
                 # Transient blocks write row 0; the first measured group
                 # overwrites it.
-                row = jnp.maximum((i - n_transient) * groups + g, 0)
+                row = jnp.maximum(i * groups + g, 0)
                 return c, jax.lax.dynamic_update_index_in_dim(saved, c[0], row, 0)
 
             (state, Y, step), saved = jax.lax.fori_loop(
                 0, groups, save_group, (start, saved)
             )
-        if not indexed:
-            step = step + every
         Y, growth = _qr_renormalise(Y, qr)
-        # One loop for transient and measurement (half the code to compile):
-        # the accumulated growth stays at cum0 until the transient is over.
-        cum = jnp.where(i < n_transient, cum0, carry.cum + growth)
-        row = jnp.maximum(i - n_transient, 0)
-        cum_rows = jax.lax.dynamic_update_index_in_dim(cum_rows, cum, row, 0)
-        return BenettinState(state, Y, cum, step), cum_rows, saved
+        return BenettinState(state, Y, carry.cum + growth, step), saved
 
     dtype = state0.dtype
     carry = BenettinState(state0, Y0, cum0, jnp.asarray(step0, jnp.int32))
-    cum_rows = jnp.zeros((capacity, Y0.shape[1]), dtype)
     saved = None
     if save_capacity:
         saved = jnp.zeros((save_capacity, state0.shape[0]), dtype)
-    total = n_transient + lengths.n_blocks
-    carry, cum_rows, saved = jax.lax.fori_loop(
-        0, total, block, (carry, cum_rows, saved)
-    )
+    if traced:
+        carry, cum_rows, saved = _static_loops(block, carry, saved, lengths, cum0)
+        cum_rows = _padded(cum_rows, capacity)
+    else:
+        carry, cum_rows, saved = _chunked_loops(
+            block, carry, saved, lengths, cum0, capacity
+        )
+    if not indexed:
+        total = n_transient + n_blocks
+        carry = carry._replace(step=carry.step + total * jnp.asarray(every, jnp.int32))
     return {"carry": carry, "cum": cum_rows, "saved": saved}
+
+
+#: Most entries of the rows gathered in the loop before one write into the
+#: growth buffer (see :func:`chunk_blocks`).
+CHUNK_ENTRIES = 48
+
+
+def chunk_blocks(k: int) -> int:
+    """Blocks per chunk of the kernel's measured loop: the largest power of
+    two whose ``(blocks, k)`` rows hold at most :data:`CHUNK_ENTRIES` numbers.
+
+    Why: XLA:CPU writes a row into a loop-carried buffer of more than ~64
+    numbers at a fixed cost of ~0.7 us (3.4 ms of a 50 000-step Lorenz run,
+    12%), into a smaller one at the cost of the copy; the kernel gathers a
+    chunk's rows in a small buffer and writes them into the growth buffer
+    once per chunk (docs/performance.md)."""
+    blocks = 1
+    while 2 * blocks * k <= CHUNK_ENTRIES:
+        blocks *= 2
+    return blocks
+
+
+def _chunked_loops(block, carry, saved, lengths, cum0, capacity):
+    """The transient and measured blocks (trip counts as data) as one loop
+    over chunks of :func:`chunk_blocks` blocks: the transient's chunks first,
+    whose growth is discarded at the end of each chunk (one select per chunk,
+    not per block), then the measured ones, whose rows are gathered in a
+    small buffer and written into the growth buffer once per chunk. One copy
+    of the step in the program (its compile time counts for large steps)."""
+    k = carry.cum.shape[0]
+    size = chunk_blocks(k)
+    n_transient, n_blocks = lengths.n_transient_blocks, lengths.n_blocks
+    t_chunks = (n_transient + size - 1) // size
+    chunks = t_chunks + (n_blocks + size - 1) // size
+
+    def chunk(j, loop):
+        carry, rows, pending, saved = loop
+        transient = j < t_chunks
+        lo = jnp.where(transient, j, j - t_chunks) * size
+        m = jnp.minimum(size, jnp.where(transient, n_transient, n_blocks) - lo)
+        first = jnp.where(transient, lo - n_transient, lo)
+
+        def one(r, inner):
+            carry, pending, saved = inner
+            carry, saved = block(first + r, carry, saved)
+            pending = jax.lax.dynamic_update_index_in_dim(pending, carry.cum, r, 0)
+            return carry, pending, saved
+
+        carry, pending, saved = jax.lax.fori_loop(0, m, one, (carry, pending, saved))
+        # The transient's growth is discarded: the sum restarts from cum0.
+        carry = carry._replace(cum=jnp.where(transient, cum0, carry.cum))
+        # Transient chunks write into the spare rows past ``capacity``.
+        at = jnp.where(transient, capacity, lo)
+        rows = jax.lax.dynamic_update_slice_in_dim(rows, pending, at, 0)
+        return carry, rows, pending, saved
+
+    dtype = carry.cum.dtype
+    rows = jnp.zeros((capacity + size, k), dtype)
+    pending = jnp.zeros((size, k), dtype)
+    carry, rows, _, saved = jax.lax.fori_loop(
+        0, chunks, chunk, (carry, rows, pending, saved)
+    )
+    return carry, rows[:capacity], saved
+
+
+def _static_loops(block, carry, saved, lengths, cum0):
+    """The run with Python-int lengths (a caller's trace): two ``lax.scan``
+    (reverse-mode differentiable), the measured one returning its rows."""
+    n_transient = lengths.n_transient_blocks
+
+    def transient(loop, i):
+        carry, saved = loop
+        carry, saved = block(i - n_transient, carry, saved)
+        return (carry._replace(cum=cum0), saved), None
+
+    def measured(loop, i):
+        carry, saved = block(i, *loop)
+        return (carry, saved), carry.cum
+
+    loop, _ = jax.lax.scan(transient, (carry, saved), jnp.arange(n_transient))
+    (carry, saved), rows = jax.lax.scan(measured, loop, jnp.arange(lengths.n_blocks))
+    return carry, rows, saved
+
+
+def _padded(rows, capacity):
+    """``rows`` with zero rows appended up to ``capacity``."""
+    extra = capacity - rows.shape[0]
+    return jnp.pad(rows, ((0, extra), (0, 0))) if extra > 0 else rows
 
 
 def initial_basis(

@@ -22,7 +22,6 @@ import numpy as np
 from lyapax._engine import finite, progress, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
-from lyapax._engine.blas_threads import on_cpu, one_blas_thread
 from lyapax._engine.options import RunOptions
 from lyapax._engine.problem import LyapunovCheckpoint
 from lyapax._engine.shapes import (
@@ -371,17 +370,17 @@ def spectrum(
         state_finite = None
     else:
         total = args.n_blocks + args.n_transient_blocks
-        # Until the rows are fetched: the programs run asynchronously.
-        with one_blas_thread(on_cpu(z0)):
-            with progress.Bar(
-                options.progress,
-                total * args.renorm_every,
-                "lyapunov_spectrum",
-                "step",
-            ) as bar:
-                out, est = _compiled_run(begin, args, method, static_every, bar)
-            history, times = split_rows(est["rows"], args.n_blocks)
-            state_finite = np.asarray(est["state_finite"])
+        # OpenBLAS's threads: held by the public entry points
+        # (lyapax._engine.blas_threads.holds_one_blas_thread).
+        with progress.Bar(
+            options.progress,
+            total * args.renorm_every,
+            "lyapunov_spectrum",
+            "step",
+        ) as bar:
+            out, est = _compiled_run(begin, args, method, static_every, bar)
+        history, times = split_rows(est["rows"], args.n_blocks)
+        state_finite = np.asarray(est["state_finite"])
     carry = out["carry"]
     checkpoint = view.checkpoint(
         carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt

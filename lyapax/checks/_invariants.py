@@ -45,6 +45,7 @@ import numpy as np
 from lyapax._engine import validate
 from lyapax._engine.abstract import declares_step_index
 from lyapax._engine.benettin import tangent_step
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem
 from lyapax._engine.tree import merge_static, split_static
 from lyapax.integrators import ODEStep
@@ -282,6 +283,7 @@ def _window_steps(result: Any, dt: float, n_steps: Any) -> int:
     return int(min(window, MAX_WINDOW, run_steps))
 
 
+@holds_one_blas_thread
 def check_invariants(
     problem: Any,
     result: Any,

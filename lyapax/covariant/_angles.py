@@ -5,9 +5,12 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
+from lyapax._engine.blas_threads import holds_one_blas_thread
+
 __all__ = ["subspace_angles"]
 
 
+@holds_one_blas_thread
 def subspace_angles(
     A: Float[ArrayLike, "*batch d p"], B: Float[ArrayLike, "*batch d q"]
 ) -> Float[Array, "*batch m"]:

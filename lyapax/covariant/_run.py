@@ -14,7 +14,7 @@ from jaxtyping import Array, Float
 from lyapax._engine import run, validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, fresh_frame
-from lyapax._engine.blas_threads import on_cpu, one_blas_thread
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.options import RunOptions
 from lyapax._engine.problem import resolve_step_call
 from lyapax._engine.progress import Bar, TextSink
@@ -87,6 +87,7 @@ class _Plan(NamedTuple):
         return self.n_saved * self.s
 
 
+@holds_one_blas_thread
 def covariant_vectors(
     step_fn_or_problem: AbstractProblem | StepFn,
     state0: StateLike | int | None = None,
@@ -209,10 +210,8 @@ def covariant_vectors(
         qr=method,
     )
     total = (plan.n_transient + plan.n_blocks) * plan.every
-    # _run returns host arrays: every program has finished inside.
-    with one_blas_thread(on_cpu(z0)):
-        with Bar(options.progress, total, "covariant_vectors", "step") as bar:
-            return _run(kernel, z0, Y0, plan, seg, mode, bar)
+    with Bar(options.progress, total, "covariant_vectors", "step") as bar:
+        return _run(kernel, z0, Y0, plan, seg, mode, bar)
 
 
 def _plan(args: run.RunArgs, d: int, dt: Any, t_backward: Any, save_every: Any):

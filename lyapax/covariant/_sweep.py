@@ -10,6 +10,7 @@ import jax
 import numpy as np
 
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._internal import batching
 from lyapax.covariant import _memory as memory
 from lyapax.covariant._run import CovariantResult, covariant_vectors
@@ -17,6 +18,7 @@ from lyapax.covariant._run import CovariantResult, covariant_vectors
 __all__ = ["sweep_covariant_vectors"]
 
 
+@holds_one_blas_thread
 def sweep_covariant_vectors(
     make_problem: Callable[[Any], AbstractProblem],
     params_batch: Any,

@@ -8,6 +8,7 @@ from typing import Any
 from jaxtyping import ArrayLike, Float
 
 from lyapax._engine import run
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import resolve_call
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar
@@ -16,6 +17,7 @@ from lyapax.dde.problem import DDECheckpoint, DDEProblem, _plain_problem
 __all__ = ["lyapunov_spectrum_dde"]
 
 
+@holds_one_blas_thread
 def lyapunov_spectrum_dde(
     step_fn_or_problem: DDEProblem | Callable[..., Any],
     state0: Float[ArrayLike, "n_sv n"] | int | None = None,

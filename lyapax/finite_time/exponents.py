@@ -17,6 +17,7 @@ from jaxtyping import Array, Float
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem, is_problem
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax._internal.batching import host_array
@@ -114,6 +115,7 @@ def windows_of(history: Any, times: Any, blocks: int, window: float):
     return np.asarray(times)[(0,) * (times.ndim - 1)][ends], growth / window
 
 
+@holds_one_blas_thread
 def finite_time_exponents(
     step_fn_or_problem: AbstractProblem | StepFn,
     state0: StateLike | int | None = None,

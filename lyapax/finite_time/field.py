@@ -21,6 +21,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine import progress as progress_bar
 from lyapax._engine import validate
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal.batching import BATCH_AXIS, Plan, host_array, resolve_devices
 from lyapax.finite_time import _memory
@@ -152,6 +153,7 @@ def _field_kernel(dynamic, points, t0, h, n, inv_T, *, static, tableau, mesh, sh
     return rows(dynamic, points, t0, h, n, inv_T)
 
 
+@holds_one_blas_thread
 def ftle_field(
     rhs: Any,
     points: Float[ArrayLike, "N d"],

@@ -17,6 +17,7 @@ import numpy as np
 from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine import validate
+from lyapax._engine.blas_threads import holds_one_blas_thread
 
 __all__ = ["delay_embedding"]
 
@@ -83,6 +84,7 @@ def embed(x: jax.Array, dimension: int, lag: int, n_vectors: int) -> jax.Array:
     return x[rows]
 
 
+@holds_one_blas_thread
 def delay_embedding(
     series: Float[ArrayLike, " n"], dimension: int, lag: int = 1
 ) -> Float[Array, "n_vectors dimension"]:

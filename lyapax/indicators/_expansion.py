@@ -33,6 +33,7 @@ from jaxtyping import ArrayLike, Float
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, StepFn
 from lyapax.indicators._rows import resolve_rows, row_view, run_rows
 from lyapax.sweep import ProblemFamily
@@ -63,6 +64,7 @@ class ExpansionEntropy(NamedTuple):
     fit: tuple[float, float]
 
 
+@holds_one_blas_thread
 def expansion_entropy(
     step_fn_or_problem: AbstractProblem | StepFn | ProblemFamily,
     points: Float[ArrayLike, "n_batches n_points d"],

@@ -31,6 +31,7 @@ import numpy as np
 from jaxtyping import ArrayLike, Float
 
 from lyapax._engine import validate
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax.indicators._embedding import as_series, embed, embedding_size
 from lyapax.indicators._linear_fit import LinearFit, LinearRegionOptions, linear_region
 from lyapax.indicators._neighbours import (
@@ -175,6 +176,7 @@ def _estimate(
     )
 
 
+@holds_one_blas_thread
 def lyapunov_rosenstein(
     series: Float[ArrayLike, " n"],
     dimension: int,
@@ -230,6 +232,7 @@ def lyapunov_rosenstein(
     return _estimate(series, "rosenstein", 1, None, None, args)
 
 
+@holds_one_blas_thread
 def lyapunov_kantz(
     series: Float[ArrayLike, " n"],
     dimension: int,

@@ -30,6 +30,7 @@ from jaxtyping import ArrayLike, Bool, Float, Int, PyTree, Shaped
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis, qr_factor
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax.indicators._rows import (
     resolve_orbit_rows,
@@ -102,6 +103,7 @@ class GALIResult(NamedTuple):
     threshold: float
 
 
+@holds_one_blas_thread
 def gali(
     step_fn_or_problem: AbstractProblem | StepFn | ProblemFamily,
     state0: StateLike | int | None = None,

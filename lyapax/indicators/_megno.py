@@ -44,6 +44,7 @@ from jaxtyping import ArrayLike, Float, PyTree, Shaped
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax.indicators._rows import (
     resolve_orbit_rows,
@@ -82,6 +83,7 @@ class MEGNOResult(NamedTuple):
     threshold: float
 
 
+@holds_one_blas_thread
 def megno(
     step_fn_or_problem: AbstractProblem | StepFn | ProblemFamily,
     state0: StateLike | int | None = None,

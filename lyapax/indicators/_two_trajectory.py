@@ -36,6 +36,7 @@ from jaxtyping import ArrayLike, Float, Int, PyTree, Shaped
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
@@ -108,6 +109,7 @@ class TwoTrajectoryResult(NamedTuple):
     state: Float[np.ndarray, "*batch d"]
 
 
+@holds_one_blas_thread
 def two_trajectory_exponent(
     step_fn_or_problem: AbstractProblem | StepFn | ProblemFamily,
     state0: StateLike | int | None = None,

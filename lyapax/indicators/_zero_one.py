@@ -26,6 +26,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine import validate
+from lyapax._engine.blas_threads import holds_one_blas_thread
 
 __all__ = ["ZeroOneResult", "zero_one_test"]
 
@@ -115,6 +116,7 @@ def _zero_one_kernel(series, cs, n_cut: int, batch_size: int):
     return jnp.median(kc, axis=-1), kc
 
 
+@holds_one_blas_thread
 def zero_one_test(
     series: Float[ArrayLike, "*batch n"],
     n_frequencies: int = 100,

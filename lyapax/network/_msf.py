@@ -32,6 +32,7 @@ from jax.sharding import PartitionSpec
 
 from lyapax._engine import run, validate
 from lyapax._engine.benettin import Lengths, capacity, initial_frame
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.summary import finish
 from lyapax._engine.tree import merge_static, split_static
@@ -307,6 +308,7 @@ def run_msf(
     return MSFResult(alpha_rows, exponents[:, 0], stderr[:, 0], exponents, stderr)
 
 
+@holds_one_blas_thread
 def master_stability_function(
     node_rhs: Callable[[Any], Any],
     coupling_jacobian: Any,

@@ -18,6 +18,7 @@ from jaxtyping import ArrayLike, Float, PyTree, Shaped
 from lyapax._engine import finite, run
 from lyapax._engine import progress as _progress
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
@@ -32,6 +33,7 @@ from lyapax.sweep._setup import min_transient, setup, warn_trajectory
 __all__ = ["sweep_lyapunov_spectrum"]
 
 
+@holds_one_blas_thread
 def sweep_lyapunov_spectrum(
     step_fn: StepFn | AbstractProblem | ProblemFamily,
     state0: StateLike | None,

@@ -9,6 +9,7 @@ from jaxtyping import ArrayLike, Float, PyTree, Shaped
 
 from lyapax._engine import run, validate
 from lyapax._engine.abstract import AbstractProblem
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.options import RunOptions
 from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
@@ -21,6 +22,7 @@ from lyapax.utils import Trajectory
 __all__ = ["sweep_trajectory"]
 
 
+@holds_one_blas_thread
 def sweep_trajectory(
     step_fn: StepFn | AbstractProblem | ProblemFamily,
     state0: StateLike | None,
