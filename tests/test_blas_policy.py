@@ -37,6 +37,7 @@ from lyapax import (
     ode_problem,
     problem_family,
     run_until_converged,
+    shadowing_sensitivity,
     simulate_trajectory,
     subspace_angles,
     sweep_covariant_vectors,
@@ -58,9 +59,11 @@ SERIES = np.sin(0.1 * np.arange(400.0))
 EXEMPT = {
     "convergence_drift",
     "dde_problem",
+    "driven_problem",
     "euler_step",
     "get_integrator",
     "hamiltonian_problem",
+    "hybrid_problem",
     "heun_step",
     "kaplan_yorke_dimension",
     "network_dde_problem",
@@ -70,8 +73,10 @@ EXEMPT = {
     "ode_problem",
     "ode_step",
     "problem_family",
+    "random_problem",
     "rk4_step",
     "rk6_step",
+    "sde_problem",
 }
 
 
@@ -118,6 +123,9 @@ CALLS = {
     "lyapunov_rosenstein": lambda: lyapunov_rosenstein(SERIES, 3, 2),
     "lyapunov_kantz": lambda: lyapunov_kantz(SERIES, 3, 2),
     "zero_one_test": lambda: zero_one_test(SERIES),
+    "shadowing_sensitivity": lambda: shadowing_sensitivity(
+        lambda x, p: p - x, X0, 1.0, lambda x, p: x[0], 0.01, 2, 5, n_unstable=0
+    ),
 }
 
 

@@ -26,6 +26,7 @@ import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from lyapax._engine import validate
+from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.stats import batch_means_stderr
 from lyapax.core import lyapunov_spectrum, ode_problem
 from lyapax.integrators import get_integrator
@@ -171,6 +172,7 @@ def _count_unstable(spectrum: np.ndarray, neutral: bool) -> int:
     return int(np.sum(positive))
 
 
+@holds_one_blas_thread
 def shadowing_sensitivity(
     rhs: Callable[[jax.Array, Any], jax.Array],
     state0: Any,
