@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,3 +62,57 @@ def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
 def _isolated_from_enclosing_run(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in LEAKY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+
+
+# Waits on a subprocess, a worker, a socket or a file are bounded by a
+# deadline that this factor multiplies (default 1): a machine busier than the
+# CI runners (load 5 on 2 cores passes at 1) may set it higher, e.g.
+# LYAPAX_TEST_TIMEOUT_FACTOR=3.
+TIMEOUT_FACTOR_ENV = "LYAPAX_TEST_TIMEOUT_FACTOR"
+
+
+def scaled(seconds: float) -> float:
+    """``seconds`` times the factor in ``LYAPAX_TEST_TIMEOUT_FACTOR``."""
+    return seconds * float(os.environ.get(TIMEOUT_FACTOR_ENV) or 1.0)
+
+
+def wait_until(condition: Callable[[], Any], seconds: float, what: str) -> Any:
+    """Poll ``condition`` until it returns something true, and return that;
+    an AssertionError naming ``what`` after ``scaled(seconds)``."""
+    limit = scaled(seconds)
+    deadline = time.monotonic() + limit
+    while not (value := condition()):
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"{what}: not within {limit:g} s ({TIMEOUT_FACTOR_ENV})"
+            )
+        time.sleep(0.05)
+    return value
+
+
+@pytest.fixture(scope="session")
+def deadline() -> Callable[[float], float]:
+    """:func:`scaled`, for tests (a conftest is not imported by name)."""
+    return scaled
+
+
+@pytest.fixture(scope="session")
+def poll() -> Callable[..., Any]:
+    """:func:`wait_until`, for tests."""
+    return wait_until
+
+
+@pytest.fixture
+def busy_cpus() -> Any:
+    """Two busy-loop processes for the test's duration, as on a busy machine
+    (each ends by itself after 10 minutes at the latest)."""
+    loop = (
+        "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(2)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
