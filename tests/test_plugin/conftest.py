@@ -4,12 +4,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import timeout_s
 
 pytest_plugins = ["pytester"]
 
@@ -38,10 +38,10 @@ RunPytest = Callable[..., tuple[subprocess.CompletedProcess[str], Any]]
 @pytest.fixture(scope="session")
 def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
     """``run(path, report, *args)``: ``python -m pytest *args`` in a fresh
-    process in ``path`` with the clean environment (300 s at most); returns
-    the finished process and ``report/benchmark.json`` as read (None when the
-    run wrote none). A fresh process because a JAX backend is fixed per
-    process."""
+    process in ``path`` with the clean environment (``timeout_s(300)`` s at
+    most); returns the finished process and ``report/benchmark.json`` as
+    read (None when the run wrote none). A fresh process because a JAX
+    backend is fixed per process."""
 
     def run(path: Path, report: Path, *args: str):
         proc = subprocess.run(
@@ -50,7 +50,7 @@ def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
             env=clean_environment,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout_s(300),
         )
         data = report / "benchmark.json"
         return proc, json.loads(data.read_text()) if data.exists() else None
@@ -62,44 +62,6 @@ def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
 def _isolated_from_enclosing_run(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in LEAKY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
-
-
-# Waits on a subprocess, a worker, a socket or a file are bounded by a
-# deadline that this factor multiplies (default 1): a machine busier than the
-# CI runners (load 5 on 2 cores passes at 1) may set it higher, e.g.
-# LYAPAX_TEST_TIMEOUT_FACTOR=3.
-TIMEOUT_FACTOR_ENV = "LYAPAX_TEST_TIMEOUT_FACTOR"
-
-
-def scaled(seconds: float) -> float:
-    """``seconds`` times the factor in ``LYAPAX_TEST_TIMEOUT_FACTOR``."""
-    return seconds * float(os.environ.get(TIMEOUT_FACTOR_ENV) or 1.0)
-
-
-def wait_until(condition: Callable[[], Any], seconds: float, what: str) -> Any:
-    """Poll ``condition`` until it returns something true, and return that;
-    an AssertionError naming ``what`` after ``scaled(seconds)``."""
-    limit = scaled(seconds)
-    deadline = time.monotonic() + limit
-    while not (value := condition()):
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"{what}: not within {limit:g} s ({TIMEOUT_FACTOR_ENV})"
-            )
-        time.sleep(0.05)
-    return value
-
-
-@pytest.fixture(scope="session")
-def deadline() -> Callable[[float], float]:
-    """:func:`scaled`, for tests (a conftest is not imported by name)."""
-    return scaled
-
-
-@pytest.fixture(scope="session")
-def poll() -> Callable[..., Any]:
-    """:func:`wait_until`, for tests."""
-    return wait_until
 
 
 @pytest.fixture

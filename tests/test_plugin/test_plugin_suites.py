@@ -15,6 +15,7 @@ import textwrap
 import time
 
 import pytest
+from deadlines import timeout_s
 
 TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
@@ -346,7 +347,7 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
         start_new_session=True,
     )
     log = pytester.path / "events.log"
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + timeout_s(240)
     while time.monotonic() < deadline:
         if log.exists() and "slow cpu2" in log.read_text():
             break
@@ -355,7 +356,7 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
         proc.kill()
         pytest.fail("cpu2's slow test never started")
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole group
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=timeout_s(120))
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     report = json.loads(
         (pytester.path / "lyapax-report" / "benchmark.json").read_text()

@@ -211,4 +211,6 @@ def test_a_worker_past_the_limit_is_killed_and_every_kill_is_named():
         "pytest-lyapax: worker gw2 was still in its session: the run ended "
         "before it finished ",
     ]
-    assert all(line.endswith("killed (what it had left to do is lost)") for line in lines)
+    assert all(
+        line.endswith("killed (what it had left to do is lost)") for line in lines
+    )
