@@ -60,9 +60,8 @@ class EndingWorker:
 def describe(gateway: Any, label: str | None) -> str:
     """``worker gw1 (backend cpu2, pid 4242)``; the pid for local processes."""
     details = [f"backend {label}"] if label else [f"spec {gateway.spec}"]
-    popen = getattr(getattr(gateway, "_io", None), "popen", None)
-    if popen is not None:
-        details.append(f"pid {popen.pid}")
+    if _local(gateway):
+        details.append(f"pid {gateway._io.popen.pid}")
     kind = "worker" if label else "gateway"
     return f"{kind} {gateway.id} ({', '.join(details)})"
 
@@ -102,7 +101,10 @@ def await_workers(
         except worker.channel.TimeoutError:
             tell(worker.name, f"still in {END_HOOKS}")
             say(said[-1])
-            _kill(worker.gateway)
+            if _local(worker.gateway):
+                _kill(worker.gateway)
+            # One on a host is interrupted by its exit below, and ended by
+            # execnet there 15 s later: a kill through its host could block.
             worker.gone = True
         except Exception:  # noqa: BLE001, S112 - closed with an error: it is done
             continue
@@ -134,6 +136,10 @@ def _report_kill(worker: EndingWorker, tell: Callable[[str, str], None]) -> None
         kill()
 
     io.kill = reported_kill
+
+
+def _local(gateway: Any) -> bool:
+    return getattr(getattr(gateway, "_io", None), "popen", None) is not None
 
 
 def _kill(gateway: Any) -> None:

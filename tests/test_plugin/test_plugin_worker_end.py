@@ -134,9 +134,15 @@ def test_a_worker_hanging_in_its_end_is_killed_and_named(pytester):
 
 
 class Gateway:
-    def __init__(self, log, gid):
+    """A local worker's gateway (its process is ``popen``) or, ``remote``,
+    one through a host."""
+
+    def __init__(self, log, gid, remote=False):
         self.id, self.spec, self.log = gid, "popen", log
         self._io = self
+        if not remote:
+            self.popen = self
+            self.pid = 4242
 
     def kill(self):
         self.log.append(f"kill {self.id}")
@@ -167,13 +173,16 @@ class Group:
                 gateway._io.kill()
 
 
-def ending(log, gid, hangs=False, **kwargs):
-    gateway = Gateway(log, gid)
+def ending(log, gid, hangs=False, remote=False, **kwargs):
+    gateway = Gateway(log, gid, remote)
     channel = Channel(log, gid, hangs)
     return workerend.EndingWorker(gateway, f"worker {gid}", channel, **kwargs)
 
 
 def test_workers_get_their_exit_only_after_their_own_end():
+    assert workerend.describe(Gateway([], "gw1"), "cpu2") == (
+        "worker gw1 (backend cpu2, pid 4242)"
+    )
     log, said = [], []
     workers = [ending(log, "gw0", finished=True), ending(log, "gw1", finished=True)]
     group = Group(log, [w.gateway for w in workers])
@@ -189,6 +198,8 @@ def test_a_worker_past_the_limit_is_killed_and_every_kill_is_named():
         ending(log, "gw1", finished=True),  # slow to exit its interpreter
         ending(log, "gw2"),  # never finished its session (an interrupted run)
         ending(log, "gw3", gone=True),  # crashed: reported as such already
+        # Hangs on a host: no kill through the host, its exit interrupts it.
+        ending(log, "gw4", hangs=True, remote=True, finished=True),
     ]
     slow = ("gw1", "gw2", "gw3")
     group = Group(log, [w.gateway for w in workers], slow=slow)
@@ -197,6 +208,7 @@ def test_a_worker_past_the_limit_is_killed_and_every_kill_is_named():
         "waitclose gw0",
         "kill gw0",
         "waitclose gw1",
+        "waitclose gw4",
         "terminate",
         "kill gw1",
         "kill gw2",
@@ -206,6 +218,7 @@ def test_a_worker_past_the_limit_is_killed_and_every_kill_is_named():
     doing = [re.sub(r"\d+ s after.*", "", line) for line in lines]
     assert doing == [
         f"pytest-lyapax: worker gw0 was still in {workerend.END_HOOKS} ",
+        f"pytest-lyapax: worker gw4 was still in {workerend.END_HOOKS} ",
         "pytest-lyapax: worker gw1 was still exiting its interpreter after its "
         "run (atexit handlers) ",
         "pytest-lyapax: worker gw2 was still in its session: the run ended "
