@@ -3,7 +3,9 @@
 In every worker of a run that has a backend on another host, the controller
 puts a channel into ``workerinput``; the worker sends its code identity over
 it right after collecting (before any test runs) and, on a remote host, a
-heartbeat every :data:`BEAT_EVERY_S` seconds from a daemon thread.
+heartbeat every :data:`BEAT_EVERY_S` seconds from a thread, joined at the
+end of the worker's ``pytest_unconfigure`` (or ending with the main thread,
+should the hooks be cut short).
 
 A remote worker also waits, after each test, until the controller
 acknowledges that test's last report (``{"ack": nodeid}``, sent once the
@@ -47,10 +49,12 @@ class WorkerLink:
         if self.ack_s > 0:
             self.channel.setcallback(self._receive)
         every = float(link.get("beat_s") or 0.0)
+        self.beat: threading.Thread | None = None
         if every > 0:
-            threading.Thread(
-                target=self._beat, args=(every,), name="pytest-lyapax-beat", daemon=True
-            ).start()
+            self.beat = threading.Thread(
+                target=self._beat, args=(every,), name="pytest-lyapax-beat"
+            )
+            self.beat.start()
 
     def _send(self, data: dict[str, Any]) -> bool:
         try:
@@ -60,7 +64,7 @@ class WorkerLink:
         return True
 
     def _beat(self, every: float) -> None:
-        while not self.stop.wait(every):
+        while not self.stop.wait(every) and threading.main_thread().is_alive():
             if not self._send({"beat": time.time()}):
                 return
 
@@ -97,8 +101,13 @@ class WorkerLink:
             self.arrived.wait_for(lambda: nodeid in self.acked, timeout=self.ack_s)
             self.acked.discard(nodeid)
 
+    @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
+        # trylast: the controller hears from the host while the worker's
+        # other end-of-run hooks run.
         self.stop.set()
+        if self.beat is not None:
+            self.beat.join()
 
 
 def configure_worker_link(config: pytest.Config) -> None:

@@ -181,8 +181,10 @@ class RemoteHooks:
             self.links[node] = channel
             self.last_seen[node] = time.monotonic()
             if self.watchdog is None:
+                # Not a daemon: joined at the end of the session (or ends
+                # with the main thread, should the hooks be cut short).
                 self.watchdog = threading.Thread(
-                    target=self._watch, name="pytest-lyapax-hosts", daemon=True
+                    target=self._watch, name="pytest-lyapax-hosts"
                 )
                 self.watchdog.start()
 
@@ -204,7 +206,7 @@ class RemoteHooks:
             self.identities[node] = data["identity"]
 
     def _watch(self) -> None:
-        while not self.stop.wait(1.0):
+        while not self.stop.wait(1.0) and threading.main_thread().is_alive():
             now = time.monotonic()
             for node, seen in list(self.last_seen.items()):
                 if node in self.severed or now - seen <= self.timeout:
@@ -352,10 +354,18 @@ class RemoteHooks:
                 pass
         return result
 
+    def _stop_watching(self) -> None:
+        self.stop.set()
+        if self.watchdog is not None:
+            self.watchdog.join()  # within a second: it checks every second
+
+    def pytest_unconfigure(self) -> None:
+        self._stop_watching()  # also when the session never finished
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         # tryfirst: the reasons must be in place before the report is written.
-        self.stop.set()
+        self._stop_watching()
         for node, why in self.severed.items():
             state = self.session.states.get(self.session.worker_labels.get(node, ""))
             if state is not None and state.status == CRASHED:

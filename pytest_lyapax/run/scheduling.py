@@ -12,7 +12,7 @@ finished, so timings of different backends never share cores.
 from __future__ import annotations
 
 import os
-import threading
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import pytest
 
 from pytest_lyapax.backends.labels import CRASHED, GPU_MEMORY_ENV, Backend
 from pytest_lyapax.run.session import WORKERINPUT_KEY, LyapaxSession
+from pytest_lyapax.run.workerend import EndingWorker, await_workers, describe
 
 if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
@@ -269,7 +270,11 @@ class XdistHooks:
         self.node_phases: dict[Any, str] = {}
         self.scheduler: BackendScheduling | None = None
         self.pytest_session: pytest.Session | None = None
-        self.reaper: _WorkerReaper | None = None
+        # The execnet group of the workers' gateways, awaited at the end, and
+        # the workers that ended their session or went down (workerend.py).
+        self.group: Any = None
+        self.finished: set[Any] = set()
+        self.errored: set[Any] = set()
 
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
@@ -289,14 +294,56 @@ class XdistHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self) -> None:
-        # tryfirst: before xdist's own sessionfinish, which would wait here
-        # for every worker process to exit (see _WorkerReaper).
-        self.reaper = _WorkerReaper.start(self.session_config)
+        # tryfirst: before xdist's own sessionfinish, which would send every
+        # worker its exit now and kill it 10 s later; the workers finish on
+        # their own while the controller writes its summary (workerend.py).
+        nodemanager = getattr(self._dsession(), "nodemanager", None)
+        if getattr(nodemanager, "teardown_nodes", None) is not None:
+            self.group = nodemanager.group
+            nodemanager.teardown_nodes = lambda: None
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
-        if self.reaper is not None:
-            self.reaper.wait()
+        # trylast: the controller's last word; no worker outlives the run.
+        if self.group is None:
+            nodemanager = getattr(self._dsession(), "nodemanager", None)
+            self.group = getattr(nodemanager, "group", None)
+        if self.group is None:
+            return  # xdist never started its workers
+        by_gateway = {node.gateway: node for node in self.session.worker_labels}
+        # A host whose worker went down is reported already (remote.py).
+        lost = {node.gateway.spec.via for node in self.errored}
+        await_workers(
+            self.group,
+            [
+                self._ending(gateway, by_gateway.get(gateway), gateway.id in lost)
+                for gateway in self.group
+            ],
+            self._say,
+        )
+
+    def _dsession(self) -> Any:
+        return self.session_config.pluginmanager.getplugin("dsession")
+
+    def _ending(
+        self, gateway: Any, node: WorkerController | None, lost: bool
+    ) -> EndingWorker:
+        if node is None:  # the gateway to a host, its workers' way there
+            return EndingWorker(gateway, describe(gateway, None), gone=lost)
+        return EndingWorker(
+            gateway,
+            describe(gateway, self._label(node)),
+            channel=getattr(node, "channel", None),
+            finished=node in self.finished,
+            gone=node in self.errored,
+        )
+
+    def _say(self, line: str) -> None:
+        reporter = self.session_config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(line, red=True)
+        else:
+            print(line, file=sys.stderr)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_make_scheduler(
@@ -337,6 +384,7 @@ class XdistHooks:
     @pytest.hookimpl
     def pytest_testnodedown(self, node: WorkerController, error: object) -> None:
         label, phase = self._label(node), self._phase(node)
+        (self.finished if error is None else self.errored).add(node)
         if error is None:
             scheduler = self.scheduler
             if scheduler is not None and node not in scheduler.started and phase:
@@ -357,52 +405,6 @@ class XdistHooks:
         else:
             state.crashes.append(f"worker {node.gateway.id} went down: {error}")
         state.reason = "; ".join(state.crashes)
-
-
-class _WorkerReaper:
-    """Shut the workers down while the controller writes its summary.
-
-    Once every worker has reported that it finished, xdist's
-    ``pytest_sessionfinish`` tells the worker processes to exit and waits for
-    them (``NodeManager.teardown_nodes``).  A worker still has its own
-    terminal summary, ``pytest_unconfigure`` hooks and a JAX interpreter
-    shutdown to go through, about a second on a 2-core machine, which the
-    controller would spend idle before writing anything.  The same
-    ``teardown_nodes`` call (same exit messages, same timeout and kill) runs
-    in a thread instead, and the controller waits for it at the very end of
-    its ``pytest_unconfigure``, so no worker outlives the run.
-    """
-
-    def __init__(self, teardown: Callable[[], None]) -> None:
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(
-            target=self._run, args=(teardown,), name="pytest-lyapax-reap-workers"
-        )
-        self.thread.daemon = True  # never keep the interpreter alive on its own
-
-    def _run(self, teardown: Callable[[], None]) -> None:
-        try:
-            teardown()
-        except BaseException as exc:  # noqa: BLE001 - re-raised by wait()
-            self.error = exc
-
-    @classmethod
-    def start(cls, config: pytest.Config) -> _WorkerReaper | None:
-        dsession = config.pluginmanager.getplugin("dsession")
-        nodemanager = getattr(dsession, "nodemanager", None)
-        teardown = getattr(nodemanager, "teardown_nodes", None)
-        if teardown is None:
-            return None  # xdist never started its workers
-        reaper = cls(teardown)
-        # xdist's own call (right after this hook) now returns at once.
-        nodemanager.teardown_nodes = lambda: None
-        reaper.thread.start()
-        return reaper
-
-    def wait(self) -> None:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
 
 
 def _no_replacement_for_dead_backends(

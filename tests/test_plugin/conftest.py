@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import timeout_s
 
 pytest_plugins = ["pytester"]
 
@@ -37,10 +38,10 @@ RunPytest = Callable[..., tuple[subprocess.CompletedProcess[str], Any]]
 @pytest.fixture(scope="session")
 def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
     """``run(path, report, *args)``: ``python -m pytest *args`` in a fresh
-    process in ``path`` with the clean environment (300 s at most); returns
-    the finished process and ``report/benchmark.json`` as read (None when the
-    run wrote none). A fresh process because a JAX backend is fixed per
-    process."""
+    process in ``path`` with the clean environment (``timeout_s(300)`` s at
+    most); returns the finished process and ``report/benchmark.json`` as
+    read (None when the run wrote none). A fresh process because a JAX
+    backend is fixed per process."""
 
     def run(path: Path, report: Path, *args: str):
         proc = subprocess.run(
@@ -49,7 +50,7 @@ def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
             env=clean_environment,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout_s(300),
         )
         data = report / "benchmark.json"
         return proc, json.loads(data.read_text()) if data.exists() else None
@@ -61,3 +62,19 @@ def run_pytest(clean_environment: dict[str, str]) -> RunPytest:
 def _isolated_from_enclosing_run(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in LEAKY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def busy_cpus() -> Any:
+    """Two busy-loop processes for the test's duration, as on a busy machine
+    (each ends by itself after 10 minutes at the latest)."""
+    loop = (
+        "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end: pass"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", loop]) for _ in range(2)]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from deadlines import timeout_s
 
 SUITE = """
 import jax
@@ -39,7 +40,7 @@ def cli(*args, cwd, env):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s(300),
     )
 
 
@@ -67,7 +68,7 @@ def real_run(tmp_path_factory, clean_environment):
         env=clean_environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s(300),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     report = json.loads((path / "lyapax-report" / "benchmark.json").read_text())
@@ -117,7 +118,7 @@ def test_merge_two_machines_and_plot_the_merged_report(
         env=clean_environment,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s(120),
     )
     assert compare.returncode == 0, compare.stderr
 

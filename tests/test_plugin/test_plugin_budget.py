@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from deadlines import timeout_s
 
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.run import budget
@@ -281,7 +282,7 @@ def test_merge_and_plot_carry_predicted_points_apart(budgeted, tmp_path):
             [sys.executable, "-m", "pytest_lyapax", *args],
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=timeout_s(120),
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(merged.read_text())

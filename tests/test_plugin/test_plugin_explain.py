@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from deadlines import timeout_s
 
 from pytest_lyapax.report import costmodel
 from pytest_lyapax.report.analysis import Point, group_sized
@@ -326,7 +327,7 @@ def chromium(args, tmp_path, netlog):
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s(120),
     )
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout

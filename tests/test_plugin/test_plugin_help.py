@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+from deadlines import timeout_s
+
 
 def test_pytest_help_shows_the_plugin_options(tmp_path):
     proc = subprocess.run(
@@ -10,7 +12,7 @@ def test_pytest_help_shows_the_plugin_options(tmp_path):
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s(120),
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = " ".join(proc.stdout.split())  # help lines are wrapped

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import pytest
+from deadlines import timeout_s
 
 TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 QUICK = ["-p", "no:cacheprovider", "--benchmark-max-time=0"]
@@ -71,7 +72,7 @@ def few_rounds(tmp_path_factory, clean_environment):
         env=clean_environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s(300),
     )
     result = pytest.RunResult(
         proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(), 0.0

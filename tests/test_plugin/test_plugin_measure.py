@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import jax
 import pytest
+from deadlines import timeout_s
 
 from pytest_lyapax.backends.labels import Backend
 from pytest_lyapax.measuring import benchmarks, measure
@@ -71,7 +72,7 @@ def _pytest(path, env, *args):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s(300),
     )
     data = path / "lyapax-report" / "benchmark.json"
     return proc, json.loads(data.read_text()) if data.exists() else None

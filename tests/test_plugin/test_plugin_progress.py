@@ -15,6 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from _pytest.terminal import TerminalWriter
+from deadlines import timeout_s
 
 from pytest_lyapax.run import budget, progress, timeleft
 from pytest_lyapax.run.items import LABEL_ATTR
@@ -219,7 +220,7 @@ def test_progress_is_live_on_a_terminal(tmp_path, clean_environment):
         if not chunk:
             break
         out += chunk
-    assert proc.wait(timeout=300) == 0, out.decode(errors="replace")
+    assert proc.wait(timeout=timeout_s(300)) == 0, out.decode(errors="replace")
     os.close(leader)
     text = out.decode(errors="replace")
     assert "| cpu: test 1 of 4, test_grows [cpu-1]" in text, text
@@ -243,7 +244,7 @@ def test_a_run_without_the_terminal_plugin(tmp_path, clean_environment):
         env=clean_environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s(300),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "progress" not in proc.stdout + proc.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import execnet
 import pytest
+from deadlines import timeout_s
 
 from pytest_lyapax.backends import codeid, hosts
 from pytest_lyapax.backends.labels import Backend
@@ -116,7 +117,7 @@ class SocketServer:
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + timeout_s(20)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"socket server exited ({self.proc.returncode})")
@@ -128,7 +129,7 @@ class SocketServer:
             except OSError:
                 time.sleep(0.05)
         self.kill()
-        raise RuntimeError("socket server did not start within 20 s")
+        raise RuntimeError(f"socket server did not start within {timeout_s(20):g} s")
 
     @property
     def spec(self) -> str:
@@ -139,7 +140,7 @@ class SocketServer:
             os.killpg(self.proc.pid, signal.SIGKILL)  # also its worker processes
         except ProcessLookupError:
             pass
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=timeout_s(10))
 
 
 @pytest.fixture
@@ -163,7 +164,7 @@ def second_venv(tmp_path_factory) -> Path:
             where,
         ],
         check=True,
-        timeout=120,
+        timeout=timeout_s(120),
     )
     return where / "bin" / "python"
 
@@ -175,7 +176,7 @@ def run(path: Path, env: dict[str, str], *args: str, timeout: float = 240):
         env=env,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout_s(timeout),
     )
     return pytest.RunResult(
         proc.returncode, proc.stdout.splitlines(), proc.stderr.splitlines(), 0.0
@@ -391,7 +392,7 @@ def test_remote_worker_waits_for_each_tests_acknowledgement():
     channel.callback("not json")
     assert not done.wait(0.3)  # still waiting: not its acknowledgement
     channel.callback(json.dumps({"ack": "t.py::test_a"}))
-    assert done.wait(30)
+    assert done.wait(timeout_s(30))
     # Bounded: no acknowledgement within ack_s, the worker goes on; a local
     # worker (ack_s 0) never waits and takes no callback.
     WorkerLink(
@@ -604,7 +605,7 @@ def test_host_that_never_answers_is_unavailable_after_the_timeout(
         )
     finally:
         stop.set()
-        thread.join(timeout=5)
+        thread.join(timeout=timeout_s(5))
         for conn in accepted:
             conn.close()
         listener.close()

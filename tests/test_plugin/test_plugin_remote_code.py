@@ -9,6 +9,7 @@ import sys
 
 import execnet
 import pytest
+from deadlines import timeout_s
 
 from pytest_lyapax.backends import _gateway_code, _probe_script
 from pytest_lyapax.backends.probe import PROBE_SOURCE
@@ -41,7 +42,7 @@ def gateway():
 def test_the_probe_and_host_info_run_through_a_gateway(gateway, tmp_path):
     channel = gateway.remote_exec(_chdir_code)
     channel.send(str(tmp_path))
-    assert channel.receive(timeout=30) == str(tmp_path)
+    assert channel.receive(timeout=timeout_s(30)) == str(tmp_path)
     channel = gateway.remote_exec(_gateway_code)
     channel.send(
         {
@@ -50,10 +51,10 @@ def test_the_probe_and_host_info_run_through_a_gateway(gateway, tmp_path):
             "python": None,
             "code": PROBE_SOURCE,
             "argv": [_probe_script.HOST_INFO_FLAG, "pytest", "no-such-dist"],
-            "timeout": 120,
+            "timeout": timeout_s(120),
         }
     )
-    answer = channel.receive(timeout=150)
+    answer = channel.receive(timeout=timeout_s(150))
     assert answer["returncode"] == 0, answer["stderr"][-2000:]
     probe, info = answer["stdout"].splitlines()
     assert probe.startswith(_probe_script.MARK)
@@ -78,7 +79,7 @@ def test_the_gateway_code_reports_a_missing_directory(gateway, tmp_path):
             "timeout": 5,
         }
     )
-    assert channel.receive(timeout=30) == {
+    assert channel.receive(timeout=timeout_s(30)) == {
         "error": f"chdir={missing} is not a directory on the host"
     }
 
@@ -90,7 +91,7 @@ def test_the_probe_reports_what_a_platform_raised():
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=timeout_s(120),
     )
     (line,) = [x for x in proc.stdout.splitlines() if x.startswith(_probe_script.MARK)]
     found = json.loads(line[len(_probe_script.MARK) :])

@@ -19,6 +19,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import pytest
+from deadlines import timeout_s
 
 from pytest_lyapax.measuring import roofline as measuring
 from pytest_lyapax.report import roofline
@@ -223,7 +224,7 @@ def plugin_run(tmp_path_factory, clean_environment):
         env=clean_environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s(300),
     )
     report = path / "lyapax-report"
     data = json.loads((report / "benchmark.json").read_text())

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deadlines import timeout_s
 
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=2", "--benchmark-max-time=0"]
 
@@ -86,7 +87,7 @@ def run_pytest(
         env=env,
         capture_output=True,
         text=True,
-        timeout=timeout,
+        timeout=timeout_s(timeout),
     )
     return pytest.RunResult(
         proc.returncode,
@@ -235,7 +236,7 @@ def test_pytest_benchmark_files_and_compare_command(two_backends, clean_environm
         capture_output=True,
         text=True,
         env=clean_environment,
-        timeout=120,
+        timeout=timeout_s(120),
     )
     assert compare.returncode == 0, compare.stderr
     for name in ("test_scaling[cpu-4]", "test_scaling[cpu2-8]", "test_unsized[cpu2]"):

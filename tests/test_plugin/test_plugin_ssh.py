@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
+from deadlines import timeout_s
 
 SSHD = shutil.which("sshd") or shutil.which("sshd", path="/usr/sbin:/usr/local/sbin")
 SSH = shutil.which("ssh")
@@ -71,7 +72,7 @@ def _keygen(path: Path) -> None:
     subprocess.run(
         [KEYGEN, "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
         check=True,
-        timeout=30,
+        timeout=timeout_s(30),
         stdin=subprocess.DEVNULL,
     )
 
@@ -132,6 +133,7 @@ class SshServer:
 
     def wait_until_it_answers(self, seconds: float = 20.0) -> str | None:
         """None once a login runs a command, else why not (sshd's log)."""
+        seconds = timeout_s(seconds)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -140,7 +142,7 @@ class SshServer:
                 [SSH, "-F", str(self.config), self.destination, "echo", "up"],
                 capture_output=True,
                 text=True,
-                timeout=30,
+                timeout=timeout_s(30),
                 stdin=subprocess.DEVNULL,
             )
             if probe.stdout.strip() == "up":
@@ -156,7 +158,7 @@ class SshServer:
             os.killpg(self.proc.pid, signal.SIGKILL)  # its sessions too
         except ProcessLookupError:
             pass
-        self.proc.wait(timeout=10)
+        self.proc.wait(timeout=timeout_s(10))
 
 
 def _missing() -> str | None:
@@ -221,7 +223,7 @@ def ssh_run(sshd, tmp_path_factory, clean_environment):
         env=clean_environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=timeout_s(300),
     )
     return path, proc, sshd
 

@@ -15,6 +15,7 @@ import textwrap
 import time
 
 import pytest
+from deadlines import timeout_s
 
 TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
@@ -346,7 +347,7 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
         start_new_session=True,
     )
     log = pytester.path / "events.log"
-    deadline = time.monotonic() + 240
+    deadline = time.monotonic() + timeout_s(240)
     while time.monotonic() < deadline:
         if log.exists() and "slow cpu2" in log.read_text():
             break
@@ -355,7 +356,7 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
         proc.kill()
         pytest.fail("cpu2's slow test never started")
     os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C reaches the whole group
-    out, _ = proc.communicate(timeout=120)
+    out, _ = proc.communicate(timeout=timeout_s(120))
     assert proc.returncode == pytest.ExitCode.INTERRUPTED, out
     report = json.loads(
         (pytester.path / "lyapax-report" / "benchmark.json").read_text()
@@ -709,25 +710,29 @@ def test_a_run_without_backends_imports_only_what_it_needs(pytester):
     assert not loaded & {f"pytest_lyapax.{name}" for name in heavy}
 
 
-def test_worker_reaper_reports_a_failed_teardown():
+def test_the_workers_end_replaces_xdists_teardown():
+    """xdist's teardown (exit now, kill 10 s later) becomes a no-op; the
+    plugin's own, at its last pytest_unconfigure, raises what it met."""
     from types import SimpleNamespace
 
-    from pytest_lyapax.run.scheduling import _WorkerReaper
+    from pytest_lyapax.run.scheduling import XdistHooks
 
-    def teardown_nodes():
-        raise OSError("gateway went away")
+    class Group(list):
+        def terminate(self, timeout):
+            raise OSError("gateway went away")
 
-    def config_with(dsession):
+    def hooks_with(dsession):
         plugins = SimpleNamespace(getplugin=lambda name: dsession)
-        return SimpleNamespace(pluginmanager=plugins)
+        config = SimpleNamespace(pluginmanager=plugins)
+        return XdistHooks(config, SimpleNamespace(worker_labels={}), [])
 
-    nodemanager = SimpleNamespace(teardown_nodes=teardown_nodes)
-    reaper = _WorkerReaper.start(config_with(SimpleNamespace(nodemanager=nodemanager)))
-    assert reaper is not None
+    nodemanager = SimpleNamespace(teardown_nodes=lambda: 1 / 0, group=Group())
+    hooks = hooks_with(SimpleNamespace(nodemanager=nodemanager))
+    hooks.pytest_sessionfinish()
     assert nodemanager.teardown_nodes() is None  # xdist's own call: now a no-op
     with pytest.raises(OSError, match="gateway went away"):
-        reaper.wait()
-    assert _WorkerReaper.start(config_with(None)) is None
+        hooks.pytest_unconfigure()
+    hooks_with(None).pytest_unconfigure()  # xdist never started: nothing to do
 
 
 # ------------------------------------------------------------------ hygiene

@@ -219,6 +219,14 @@ def test_xdist_session_internals_the_plugin_relies_on():
     assert ".teardown_nodes()" in finish
     assert "_active_nodes" in inspect.getsource(DSession)
     assert callable(DSession.triggershutdown)
+    # The end of a run (workerend.py): a worker's channel, closed when its
+    # pytest_cmdline_main returns, and execnet's wait on it.
+    from execnet.gateway_base import Channel
+    from xdist.workermanage import WorkerController
+
+    assert "self.channel = " in inspect.getsource(WorkerController.setup)
+    assert list(inspect.signature(Channel.waitclose).parameters) == ["self", "timeout"]
+    assert issubclass(Channel.TimeoutError, OSError)
 
 
 # ----------------------------------------------------------------- analysis
