@@ -45,3 +45,17 @@ def test_version_is_defined_once_and_matches_the_distribution():
     version_module = importlib.import_module("lyapax.__version__")
     assert version_module.__version__ == lyapax.__version__
     assert importlib.metadata.version("lyapax") == lyapax.__version__
+
+
+@pytest.mark.parametrize("package", ["lyapax", "pytest_lyapax"])
+def test_packages_carry_the_pep561_marker(package):
+    # Without py.typed (and its package-data entry, so that a wheel has it)
+    # users' type checkers ignore the annotations mypy checks here.
+    import tomllib
+    from importlib.resources import files
+    from pathlib import Path
+
+    assert (files(package) / "py.typed").is_file()
+    pyproject = Path(__file__).parents[1] / "pyproject.toml"
+    data = tomllib.loads(pyproject.read_text())
+    assert "py.typed" in data["tool"]["setuptools"]["package-data"][package]
