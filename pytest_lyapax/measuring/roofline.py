@@ -146,8 +146,8 @@ def _scaled(text: str, whole: Mapping[str, Any]) -> tuple[dict[str, float] | Non
         return name
 
     loops: dict[str, list[tuple[str, int]]] = {}
-    for where, body, trips in found:
-        loops.setdefault(owner(where), []).append((body, trips))
+    for where, body, count in found:
+        loops.setdefault(owner(where), []).append((body, count))
     if any(c != entry and c not in bodies for c in loops):
         return None, "a loop sits outside the entry and the loop bodies"
     from jaxlib import _hlo  # type: ignore[attr-defined]  # no stubs
