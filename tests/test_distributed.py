@@ -243,16 +243,18 @@ def test_the_registration_watchdog_ends_a_process_jax_leaves_waiting():
         "import time; from lyapax.distributed import _Watchdog; "
         "_Watchdog(0.2, 0.3, '127.0.0.1:1', 3, 1); time.sleep(30)"
     )
-    start = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-c", code],
         env=_env({}),
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
-    assert proc.returncode == -6, proc.stderr[-2000:]  # SIGABRT
-    assert time.monotonic() - start < 25
+    # SIGABRT, not exit 0: the watchdog ended the process inside its 30 s
+    # sleep. No wall-clock bound: under load the child's import of jax alone
+    # took over 20 s (suite on Python 3.12, load 15), and that is not the
+    # watchdog's doing.
+    assert proc.returncode == -6, proc.stderr[-2000:]
     assert "for all 3 processes to register" in proc.stderr
     assert "ending it (SIGABRT)" in proc.stderr
 

@@ -54,6 +54,9 @@ _HEADER = re.compile(r"^(ENTRY )?%?([\w.\-]+) \(.*\{\s*$", re.M)
 _WHILE_OP = re.compile(
     r"\bwhile\(.*?\), condition=%?[\w.\-]+, body=%?([\w.\-]+)(.*)$", re.M
 )
+# A plain call: newer XLA (jax >= 0.12 on CPU) wraps each while in a small
+# computation the caller ``call``s once, so the loop belongs to that caller.
+_CALL_OP = re.compile(r"\bcall\(.*?\), to_apply=%?([\w.\-]+)", re.M)
 _COST_KEYS = {
     "flops": "flops",
     "transcendentals": "transcendentals",
@@ -118,16 +121,33 @@ def _scaled(text: str, whole: Mapping[str, Any]) -> tuple[dict[str, float] | Non
     from jax._src.lib import xla_client
 
     entry, spans = _computations(text)
-    loops: dict[str, list[tuple[str, int]]] = {}
+
+    def holder(at: int) -> str:
+        where = [c for c, (a, b) in spans.items() if a <= at < b]
+        return where[0] if where else "?"
+
+    found: list[tuple[str, str, int]] = []
     for match in _WHILE_OP.finditer(text):
         trips = _TRIP_COUNT.search(match.group(2))
         if trips is None:
             return None, "a loop's trip count is not known at compile time"
-        where = [c for c, (a, b) in spans.items() if a <= match.start() < b]
-        loops.setdefault(where[0] if where else "?", []).append(
-            (match.group(1), int(trips.group(1)))
-        )
-    bodies = {body for inner in loops.values() for body, _ in inner}
+        found.append((holder(match.start()), match.group(1), int(trips.group(1))))
+    bodies = {body for _, body, _ in found}
+    # A computation run once by a ``call`` counts as part of its caller.
+    caller = {m.group(1): holder(m.start()) for m in _CALL_OP.finditer(text)}
+
+    def owner(name: str) -> str:
+        seen = set()
+        while name != entry and name not in bodies and name in caller:
+            if name in seen:
+                break
+            seen.add(name)
+            name = caller[name]
+        return name
+
+    loops: dict[str, list[tuple[str, int]]] = {}
+    for where, body, count in found:
+        loops.setdefault(owner(where), []).append((body, count))
     if any(c != entry and c not in bodies for c in loops):
         return None, "a loop sits outside the entry and the loop bodies"
     from jaxlib import _hlo  # type: ignore[attr-defined]  # no stubs
