@@ -54,6 +54,7 @@ import pytest
 
 from pytest_lyapax.measuring import measure, roofline
 from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
+from pytest_lyapax.measuring.rounds import RoundsWatch
 from pytest_lyapax.report.identity import bare_id, is_size, param_text
 from pytest_lyapax.report.schema import STAT_FIELDS
 from pytest_lyapax.report.stats import MIN_ROUNDS
@@ -69,6 +70,8 @@ _POINT_KEY = pytest.StashKey[dict[str, Any]]()
 # the machine's peaks (measured once per process, roofline.py).
 _EXTRAS_ATTR = "_pytest_lyapax_extras"
 _PEAKS_ATTR = "_pytest_lyapax_peaks"
+# Attribute of the fixture: the RoundsWatch of its rounds (turns, observers).
+_WATCH_ATTR = "_pytest_lyapax_watch"
 # --benchmark-only, hidden from pytest-benchmark's start-up check (see below).
 _ONLY_KEY = pytest.StashKey[bool]()
 # The user's --benchmark-disable, before the plugin disabled it for start-up.
@@ -289,6 +292,14 @@ def _record_split(fixture: Any, split: measure.SplitSamples) -> None:
         fixture.extra_info["time_split"] = measure.time_split(split)
 
 
+def _finish_rounds(fixture: Any) -> None:
+    """Let the rounds' watch write its entries (turns, observers)."""
+    watch: RoundsWatch | None = getattr(fixture, _WATCH_ATTR, None)
+    stats = getattr(getattr(fixture, "stats", None), "stats", None)
+    if watch is not None and stats is not None:
+        watch.finish(fixture.extra_info, list(getattr(stats, "data", ())))
+
+
 def _after_pedantic(
     fixture: Any, target: Callable[..., Any], args: Any, kwargs: Any, first: Any
 ) -> None:
@@ -345,6 +356,7 @@ def jax_fixture_class() -> type:
                     split = measure.SplitSamples()
                     blocking = _blocking(self, function_to_benchmark, split=split)
             result = super().__call__(blocking, *args, **kwargs)
+            _finish_rounds(self)
             if split is not None:
                 _record_split(self, split)
             if self.enabled:  # --benchmark-disable: nothing measured, nothing kept
@@ -366,6 +378,7 @@ def jax_fixture_class() -> type:
                 teardown,
                 **rest,
             )
+            _finish_rounds(self)
             if extras:
                 if split is not None:
                     _record_split(self, split)
@@ -380,6 +393,11 @@ def jax_fixture_class() -> type:
             if self.enabled:  # --benchmark-disable: nothing measured, nothing kept
                 setattr(self, BENCHMARK_RESULT_ATTR, result)  # compared across backends
             return result
+
+        def _make_runner(self, function_to_benchmark, args, kwargs):
+            runner = super()._make_runner(function_to_benchmark, args, kwargs)
+            watch = getattr(self, _WATCH_ATTR, None)
+            return runner if watch is None else watch.wrap(runner)
 
     return JaxBenchmarkFixture
 
@@ -400,11 +418,16 @@ def device_info() -> dict[str, Any]:
 
 
 def instrument(
-    item: pytest.Item, label: str | None, extras: bool = True, peaks: bool = True
+    item: pytest.Item,
+    label: str | None,
+    extras: bool = True,
+    peaks: bool = True,
+    watch: RoundsWatch | None = None,
 ) -> None:
     """Make the item's ``benchmark`` JAX-aware and label it (after fixture
     setup); ``extras=False`` (``--jax-no-extras``) measures the first call
-    only, ``peaks=False`` (``--jax-no-peaks``) leaves the machine's peaks out."""
+    only, ``peaks=False`` (``--jax-no-peaks``) leaves the machine's peaks out;
+    ``watch`` sees every round (turns between backends, observers)."""
     funcargs = getattr(item, "funcargs", None) or {}
     fixture = funcargs.get("benchmark")
     if fixture is None:
@@ -415,6 +438,7 @@ def instrument(
         fixture.__class__ = jax_fixture_class()
     setattr(fixture, _EXTRAS_ATTR, extras)
     setattr(fixture, _PEAKS_ATTR, peaks)
+    setattr(fixture, _WATCH_ATTR, watch)
     params = getattr(getattr(item, "callspec", None), "params", {})
     marker = item.get_closest_marker("jax_sizes")
     info = fixture.extra_info

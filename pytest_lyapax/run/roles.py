@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_lyapax.measuring import benchmarks
+from pytest_lyapax.measuring.rounds import RoundsWatch, observers_for
 from pytest_lyapax.run import budget
 from pytest_lyapax.run.items import (
     LABEL_ATTR,
@@ -126,8 +127,9 @@ class _TestRunner(PerBackendCollection):
         result = yield
         if measured:
             settings = self.session.settings
+            watch = RoundsWatch(self.session.turns, observers_for(settings))
             benchmarks.instrument(
-                item, item_label(item), settings.extras, settings.peaks
+                item, item_label(item), settings.extras, settings.peaks, watch
             )
         return result
 

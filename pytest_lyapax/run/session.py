@@ -28,6 +28,7 @@ from pytest_lyapax.backends.labels import (
     UNAVAILABLE,
     Backend,
 )
+from pytest_lyapax.measuring.rounds import NoTurns, Turns
 from pytest_lyapax.run.options import Settings
 
 if TYPE_CHECKING:
@@ -100,6 +101,8 @@ class LyapaxSession:
     agree_warnings: list[str] = field(default_factory=list)
     late_failures: list[str] = field(default_factory=list)  # disagreements, as text
     mismatched: list[str] = field(default_factory=list)  # "label (host)", not run
+    # Who may run now among the workers (run/turns.py); NoTurns: anyone.
+    turns: Turns = field(default_factory=NoTurns)
 
     @property
     def limits(self) -> Limits:
