@@ -130,6 +130,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "this checkout anyway; the differences are reported (needs --jax-backend).",
     )
     group.addoption(
+        "--jax-sequential",
+        dest="jax_sequential",
+        action="store_true",
+        default=False,
+        help="Run the backends one after another instead of interleaving their "
+        "tests and benchmark rounds (for a device whose memory one worker must "
+        "own); the report says which mode measured (needs --jax-backend).",
+    )
+    group.addoption(
         "--jax-no-extras",
         dest="jax_no_extras",
         action="store_true",

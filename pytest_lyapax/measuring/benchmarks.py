@@ -542,6 +542,12 @@ def fold_process(into: dict[str, Any], other: dict[str, Any]) -> None:
     info["process_medians"].append(other["stats"]["median"])
     info["process_rounds"].append(other["stats"]["rounds"])
     info["processes"] = len(info["process_medians"])
+    # Turn numbers are global to the run, so the processes' turns pool too.
+    other_turns = (other.get("extra_info") or {}).get("turns")
+    if isinstance(info.get("turns"), list) and isinstance(other_turns, list):
+        info["turns"] = [*info["turns"], *other_turns]
+    else:
+        info.pop("turns", None)
     pooled = Stats()
     data = [*into["stats"].get("data", []), *other["stats"].get("data", [])]
     for value in data:

@@ -33,7 +33,7 @@ class Turns(abc.ABC):
     ``ticket`` is the global number of the turn held (0 when turns are off).
     """
 
-    slice_s: ClassVar[float] = 0.05  # seconds a worker runs rounds before yielding
+    slice_s: ClassVar[float] = 0.02  # seconds a worker runs rounds before yielding
     ticket: int = 0
     waited_s: float = 0.0  # seconds spent waiting for turns, in total
 

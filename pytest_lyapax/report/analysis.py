@@ -120,6 +120,7 @@ class Point:
     compile_s: float | None = None
     peak_bytes: int | None = None
     peak_is_rss: bool = False
+    turns: tuple[int, ...] = ()  # each round's turn when interleaved (stats.py)
 
 
 def point_of(record: Mapping[str, Any], size: int = 0) -> Point:
@@ -135,6 +136,7 @@ def point_of(record: Mapping[str, Any], size: int = 0) -> Point:
         warmup.compile_s if warmup is not None else None,
         peak,
         is_rss,
+        turns=stats.round_turns(record),
     )
 
 
@@ -319,7 +321,7 @@ def _sizes_text(sizes: Sequence[int]) -> str:
 
 
 def _verdict(reference: str, other: str, ref: Point, oth: Point) -> str:
-    verdict = stats.judge(ref.samples, oth.samples)
+    verdict = stats.judge(ref.samples, oth.samples, turns=(ref.turns, oth.turns))
     if verdict.kind == stats.FEW:
         return FEW
     if verdict.kind == stats.FASTER:

@@ -201,14 +201,19 @@ class Limits:
 
 
 _SERIES_KEY = pytest.StashKey[dict[tuple[str, str, str], Series]]()
+# When the item started, less the seconds its worker had waited for turns.
 _START_KEY = pytest.StashKey[float]()
 
 
-def skip_over_budget(item: pytest.Item, label: str | None, limits: Limits) -> None:
+def skip_over_budget(
+    item: pytest.Item, label: str | None, limits: Limits, waited_s: float = 0.0
+) -> None:
     """Skip (before set-up) a sized benchmark predicted not to fit, recording
     its over-budget point (see :func:`check`).  Also notes when the item
-    starts, for its series' spent time (see :func:`observe`)."""
-    item.stash[_START_KEY] = time.perf_counter()
+    starts, for its series' spent time (see :func:`observe`); ``waited_s``:
+    the seconds this worker has waited for its turns so far (``turns.py``),
+    which are not the series' own time."""
+    item.stash[_START_KEY] = time.perf_counter() - waited_s
     if label is None or not limits.active:
         return
     point = check(item, label, limits)
@@ -275,10 +280,16 @@ def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | Non
 
 
 def observe(
-    item: pytest.Item, label: str, record: dict[str, Any] | None, limits: Limits
+    item: pytest.Item,
+    label: str,
+    record: dict[str, Any] | None,
+    limits: Limits,
+    waited_s: float = 0.0,
 ) -> None:
     """After a sized benchmark ran: add its wall time (set-up to the end of
-    its call) to its series, and its timing to the series' measured sizes."""
+    its call, less the time waited for turns: ``waited_s`` as in
+    :func:`skip_over_budget`) to its series, and its timing to the series'
+    measured sizes."""
     from pytest_lyapax.measuring.benchmarks import series_of
 
     start = item.stash.get(_START_KEY, None)
@@ -286,7 +297,7 @@ def observe(
     if start is None or not is_size(size):
         return
     series = series_state(item.config).setdefault(key, Series())
-    series.spent_s += time.perf_counter() - start
+    series.spent_s += time.perf_counter() - waited_s - start
     if record is None:
         return
     stats = record.get("stats") or {}

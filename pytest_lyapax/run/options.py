@@ -46,6 +46,8 @@ class Settings:
     processes: int = 1  # fresh worker processes per backend (--jax-processes)
     extras: bool = True  # untimed compile/memory/split measurements (--jax-no-extras)
     peaks: bool = True  # the machine's measured peaks for the roofline (--jax-no-peaks)
+    # Backends one after another, not interleaved (--jax-sequential, turns.py).
+    sequential: bool = False
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
     # Backends on other hosts (--jax-backend-host): how long to wait for an
@@ -251,6 +253,7 @@ NEED_BACKEND = {
     "jax_allow_code_mismatch": "--jax-allow-code-mismatch",
     "jax_no_extras": "--jax-no-extras",
     "jax_no_peaks": "--jax-no-peaks",
+    "jax_sequential": "--jax-sequential",
     "jax_budget": "--jax-budget",
     "jax_max_call": "--jax-max-call",
 }
@@ -393,6 +396,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         processes=processes,
         extras=not bool(config.getoption("jax_no_extras")),
         peaks=not bool(config.getoption("jax_no_peaks")),
+        sequential=bool(config.getoption("jax_sequential")),
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
         host_timeout=host_timeout,
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),

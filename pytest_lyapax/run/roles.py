@@ -123,7 +123,9 @@ class _TestRunner(PerBackendCollection):
         measured = "benchmark" in getattr(item, "fixturenames", ())
         if measured:
             benchmarks.skip_after_oom(item, item_label(item))
-            budget.skip_over_budget(item, item_label(item), self.session.limits)
+            budget.skip_over_budget(
+                item, item_label(item), self.session.limits, self.session.turns.waited_s
+            )
         result = yield
         if measured:
             settings = self.session.settings
@@ -166,12 +168,23 @@ class _TestRunner(PerBackendCollection):
                 setattr(report, benchmarks.RECORD_ATTR, benchmarks.encode(record))
             limits = self.session.limits
             if label is not None:  # also without a budget: the time left reads it
-                budget.observe(item, label, record, limits)
+                budget.observe(item, label, record, limits, self.session.turns.waited_s)
         return report
 
 
 class WorkerHooks(_TestRunner):
     """An xdist worker: runs exactly the copies of its own backend."""
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        # Each test runs holding the turn (turns.py): while it runs, the other
+        # local backends wait, so they never share cores with its rounds.
+        turns = self.session.turns
+        turns.hold()
+        try:
+            return (yield)
+        finally:
+            turns.release()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -195,6 +208,7 @@ class WorkerHooks(_TestRunner):
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
         # trylast: after pytest has torn down the session-scoped fixtures.
+        self.session.turns.release()
         release_worker_memory()
 
 

@@ -1,12 +1,17 @@
-"""One xdist worker per backend, and a scheduler that runs them one after another.
+"""One xdist worker per backend, and a scheduler that hands each its tests.
 
 The controller starts one ``popen`` worker per runnable backend, each with its
 own ``JAX_PLATFORMS`` (set by execnet before the worker imports anything).
 Each worker keeps, at collection, only the items of its own backend (chosen
 from the item's label, see ``items.py``), so the workers' collections differ
-on purpose.  :class:`BackendScheduling` runs each worker's whole collection,
-and starts a backend's *phase* only when the previous backend's worker has
-finished, so timings of different backends never share cores.
+on purpose.  :class:`BackendScheduling` runs each worker's whole collection:
+
+- **interleaved** (the default): every worker gets its tests at once, and
+  the local workers take turns (``turns.py``): one runs a test, or a slice
+  of a benchmark's rounds, while the others wait, so two backends never
+  share cores and a load that comes and goes lands on the rounds of each;
+- **sequential** (``--jax-sequential``): a backend's *phase* starts only
+  when the previous backend's worker has finished.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pytest
 
 from pytest_lyapax.backends.labels import CRASHED, GPU_MEMORY_ENV, Backend
 from pytest_lyapax.run.session import WORKERINPUT_KEY, LyapaxSession
+from pytest_lyapax.run.turns import TurnServer
 from pytest_lyapax.run.workerend import EndingWorker, await_workers, describe
 
 if TYPE_CHECKING:
@@ -76,7 +82,8 @@ def node_label(session: LyapaxSession, node: WorkerController | Any) -> str | No
 
 
 class BackendScheduling:
-    """xdist scheduler: one backend phase at a time, each worker runs all it collected.
+    """xdist scheduler: each worker runs all it collected, all phases at once
+    (``concurrent``) or one after another.
 
     Implements ``xdist.scheduler.protocol.Scheduling``.  ``order`` lists the
     labels of the workers in run order.  A worker that crashes in a test is
@@ -92,6 +99,7 @@ class BackendScheduling:
         log: Callable[..., None] | None = None,
         on_collection: Callable[[dict[str, list[str]]], None] | None = None,
         config: pytest.Config | None = None,
+        concurrent: bool = False,
     ) -> None:
         # As on xdist's own schedulers: plugins read it (pytest-rerunfailures'
         # pytest_handlecrashitem, when a worker crashes in a test).
@@ -105,7 +113,9 @@ class BackendScheduling:
         self.label2node: dict[str, WorkerController] = {}
         self.collections: dict[str, list[str]] = {}
         self.queue: list[str] = []
-        self.current: str | None = None
+        self.concurrent = concurrent
+        # Phases started and not yet over (at most one unless concurrent).
+        self.running: set[str] = set()
         self.started: set[WorkerController] = set()
         # Test ids left unfinished by a crashed worker, per label.
         self.orphans: dict[str, list[str]] = {}
@@ -130,7 +140,7 @@ class BackendScheduling:
     def tests_finished(self) -> bool:
         if not self.collection_is_completed or not self._scheduled:
             return False
-        return self.current is None and not self.queue and not self.orphans
+        return not self.running and not self.queue and not self.orphans
 
     @property
     def has_pending(self) -> bool:
@@ -172,8 +182,7 @@ class BackendScheduling:
         """Stop waiting for ``label``: its worker cannot even collect."""
         self.dead.add(label)
         self.orphans.pop(label, None)
-        if self.current == label:
-            self.current = None
+        self.running.discard(label)
         self.schedule()
 
     def remove_node(self, node: WorkerController) -> str | None:
@@ -192,8 +201,8 @@ class BackendScheduling:
             crashitem = collection[pending[0]]
             if pending[1:]:
                 self.orphans[label] = [collection[i] for i in pending[1:]]
-        if node in self.started and label == self.current and label not in self.orphans:
-            self.current = None  # this backend's phase is over
+        if node in self.started and label in self.running and label not in self.orphans:
+            self.running.discard(label)  # this backend's phase is over
             self._advance()
         return crashitem
 
@@ -202,7 +211,8 @@ class BackendScheduling:
             return
         if self.halted:
             self._scheduled = True
-            self.queue, self.current, self.orphans = [], None, {}
+            self.queue, self.orphans = [], {}
+            self.running.clear()
             for node in self.node2pending:
                 if node not in self.started:
                     self.started.add(node)
@@ -211,23 +221,22 @@ class BackendScheduling:
         if not self._scheduled:
             self._scheduled = True
             self.queue = list(self.order)
-        elif self.current is not None:
-            self._start_current()  # a replacement worker may have arrived
+        else:
+            for label in sorted(self.running):
+                self._start(label)  # a replacement worker may have arrived
         self._advance()
 
     # -- phases ---------------------------------------------------------------
     def _advance(self) -> None:
-        while self.current is None and self.queue:
-            self.current = self.queue.pop(0)
-            if self.current in self.dead:
-                self.current = None
+        while self.queue and (self.concurrent or not self.running):
+            label = self.queue.pop(0)
+            if label in self.dead:
                 continue
-            self._start_current()
+            self.running.add(label)
+            self._start(label)
 
-    def _start_current(self) -> None:
-        """Send the current backend's tests to its worker, if that worker is ready."""
-        label = self.current
-        assert label is not None
+    def _start(self, label: str) -> None:
+        """Send a running backend's tests to its worker, if that worker is ready."""
         node = self.label2node.get(label)
         if node is None or node not in self.node2collection or node in self.started:
             return  # wait for a replacement worker's collection
@@ -245,7 +254,7 @@ class BackendScheduling:
         # Without a shutdown the worker holds back its last test, waiting for more.
         node.shutdown()
         if not pending:
-            self.current = None
+            self.running.discard(label)
 
 
 class XdistHooks:
@@ -275,6 +284,11 @@ class XdistHooks:
         self.group: Any = None
         self.finished: set[Any] = set()
         self.errored: set[Any] = set()
+        # Turns between the local workers (turns.py), unless --jax-sequential
+        # or a single worker.
+        self.turns: TurnServer | None = None
+        if not session.settings.sequential and len(self.order) > 1:
+            self.turns = TurnServer()
 
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
@@ -305,6 +319,8 @@ class XdistHooks:
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(self) -> None:
         # trylast: the controller's last word; no worker outlives the run.
+        if self.turns is not None:
+            self.turns.close()
         if self.group is None:
             nodemanager = getattr(self._dsession(), "nodemanager", None)
             self.group = getattr(nodemanager, "group", None)
@@ -355,6 +371,7 @@ class XdistHooks:
             log=log,
             on_collection=self._count_collected,
             config=config,
+            concurrent=self.turns is not None,
         )
         _no_replacement_for_dead_backends(config, self.scheduler)
         return self.scheduler
@@ -379,7 +396,10 @@ class XdistHooks:
         label = assign_label(node, self.order)
         self.node_phases[node] = assign_label(node, self.phases)
         self.session.worker_labels[node] = label
-        node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(label)
+        # Workers on other hosts share no cores with these: no turns for them.
+        local = getattr(node.gateway.spec, "via", None) is None
+        turns = self.turns.address if self.turns is not None and local else None
+        node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(label, turns)
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: WorkerController, error: object) -> None:

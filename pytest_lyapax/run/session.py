@@ -145,11 +145,13 @@ class LyapaxSession:
             return f"jax backend {label!r} not run: {state.reason}"
         return None
 
-    def worker_payload(self, label: str) -> str:
-        """Serialise what a worker needs (as a JSON string, as xdist prefers)."""
+    def worker_payload(self, label: str, turns: str | None = None) -> str:
+        """Serialise what a worker needs (as a JSON string, as xdist prefers);
+        ``turns``: the address of the controller's turn server (turns.py)."""
         return json.dumps(
             {
                 "label": label,
+                "turns": turns,
                 "sizes": self.settings.sizes,
                 "known_labels": self.settings.known_labels,
                 "benchmark_disabled": self.benchmark_disabled,
@@ -186,13 +188,18 @@ class LyapaxSession:
             budget_s=data.get("budget_s"),
             max_call_s=data.get("max_call_s"),
         )
-        return cls(
+        session = cls(
             settings,
             WORKER,
             states,
             own_label=data["label"],
             benchmark_disabled=data["benchmark_disabled"],
         )
+        if data.get("turns"):
+            from pytest_lyapax.run.turns import TurnClient
+
+            session.turns = TurnClient(str(data["turns"]))
+        return session
 
 
 def detect_process_label(session: LyapaxSession) -> tuple[str | None, str]:

@@ -1,0 +1,213 @@
+"""Turns between the local workers of one run, so that backends never share cores.
+
+With rounds interleaved (the default), every local backend's worker runs at
+the same time, but only the one that holds the *turn* runs anything: a test
+(set-up, call, teardown) is run holding it, and a benchmark gives it away
+between two rounds once it has held it for a slice
+(:attr:`~pytest_lyapax.measuring.rounds.Turns.slice_s`).  The turns are
+handed out first come, first served by a small server in the controller
+(:class:`TurnServer`, a thread listening on 127.0.0.1 only), so two
+workers that both want to run alternate, and a worker that is alone never
+waits.  Each grant carries a number that grows by one per turn across the
+whole run: the rounds of two backends run in neighbouring turns were taken
+under the same conditions of the machine, and ``report/stats.py`` compares
+them as pairs.
+
+The protocol, one byte per message: the worker sends ``h`` (hold) and
+``r`` (release); the server answers ``h`` with ``g`` and the turn's
+number (8 bytes, big-endian) once it is that worker's turn.  A worker whose
+connection closes (it ended, or crashed) gives up its place and its turn.
+Workers on other hosts (``--jax-backend-host``) share no cores with the
+local ones and take no turns.
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import struct
+import threading
+import time
+from collections import deque
+
+from pytest_lyapax.measuring.rounds import Turns
+
+HOLD, RELEASE, GRANT = b"h", b"r", b"g"
+_TICKET = struct.Struct(">Q")
+
+
+class TurnServer:
+    """Hands out turns, first come first served, to the workers that connect.
+
+    Runs in a daemon thread of the controller; :meth:`close` stops it.
+    """
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener.setblocking(False)
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._listener, selectors.EVENT_READ)
+        self._queue: deque[socket.socket] = deque()
+        self._holder: socket.socket | None = None
+        self.ticket = 0  # turns granted so far
+        self._closed = threading.Event()
+        self._thread = threading.Thread(
+            target=self._serve, name="pytest-lyapax-turns", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def address(self) -> str:
+        host, port = self._listener.getsockname()[:2]
+        return f"{host}:{port}"
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            for key, _ in self._selector.select(timeout=0.2):
+                sock = key.fileobj
+                assert isinstance(sock, socket.socket)
+                if sock is self._listener:
+                    self._accept()
+                else:
+                    self._read(sock)
+            self._grant()
+
+    def _accept(self) -> None:
+        try:
+            conn, _ = self._listener.accept()
+        except OSError:
+            return
+        conn.setblocking(True)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._selector.register(conn, selectors.EVENT_READ)
+
+    def _read(self, conn: socket.socket) -> None:
+        try:
+            data = conn.recv(64)
+        except OSError:
+            data = b""
+        if not data:
+            self._drop(conn)
+            return
+        for byte in data:
+            if byte == HOLD[0] and conn is not self._holder and conn not in self._queue:
+                self._queue.append(conn)
+            elif byte == RELEASE[0] and conn is self._holder:
+                self._holder = None
+
+    def _drop(self, conn: socket.socket) -> None:
+        self._selector.unregister(conn)
+        if conn in self._queue:
+            self._queue.remove(conn)
+        if conn is self._holder:
+            self._holder = None
+        conn.close()
+
+    def _grant(self) -> None:
+        while self._holder is None and self._queue:
+            conn = self._queue.popleft()
+            self.ticket += 1
+            try:
+                conn.sendall(GRANT + _TICKET.pack(self.ticket))
+            except OSError:
+                self._drop(conn)
+                continue
+            self._holder = conn
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join(timeout=2.0)
+        for key in list(self._selector.get_map().values()):
+            sock = key.fileobj
+            assert isinstance(sock, socket.socket)
+            sock.close()
+        self._selector.close()
+
+
+class TurnClient(Turns):
+    """A worker's side: :meth:`hold` waits for the turn, :meth:`release` gives it.
+
+    If the server cannot be reached (the controller is gone), the worker
+    goes on without turns rather than hang.
+    """
+
+    def __init__(self, address: str) -> None:
+        host, _, port = address.rpartition(":")
+        self._address = (host, int(port))
+        self._sock: socket.socket | None = None
+        self._held = False
+        self._broken = False
+        self.ticket = 0
+        self.waited_s = 0.0
+        self.turns = 0  # turns held by this worker
+
+    @property
+    def mode(self) -> str:
+        return "interleaved"
+
+    @property
+    def held(self) -> bool:
+        return self._held
+
+    def _connection(self) -> socket.socket | None:
+        if self._sock is None and not self._broken:
+            try:
+                sock = socket.create_connection(self._address, timeout=10.0)
+            except OSError:
+                self._broken = True
+                return None
+            sock.settimeout(None)  # a turn may take as long as another's test
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._sock = sock
+        return self._sock
+
+    def hold(self) -> None:
+        if self._held:
+            return
+        sock = self._connection()
+        if sock is None:
+            return
+        start = time.perf_counter()
+        try:
+            sock.sendall(HOLD)
+            answer = _receive(sock, 1 + _TICKET.size)
+        except OSError:
+            answer = b""
+        self.waited_s += time.perf_counter() - start
+        if len(answer) != 1 + _TICKET.size or answer[:1] != GRANT:
+            self._give_up()
+            return
+        self.ticket = _TICKET.unpack(answer[1:])[0]
+        self.turns += 1
+        self._held = True
+
+    def release(self) -> None:
+        if not self._held:
+            return
+        self._held = False
+        if self._sock is not None:
+            try:
+                self._sock.sendall(RELEASE)
+            except OSError:
+                self._give_up()
+
+    def _give_up(self) -> None:
+        self._broken = True
+        self._held = False
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+
+    def close(self) -> None:
+        self.release()
+        self._give_up()
+
+
+def _receive(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data

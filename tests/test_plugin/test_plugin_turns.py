@@ -1,0 +1,285 @@
+"""Rounds interleaved across backends: the turn server, the blocked verdict,
+the concurrent scheduler and a run with two labels of one CPU (issue 51)."""
+
+import threading
+import time
+
+import pytest
+from deadlines import timeout_s
+
+from pytest_lyapax.measuring.rounds import NoTurns, RoundsWatch
+from pytest_lyapax.report import stats
+from pytest_lyapax.run.scheduling import BackendScheduling
+from pytest_lyapax.run.turns import TurnClient, TurnServer
+
+
+@pytest.fixture
+def server():
+    turns = TurnServer()
+    yield turns
+    turns.close()
+
+
+def _hold_in_thread(client, log, name):
+    def run():
+        client.hold()
+        log.append((name, client.ticket))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_until(condition):
+    deadline = time.monotonic() + timeout_s(10)
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_a_turn_waits_for_the_holder_and_alternates_when_both_want_it(server):
+    a, b = TurnClient(server.address), TurnClient(server.address)
+    a.hold()
+    assert a.held and a.ticket == 1
+    log = []
+    waiting = _hold_in_thread(b, log, "b")
+    _wait_until(lambda: len(server._queue) == 1)  # b is queued, not served
+    assert log == []
+    # a gives the turn away and asks again at once: b, who waited, goes first.
+    a.release()
+    again = _hold_in_thread(a, log, "a")
+    waiting.join(timeout_s(10))
+    assert log == [("b", 2)]
+    b.release()
+    again.join(timeout_s(10))
+    assert log == [("b", 2), ("a", 3)]
+    a.release()
+    assert a.turns == 2 and b.turns == 1
+    a.close(), b.close()
+
+
+def test_a_worker_that_goes_away_gives_its_turn_up(server):
+    a, b = TurnClient(server.address), TurnClient(server.address)
+    a.hold()
+    log = []
+    waiting = _hold_in_thread(b, log, "b")
+    _wait_until(lambda: len(server._queue) == 1)
+    a.close()  # a crashed worker's connection closes without a release
+    waiting.join(timeout_s(10))
+    assert log == [("b", 2)]
+    b.close()
+
+
+def test_a_lone_worker_never_waits_and_a_lost_server_does_not_hang_it():
+    turns = TurnServer()
+    client = TurnClient(turns.address)
+    for _ in range(3):
+        client.hold()
+        client.release()
+    assert client.ticket == 3
+    turns.close()
+    gone = TurnClient("127.0.0.1:1")  # nothing listens there
+    gone.hold()
+    assert not gone.held and gone.mode == "interleaved"
+    client.close()
+
+
+class _Recorded(NoTurns):
+    """Turns that count holds and releases, as the rounds' watch asks."""
+
+    slice_s = 0.0  # give the turn away after every round
+
+    def __init__(self):
+        self.events = []
+
+    @property
+    def mode(self):
+        return "interleaved"
+
+    @property
+    def held(self):
+        return bool(self.events) and self.events[-1] == "hold"
+
+    def hold(self):
+        self.ticket += 1
+        self.events.append("hold")
+
+    def release(self):
+        self.events.append("release")
+
+
+def test_the_watch_yields_between_rounds_and_records_each_timed_rounds_turn():
+    turns = _Recorded()
+    watch = RoundsWatch(turns)
+    runner = watch.wrap(lambda loops: 1.0)
+    for _ in range(4):  # one calibration round, then three timed ones
+        runner(None)
+    info = {}
+    watch.finish(info, [1.0, 1.0, 1.0])
+    assert turns.events[0] == "hold"
+    assert turns.events.count("release") == 4  # the turn offered after each round
+    assert info["rounds_mode"] == "interleaved"
+    assert info["turns"] == [2, 3, 4]  # the last three rounds' turns
+
+
+def test_sign_test_p_is_exact():
+    assert stats.sign_test_p(0, 8) == pytest.approx(2 / 256)
+    assert stats.sign_test_p(4, 8) == 1.0
+    assert stats.sign_test_p(1, 10) == pytest.approx(2 * 11 / 1024)
+
+
+def _interleaved(per_turn, turns, slow=1.0):
+    """Round times of two sides in alternating turns; ``per_turn(k)`` is the
+    machine's slowdown during the k-th pair of turns."""
+    times_a, turns_a, times_b, turns_b = [], [], [], []
+    for k in range(turns):
+        load = per_turn(k)
+        for r in range(5):
+            wobble = 1.0 + 0.01 * ((r * 7 + k * 3) % 5)
+            times_a.append(1e-3 * load * wobble)
+            turns_a.append(2 * k + 1)
+            times_b.append(1e-3 * load * wobble * slow)
+            turns_b.append(2 * k + 2)
+    return times_a, turns_a, times_b, turns_b
+
+
+def test_a_load_that_comes_and_goes_is_no_difference_when_rounds_interleave():
+    # The load lands on both sides' neighbouring turns alike (3x for a while).
+    a, ta, b, tb = _interleaved(lambda k: 3.0 if 4 <= k < 9 else 1.0, 12)
+    verdict = stats.judge(a, b, turns=(ta, tb))
+    assert verdict.kind == stats.NOISE and verdict.pairs == 12
+    # Timed one after another, a load on the first side's rounds only makes
+    # the second look faster: what the interleaved turns prevent.
+    loaded_first = [x * (3.0 if i < 30 else 1.0) for i, x in enumerate(a)]
+    assert stats.judge(loaded_first, b).kind == stats.FASTER
+
+
+def test_a_real_difference_is_found_under_the_same_load():
+    a, ta, b, tb = _interleaved(lambda k: 3.0 if 4 <= k < 9 else 1.0, 12, slow=2.0)
+    verdict = stats.judge(a, b, turns=(ta, tb))
+    assert verdict.kind == stats.SLOWER
+    assert verdict.ratio == pytest.approx(2.0)
+    assert verdict.p == pytest.approx(2 / 2**12)
+
+
+def test_too_few_turns_is_said_as_such():
+    a, ta, b, tb = _interleaved(lambda k: 1.0, 5, slow=2.0)
+    verdict = stats.judge(a, b, turns=(ta, tb))
+    assert verdict.kind == stats.FEW and verdict.pairs == 5
+    assert verdict.describe() == "too few interleaved turns (5 pairs < 8)"
+
+
+def test_round_turns_are_read_only_when_they_match_the_rounds():
+    record = {"stats": {"data": [1.0, 2.0]}, "extra_info": {"turns": [3, 5]}}
+    assert stats.round_turns(record) == (3, 5)
+    record["extra_info"]["turns"] = [3]
+    assert stats.round_turns(record) == ()
+    record["extra_info"]["turns"] = [True, 5]
+    assert stats.round_turns(record) == ()
+    assert stats.round_turns({"stats": {"data": [1.0]}}) == ()
+
+
+class _Node:
+    def __init__(self, label, log):
+        self.label, self.log = label, log
+        self.gateway = type("G", (), {"id": f"gw-{label}"})()
+
+    def send_runtest_some(self, indices):
+        self.log.append((self.label, "run", list(indices)))
+
+    def shutdown(self):
+        self.log.append((self.label, "shutdown"))
+
+
+def test_concurrent_scheduling_starts_every_backend_at_once():
+    log = []
+    sched = BackendScheduling(["cpu", "gpu"], lambda n: n.label, concurrent=True)
+    nodes = {label: _Node(label, log) for label in ("cpu", "gpu")}
+    for node in nodes.values():
+        sched.add_node(node)
+        sched.add_node_collection(node, ["t.py::a", "t.py::b"])
+    sched.schedule()
+    assert log == [
+        ("cpu", "run", [0, 1]),
+        ("cpu", "shutdown"),
+        ("gpu", "run", [0, 1]),
+        ("gpu", "shutdown"),
+    ]
+    assert sched.running == {"cpu", "gpu"}
+    for node in nodes.values():
+        sched.mark_test_complete(node, 0)
+        sched.mark_test_complete(node, 1)
+    sched.remove_node(nodes["gpu"])
+    assert not sched.tests_finished
+    sched.remove_node(nodes["cpu"])
+    assert sched.tests_finished
+
+
+BENCH = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+@pytest.mark.jax_sizes(64, 128, 256)
+def test_work(benchmark, jax_backend, jax_size):
+    x = jnp.linspace(0.0, 1.0, jax_size * 64)
+    # cpu2 does twice the work: a second pass over the data.
+    passes = 2 if jax_backend == "cpu2" else 1
+
+    @jax.jit
+    def f(x):
+        def body(i, acc):
+            return acc + jnp.sum(jnp.sin(x + i) * x)
+        return jax.lax.fori_loop(0, 40 * passes, body, 0.0)
+
+    benchmark(f, x)
+"""
+
+TWO_LABELS = (
+    "--jax-backend=cpu,cpu2",
+    "--jax-backend-platform=cpu2=cpu",
+    "--benchmark-max-time=0.3",
+    "--jax-no-peaks",
+    "-p",
+    "no:cacheprovider",
+)
+
+
+def _records(data):
+    return {b["name"]: b for b in data["benchmarks"]}
+
+
+@pytest.mark.slow
+def test_two_labels_interleave_their_rounds_and_a_real_2x_is_found(
+    pytester, run_pytest
+):
+    pytester.makepyfile(test_work=BENCH)
+    report = pytester.path / "r"
+    proc, data = run_pytest(
+        pytester.path, report, *TWO_LABELS, f"--jax-report-dir={report}"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    records = _records(data)
+    for size in (64, 128, 256):
+        a = records[f"test_work[cpu-{size}]"]["extra_info"]
+        b = records[f"test_work[cpu2-{size}]"]["extra_info"]
+        assert a["rounds_mode"] == b["rounds_mode"] == "interleaved"
+        # Disjoint turns that alternate: each side has turns between the
+        # other's first and last.
+        assert not set(a["turns"]) & set(b["turns"])
+        assert any(min(b["turns"]) < t < max(b["turns"]) for t in a["turns"])
+    summary = (report / "summary.md").read_text()
+    assert "cpu faster at" in summary.replace("\\", ""), summary
+    # The sequential mode: no turns, and the report says which mode measured.
+    report2 = pytester.path / "r2"
+    proc, data = run_pytest(
+        pytester.path,
+        report2,
+        *TWO_LABELS,
+        "--jax-sequential",
+        f"--jax-report-dir={report2}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for record in data["benchmarks"]:
+        assert record["extra_info"]["rounds_mode"] == "sequential"
+        assert "turns" not in record["extra_info"]
