@@ -307,6 +307,13 @@ def _finish_rounds(fixture: Any) -> None:
         )
 
 
+def _abandon_rounds(fixture: Any) -> None:
+    """Stop the rounds' observers after a round raised."""
+    watch: RoundsWatch | None = getattr(fixture, _WATCH_ATTR, None)
+    if watch is not None:
+        watch.close()
+
+
 def _record_transfers(fixture: Any, args: Any, kwargs: Any) -> None:
     """``extra_info["transfers"]``: NumPy arguments copied at every call
     (from their types; the rounds' compile observer warns about them)."""
@@ -371,7 +378,11 @@ def jax_fixture_class() -> type:
                 if getattr(self, _EXTRAS_ATTR, True):
                     split = measure.SplitSamples()
                     blocking = _blocking(self, function_to_benchmark, split=split)
-            result = super().__call__(blocking, *args, **kwargs)
+            try:
+                result = super().__call__(blocking, *args, **kwargs)
+            except BaseException:
+                _abandon_rounds(self)
+                raise
             _finish_rounds(self)
             if split is not None:
                 _record_split(self, split)
@@ -388,14 +399,18 @@ def jax_fixture_class() -> type:
             split = measure.SplitSamples() if extras else None
             if self.enabled and setup is None:
                 _record_transfers(self, tuple(args or ()), dict(kwargs or {}))
-            result = super().pedantic(
-                _blocking(self, target, first, split),
-                args,
-                kwargs,
-                setup,
-                teardown,
-                **rest,
-            )
+            try:
+                result = super().pedantic(
+                    _blocking(self, target, first, split),
+                    args,
+                    kwargs,
+                    setup,
+                    teardown,
+                    **rest,
+                )
+            except BaseException:
+                _abandon_rounds(self)
+                raise
             _finish_rounds(self)
             if extras:
                 if split is not None:

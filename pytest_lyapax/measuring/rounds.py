@@ -135,6 +135,12 @@ class RoundsWatch:
 
         return watched
 
+    def close(self) -> None:
+        """Stop the observers of rounds that ended early (a round raised):
+        nothing is recorded."""
+        if self._running:
+            self._pause()
+
     def finish(
         self,
         extra_info: dict[str, Any],

@@ -32,6 +32,7 @@ from pytest_lyapax.measuring.compiles import (
     miss_reason,
     pooled,
 )
+from pytest_lyapax.measuring.rounds import NoTurns, RoundsWatch
 from pytest_lyapax.report.recompiles import recompiles_of
 from pytest_lyapax.run.options import Settings
 from pytest_lyapax.run.session import CONTROLLER, LyapaxSession
@@ -363,3 +364,15 @@ def test_a_bad_policy_exits_with_a_usage_error(pytester):
     result.stderr.fnmatch_lines(
         ["*--jax-recompile: 'no' is not one of warn, fail, ignore*"]
     )
+
+
+def test_rounds_that_raise_leave_jax_as_they_found_it():
+    logger = logging.getLogger(EXPLAIN_LOGGER)
+    before = (jax.config.jax_explain_cache_misses, logger.propagate, logger.handlers)
+    watch = RoundsWatch(NoTurns(), [CompileObserver()])
+    failing = watch.wrap(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        failing()
+    watch.close()
+    after = (jax.config.jax_explain_cache_misses, logger.propagate, logger.handlers)
+    assert after == before
