@@ -159,3 +159,20 @@ def test_a_stable_run_says_nothing_in_the_terminal_and_so_in_the_files():
     assert not [b for b in section.blocks if isinstance(b, Table)]
     # A report without verdicts (older schema) has no such section at all.
     assert roundchecks.stability_section(view_of({"benchmarks": []}), False) is None
+
+
+def test_processes_are_judged_on_their_pooled_rounds():
+    from pytest_lyapax.measuring.benchmarks import fold_process
+
+    def record(data):
+        info = {"stability": stability(data, 1), "recompiles": {"count": 1}}
+        return {"stats": {"median": 1.0, "rounds": len(data), "data": data}} | {
+            "extra_info": info
+        }
+
+    first, second = record([1.0] * 6), record([1.0] * 6)
+    assert first["extra_info"]["stability"]["rules"] == ["rounds"]
+    fold_process(first, second)
+    assert first["extra_info"]["stability"]["verdict"] == STABLE
+    assert first["extra_info"]["stability"]["rounds"] == 12
+    assert first["extra_info"]["recompiles"]["count"] == 2
