@@ -174,6 +174,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "larger sizes of its series on that backend ('none' = off; needs "
         "--jax-backend). Ini: jax_max_call.",
     )
+    group.addoption(
+        "--jax-recompile",
+        dest="jax_recompile",
+        metavar="warn|fail|ignore",
+        default=None,
+        help="What XLA compiles during a benchmark's timed rounds (and NumPy "
+        "arguments copied to a non-CPU device at every call) do: warn (default; "
+        "a RecompileWarning naming the test, the count and JAX's reasons), fail "
+        "the test, or ignore; always recorded in extra_info.recompiles (needs "
+        "--jax-backend).",
+    )
     agree.add_options(group)
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
     parser.addini("jax_budget", "Default for --jax-budget.", default="")

@@ -52,11 +52,12 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import measure, roofline
+from pytest_lyapax.measuring import compiles, measure, roofline
 from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
 from pytest_lyapax.measuring.rounds import RoundsWatch
 from pytest_lyapax.report.identity import bare_id, is_size, param_text
 from pytest_lyapax.report.schema import STAT_FIELDS
+from pytest_lyapax.report.stability import stability
 from pytest_lyapax.report.stats import MIN_ROUNDS
 
 RECORD_ATTR = "pytest_lyapax_benchmark"
@@ -295,9 +296,30 @@ def _record_split(fixture: Any, split: measure.SplitSamples) -> None:
 def _finish_rounds(fixture: Any) -> None:
     """Let the rounds' watch write its entries (turns, observers)."""
     watch: RoundsWatch | None = getattr(fixture, _WATCH_ATTR, None)
-    stats = getattr(getattr(fixture, "stats", None), "stats", None)
+    metadata = getattr(fixture, "stats", None)
+    stats = getattr(metadata, "stats", None)
     if watch is not None and stats is not None:
-        watch.finish(fixture.extra_info, list(getattr(stats, "data", ())))
+        watch.finish(
+            fixture.extra_info,
+            list(getattr(stats, "data", ())),
+            iterations=int(getattr(metadata, "iterations", 1)),
+            test=str(getattr(fixture, "fullname", fixture.name)),
+        )
+
+
+def _abandon_rounds(fixture: Any) -> None:
+    """Stop the rounds' observers after a round raised."""
+    watch: RoundsWatch | None = getattr(fixture, _WATCH_ATTR, None)
+    if watch is not None:
+        watch.close()
+
+
+def _record_transfers(fixture: Any, args: Any, kwargs: Any) -> None:
+    """``extra_info["transfers"]``: NumPy arguments copied at every call
+    (from their types; the rounds' compile observer warns about them)."""
+    transfers = measure.host_transfers(args, kwargs)
+    if transfers is not None:
+        fixture.extra_info["transfers"] = transfers
 
 
 def _after_pedantic(
@@ -351,11 +373,16 @@ def jax_fixture_class() -> type:
             blocking = _blocking(self, function_to_benchmark)
             split: measure.SplitSamples | None = None
             if self.enabled and not getattr(self, "_mode", None):
+                _record_transfers(self, args, kwargs)
                 _warm_up(self, function_to_benchmark, blocking, args, kwargs)
                 if getattr(self, _EXTRAS_ATTR, True):
                     split = measure.SplitSamples()
                     blocking = _blocking(self, function_to_benchmark, split=split)
-            result = super().__call__(blocking, *args, **kwargs)
+            try:
+                result = super().__call__(blocking, *args, **kwargs)
+            except BaseException:
+                _abandon_rounds(self)
+                raise
             _finish_rounds(self)
             if split is not None:
                 _record_split(self, split)
@@ -370,14 +397,20 @@ def jax_fixture_class() -> type:
             extras = self.enabled and getattr(self, _EXTRAS_ATTR, True)
             first: dict[str, Any] | None = {} if extras else None
             split = measure.SplitSamples() if extras else None
-            result = super().pedantic(
-                _blocking(self, target, first, split),
-                args,
-                kwargs,
-                setup,
-                teardown,
-                **rest,
-            )
+            if self.enabled and setup is None:
+                _record_transfers(self, tuple(args or ()), dict(kwargs or {}))
+            try:
+                result = super().pedantic(
+                    _blocking(self, target, first, split),
+                    args,
+                    kwargs,
+                    setup,
+                    teardown,
+                    **rest,
+                )
+            except BaseException:
+                _abandon_rounds(self)
+                raise
             _finish_rounds(self)
             if extras:
                 if split is not None:
@@ -557,6 +590,11 @@ def fold_process(into: dict[str, Any], other: dict[str, Any]) -> None:
     stats["iterations"] = into["stats"].get("iterations", 1)
     into["stats"].clear()
     into["stats"].update(stats)
+    if "stability" in info:  # judged again on the pooled rounds
+        info["stability"] = stability(data, stats["iterations"])
+    theirs = (other.get("extra_info") or {}).get("recompiles")
+    if isinstance(info.get("recompiles"), dict) and isinstance(theirs, dict):
+        info["recompiles"] = compiles.pooled(info["recompiles"], theirs)
 
 
 def encode(record: dict[str, Any]) -> str:

@@ -68,10 +68,25 @@ class _JaxEvents:
         self.durations: dict[str, float] = {}
         self.counts: Counter[str] = Counter()
         self.registered = False
+        # Told of each XLA compile outside a warm-up recording (the name of
+        # the program): compiles.py counts those made during the rounds.
+        self.compile_sinks: list[Callable[[str], None]] = []
 
-    def _on_duration(self, event: str, duration_secs: float, **_: str | int) -> None:
+    def register(self) -> None:
+        """Register the listeners (once per process)."""
+        if not self.registered:
+            import jax
+
+            jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+            jax.monitoring.register_event_listener(self._on_event)
+            self.registered = True
+
+    def _on_duration(self, event: str, duration_secs: float, **info: str | int) -> None:
         if self.active:
             self.durations[event] = self.durations.get(event, 0.0) + duration_secs
+        elif event == _COMPILE_EVENT:
+            for sink in self.compile_sinks:
+                sink(str(info.get("fun_name", "?")))
 
     def _on_event(self, event: str, **_: str | int) -> None:
         if self.active:
@@ -79,12 +94,7 @@ class _JaxEvents:
 
     @contextlib.contextmanager
     def recording(self) -> Iterator[_JaxEvents]:
-        import jax
-
-        if not self.registered:
-            jax.monitoring.register_event_duration_secs_listener(self._on_duration)
-            jax.monitoring.register_event_listener(self._on_event)
-            self.registered = True
+        self.register()
         self.durations.clear()
         self.counts.clear()
         self.active = True
@@ -111,6 +121,24 @@ class _JaxEvents:
 
 
 _EVENTS = _JaxEvents()
+
+
+@contextlib.contextmanager
+def compiles_outside_warm_up(sink: Callable[[str], None]) -> Iterator[None]:
+    """Tell ``sink`` the program name of every XLA compile made inside,
+    except during a warm-up recording (:func:`warm_up`,
+    :func:`first_call_recorder`: those compiles are the warm-up's)."""
+    _EVENTS.register()
+    _EVENTS.compile_sinks.append(sink)
+    try:
+        yield
+    finally:
+        _EVENTS.compile_sinks.remove(sink)
+
+
+def warming_up() -> bool:
+    """Whether a warm-up recording is under way (its first call runs)."""
+    return _EVENTS.active
 
 
 def _cache_state(events: _JaxEvents) -> dict[str, bool | None]:
@@ -299,6 +327,43 @@ def args_on(args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
     if on_device and on_host:
         return "mixed"
     return "device" if on_device else "host" if on_host else "none"
+
+
+#: NumPy argument bytes from which the copy at every call on a non-CPU
+#: backend is warned about (``compiles.py``): below, it costs about a launch.
+HOST_COPY_MIN_BYTES = 64 * 1024
+
+
+def host_transfers(
+    args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any] | None:
+    """The ``transfers`` entry: the NumPy (host) arrays among the arguments,
+    which every call copies to the device (None: there are none).
+
+    Found from the arguments' types: ``jax.transfer_guard("log")`` reports
+    the copies through JAX's C++ logging, which Python cannot capture, and
+    ``"disallow"`` would stop the benchmark.
+    """
+    import jax
+    import numpy as np
+
+    leaves = jax.tree_util.tree_leaves((tuple(args), dict(kwargs)))
+    host = [
+        leaf
+        for leaf in leaves
+        if isinstance(leaf, np.ndarray) and not isinstance(leaf, jax.Array)
+    ]
+    if not host:
+        return None
+    platform = jax.default_backend()
+    return {
+        "host_arrays": len(host),
+        "host_bytes": sum(int(a.nbytes) for a in host),
+        "platform": platform,
+        # On the CPU a call may use the NumPy buffer in place.
+        "copied_every_call": platform != "cpu",
+        "found_by": "argument types (NumPy arrays)",
+    }
 
 
 def out_of_memory(exc: BaseException) -> bool:

@@ -22,8 +22,12 @@ from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
+
+from pytest_lyapax.measuring.compiles import CompileObserver
+from pytest_lyapax.measuring.observer import RoundObserver
+from pytest_lyapax.measuring.stability import StabilityObserver
 
 
 class Turns(abc.ABC):
@@ -68,35 +72,18 @@ class NoTurns(Turns):
         return "sequential"
 
 
-class RoundObserver(abc.ABC):
-    """Watches one benchmark's rounds in this worker.
+def observers_for(options: Any) -> list[RoundObserver]:
+    """The observers of one benchmark, from the session's options
+    (``run/options.Settings``).
 
-    ``start``/``stop`` bracket each stretch of rounds run without a pause
-    (between them the worker may have waited for its turn: what happened
-    then is another backend's); ``record`` writes the observer's entry.
+    The compile observer comes last: with ``--jax-recompile=fail`` (or a
+    warning that ``filterwarnings = error`` turns into one) its ``record``
+    raises, after the others have written their entries.
     """
-
-    key: ClassVar[str]  # its extra_info entry
-
-    @abc.abstractmethod
-    def start(self) -> None: ...
-
-    @abc.abstractmethod
-    def stop(self) -> None: ...
-
-    def round_done(self) -> None:
-        """After each round (cheap: called inside the rounds' loop)."""
-        return None
-
-    @abc.abstractmethod
-    def record(self, extra_info: dict[str, Any], data: Sequence[float]) -> None:
-        """Write ``extra_info[self.key]``; ``data`` the timed rounds' seconds
-        per call."""
-
-
-def observers_for(options: Mapping[str, Any]) -> list[RoundObserver]:
-    """The observers of one benchmark, from the session's options."""
-    return []
+    return [
+        StabilityObserver(),
+        CompileObserver(getattr(options, "recompile", "warn")),
+    ]
 
 
 class RoundsWatch:
@@ -148,14 +135,29 @@ class RoundsWatch:
 
         return watched
 
-    def finish(self, extra_info: dict[str, Any], data: Sequence[float]) -> None:
+    def close(self) -> None:
+        """Stop the observers of rounds that ended early (a round raised):
+        nothing is recorded."""
+        if self._running:
+            self._pause()
+
+    def finish(
+        self,
+        extra_info: dict[str, Any],
+        data: Sequence[float],
+        *,
+        iterations: int = 1,
+        test: str = "",
+    ) -> None:
         """Write the observers' entries and the turn of each timed round
         (the last ``len(data)`` rounds run: calibration and warm-up rounds
-        come first)."""
+        come first); ``iterations`` calls per timed round, ``test`` the
+        benchmark's full name (both told to the observers)."""
         if self._running:
             self._pause()
         extra_info["rounds_mode"] = self.turns.mode
         if self.turns.mode == "interleaved" and data:
             extra_info["turns"] = self.round_turns[-len(data) :]
         for observer in self.observers:
+            observer.iterations, observer.test = iterations, test
             observer.record(extra_info, data)

@@ -58,6 +58,8 @@ class Settings:
     # (--jax-budget, --jax-max-call; None: off; see budget.py).
     budget_s: float | None = None
     max_call_s: float | None = None
+    # What compiles during the timed rounds do (--jax-recompile, compiles.py).
+    recompile: str = "warn"
 
     @property
     def active(self) -> bool:
@@ -256,6 +258,7 @@ NEED_BACKEND = {
     "jax_sequential": "--jax-sequential",
     "jax_budget": "--jax-budget",
     "jax_max_call": "--jax-max-call",
+    "jax_recompile": "--jax-recompile",
 }
 
 
@@ -269,6 +272,20 @@ def parse_processes(text: str) -> int:
         raise pytest.UsageError(
             f"--jax-processes: {text!r} is not a positive integer; give the number "
             "of fresh processes per backend, e.g. --jax-processes=3"
+        )
+    return value
+
+
+POLICIES = ("warn", "fail", "ignore")
+
+
+def parse_policy(text: str, option: str) -> str:
+    """Parse a ``warn|fail|ignore`` option such as ``--jax-recompile``."""
+    value = text.strip().lower()
+    if value not in POLICIES:
+        raise pytest.UsageError(
+            f"{option}: {text!r} is not one of {', '.join(POLICIES)}; write it "
+            f"like {option}=fail"
         )
     return value
 
@@ -355,6 +372,12 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         )
     processes_text = config.getoption("jax_processes")
     processes = parse_processes(processes_text) if processes_text is not None else 1
+    recompile_text = config.getoption("jax_recompile")
+    recompile = (
+        parse_policy(recompile_text, "--jax-recompile")
+        if recompile_text is not None
+        else "warn"
+    )
     required_text = config.getoption("jax_require")
     required = parse_required(required_text, backends) if required_text else ()
 
@@ -402,6 +425,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),
         budget_s=budget_s,
         max_call_s=max_call_s,
+        recompile=recompile,
     )
 
 

@@ -158,6 +158,7 @@ class LyapaxSession:
                 "extras": self.settings.extras,
                 "budget_s": self.settings.budget_s,
                 "max_call_s": self.settings.max_call_s,
+                "recompile": self.settings.recompile,
                 "states": [
                     {
                         "label": s.backend.label,
@@ -187,6 +188,7 @@ class LyapaxSession:
             extras=bool(data.get("extras", True)),
             budget_s=data.get("budget_s"),
             max_call_s=data.get("max_call_s"),
+            recompile=str(data.get("recompile", "warn")),
         )
         session = cls(
             settings,

@@ -33,7 +33,7 @@ from pytest_lyapax.report.identity import (
     record_size,
     series_id,
 )
-from pytest_lyapax.views import agreement_tables, runtext, tables
+from pytest_lyapax.views import agreement_tables, roundchecks, runtext, tables
 from pytest_lyapax.views.document import (
     Block,
     Figure,
@@ -318,6 +318,8 @@ def report_sections(
         sections[-1].blocks.append(Lines((rule,)))
     optional_sections = (
         None if text else _resources(view),
+        roundchecks.recompile_section(view, text),
+        roundchecks.stability_section(view, text),
         _roofline(view, figure is not None, text),
     )
     sections += [s for s in optional_sections if s is not None]
