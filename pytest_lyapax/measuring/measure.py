@@ -11,7 +11,8 @@ rounds, and none of it makes an extra call; it lands in the benchmark's
                 timed as *first-call overhead* (``kind: "first_call"``), with
                 the tracing, lowering and XLA compilation time that JAX itself
                 reported during that call (``jax.monitoring``).  The persistent
-                compilation cache is recorded: enabled, and whether it was hit.
+                compilation cache is recorded: enabled, and whether it was hit;
+                ``compiles`` counts the programs XLA compiled meanwhile.
 ``memory``      the device's peak bytes in use (``Device.memory_stats()``, on
                 GPU/TPU; a high-water mark of the worker process), the
                 compiled program's argument/output/temporary bytes
@@ -72,6 +73,7 @@ class _JaxEvents:
     def _on_duration(self, event: str, duration_secs: float, **_: str | int) -> None:
         if self.active:
             self.durations[event] = self.durations.get(event, 0.0) + duration_secs
+            self.counts[event] += 1  # one per program: the compile count
 
     def _on_event(self, event: str, **_: str | int) -> None:
         if self.active:
@@ -104,6 +106,11 @@ class _JaxEvents:
     @property
     def compiled(self) -> bool:
         return _COMPILE_EVENT in self.durations
+
+    @property
+    def compiles(self) -> int:
+        """Programs XLA compiled (or loaded from the persistent cache)."""
+        return self.counts[_COMPILE_EVENT]
 
     @property
     def cache_hits(self) -> int:
@@ -170,6 +177,7 @@ def warm_up(
         "trace_lower_s": trace_lower_s,
         "compile_s": compile_s,
         "cache": _cache_state(events),
+        "compiles": events.compiles,
     }
     return warmup, compiled
 
@@ -188,6 +196,7 @@ def first_call_recorder(into: dict[str, Any]) -> Iterator[None]:
         trace_lower_s=events.trace_lower_s,
         compile_s=events.compile_s,
         cache=_cache_state(events),
+        compiles=events.compiles,
     )
 
 

@@ -1,0 +1,140 @@
+"""Counters of a benchmarked call that noise cannot move.
+
+``extra_info["counters"]`` holds, per benchmark, numbers that the compiled
+programs fix, whatever else the machine is doing:
+
+``flops``, ``bytes``  XLA's cost analysis of the compiled program (the
+                      ``roofline`` entry's numbers, loop bodies counted once
+                      per trip where XLA knows the trip counts).
+``temp_bytes``        XLA's memory analysis: the program's temporary bytes
+(``argument_bytes``,  (and its argument and output bytes); only for a
+``output_bytes``)     callable that has ``.lower`` (``jax.jit``), whose
+                      program is the one that runs.
+``compiles``          how many programs XLA compiled (or loaded from the
+                      persistent cache) during the warm-up: the explicit
+                      lower/compile and the first call, counted from JAX's
+                      ``backend_compile`` monitoring events.  It counts the
+                      programs *this process* had not compiled before, so an
+                      earlier test that compiled the same function leaves
+                      fewer here.
+``executions``        XLA executable launches during one call: one extra,
+                      untimed call of ``benchmark(f)`` after its warm-up,
+                      recorded by JAX's profiler (the PJRT client's
+                      ``Execute`` trace events, host tracer only).
+
+A counter that cannot be known is ``{"unavailable": reason}``, never a
+guess: flops and bytes when the cost analysis is missing, temp bytes of a
+callable without ``.lower``, launches under ``pedantic`` (it calls the
+target exactly as asked), launches when the profiler cannot start (another
+trace is running) or names no launch this module recognises (a PJRT client
+whose trace events are spelled otherwise).  Nothing here imports JAX at
+module level.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+UNAVAILABLE = "unavailable"
+COUNTER_FIELDS = ("flops", "bytes", "temp_bytes", "compiles", "executions")
+# One launch of a program: the single-device path (CPU, one GPU) names the
+# helper, the multi-device path one ``Execute (name)`` on the calling thread
+# (the per-device copies are prefixed ``[i] `` and not counted).
+_LAUNCH = re.compile(
+    r"^\w*PjRt\w*Executable::(ExecuteHelperOnSingleDevice$|Execute \()"
+)
+
+
+def unavailable(reason: str) -> dict[str, str]:
+    """A counter that cannot be known, and why."""
+    return {UNAVAILABLE: reason}
+
+
+def launches_in(names: Sequence[str]) -> int:
+    """How many executable launches a profiler trace's event names hold."""
+    return sum(1 for name in names if _LAUNCH.match(name))
+
+
+def count_executions(call: Callable[..., Any], args: Any, kwargs: Any) -> Any:
+    """Call ``call(*args, **kwargs)`` once (it must block on its result)
+    under JAX's profiler, host tracer only; return how many XLA executables
+    it launched, or ``{"unavailable": reason}``."""
+    try:
+        from jax.profiler import ProfileData, ProfileOptions
+        from jaxlib import _profiler  # type: ignore[attr-defined]  # no stubs
+    except ImportError as exc:
+        return unavailable(f"JAX's profiler is missing: {exc}")
+    options = ProfileOptions()
+    options.python_tracer_level = 0  # Python frames would only cost time
+    options.host_tracer_level = 1
+    try:
+        session = _profiler.ProfilerSession(options)
+    except Exception as exc:  # noqa: BLE001 - e.g. a trace of the user's is running
+        return unavailable(f"the profiler did not start: {type(exc).__name__}: {exc}")
+    try:
+        call(*args, **kwargs)
+    finally:
+        raw = session.stop()
+    try:
+        trace = ProfileData.from_serialized_xspace(raw)
+        names = [
+            event.name
+            for plane in trace.planes
+            for line in plane.lines
+            for event in line.events
+        ]
+    except Exception as exc:  # noqa: BLE001 - an unreadable trace
+        return unavailable(f"the profiler trace is unreadable: {type(exc).__name__}")
+    found = launches_in(names)
+    if not found:
+        return unavailable(
+            "the profiler trace names no executable launch this plugin knows "
+            "(a PJRT client with other event names)"
+        )
+    return found
+
+
+def _of_work(work: Mapping[str, Any], key: str) -> Any:
+    value = work.get(key)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value
+    return unavailable(str(work.get("reason") or f"the cost analysis has no {key}"))
+
+
+def _of_memory(memory: Mapping[str, Any], key: str, why: str) -> Any:
+    value = memory.get(key)
+    return (
+        value
+        if isinstance(value, int) and not isinstance(value, bool)
+        else (unavailable(why))
+    )
+
+
+def counters(
+    work: Mapping[str, Any],
+    memory: Mapping[str, Any],
+    compiles: Any,
+    executions: Any,
+    lowered: bool,
+) -> dict[str, Any]:
+    """The ``counters`` entry from the ``roofline`` work entry, the
+    ``memory`` entry, the warm-up's compile count and the launch count
+    (each a number or ``{"unavailable": reason}``); ``lowered``: whether
+    the memory figures are of the program that runs (a ``.lower``-able
+    callable)."""
+    no_memory = (
+        "XLA's memory analysis gave nothing for this program"
+        if lowered
+        else "the callable has no .lower (not jitted): its programs are not known"
+    )
+    return {
+        "flops": _of_work(work, "flops"),
+        "bytes": _of_work(work, "bytes"),
+        "temp_bytes": _of_memory(memory, "temp_bytes", no_memory),
+        "argument_bytes": _of_memory(memory, "argument_bytes", no_memory),
+        "output_bytes": _of_memory(memory, "output_bytes", no_memory),
+        "compiles": compiles,
+        "executions": executions,
+    }
