@@ -69,7 +69,11 @@ class CompareThreshold:
         return now - saved
 
     def exceeded(self, saved: float, now: float) -> bool:
-        """Whether ``now`` is slower than ``saved`` by more than the limit."""
+        """Whether ``now`` is slower (a counter: larger) than ``saved`` by
+        more than the limit."""
+        if self.counter and self.relative and saved > 0:
+            # Growth against the allowed growth: exactly 5 % passes flops:5%.
+            return now - saved > saved * self.limit / 100.0
         return self.excess(saved, now) > self.limit
 
     def format_change(self, change: float) -> str:
