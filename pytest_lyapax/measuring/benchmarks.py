@@ -20,10 +20,10 @@ trace/lower and compile steps of a lowerable ``f``, then its first call
 (together ``extra_info["first_call_s"]``), then the memory figures; the
 timed calls themselves are split into dispatch and device time
 (``measure.py``), the work per call from XLA's cost analysis with the
-machine's peaks (``roofline.py``) and the counters (``counters.py``: one
-extra untimed call under JAX's profiler counts the executable launches);
-all switched off by ``--jax-no-extras``, the peaks alone by
-``--jax-no-peaks``.
+machine's peaks (``roofline.py``) and the counters (``counters.py``: JAX's
+profiler counts the executable launches of the untimed first call); all
+switched off by ``--jax-no-extras``, the peaks alone by ``--jax-no-peaks``.
+No extra call.
 ``benchmark.pedantic`` adds no call before its rounds: its
 ``warmup_rounds`` (default 0) decide, so ``pedantic(f, rounds=1,
 iterations=1)`` times one cold call, compilation included, and it calls the
@@ -273,7 +273,10 @@ def _warm_up(
         return
     _record_peaks(fixture)
     start = time.perf_counter()
-    warmup, compiled = measure.warm_up(function, blocking, args, kwargs)
+    launches = counters.LaunchCount()
+    warmup, compiled = measure.warm_up(
+        function, blocking, args, kwargs, launches.tracing
+    )
     info["first_call_s"] = time.perf_counter() - start
     info["warmup"] = warmup
     info["memory"] = measure.memory(compiled)
@@ -282,7 +285,7 @@ def _warm_up(
         info["roofline"],
         info["memory"],
         warmup["compiles"],
-        counters.count_executions(blocking, args, kwargs),
+        launches.value,
         lowered=compiled is not None,
     )
     del compiled
@@ -351,8 +354,8 @@ def _after_pedantic(
         if isinstance(compiles, int)
         else counters.unavailable("pedantic's first call was not recorded"),
         counters.unavailable(
-            "pedantic calls the target exactly as asked: counting its launches "
-            "would need one more call"
+            "pedantic's first call is a timed round (no tracer may slow it), "
+            "and it calls the target exactly as asked (no extra call)"
         ),
         lowered=compiled is not None,
     )

@@ -17,24 +17,28 @@ programs fix, whatever else the machine is doing:
                       programs *this process* had not compiled before, so an
                       earlier test that compiled the same function leaves
                       fewer here.
-``executions``        XLA executable launches during one call: one extra,
-                      untimed call of ``benchmark(f)`` after its warm-up,
-                      recorded by JAX's profiler (the PJRT client's
-                      ``Execute`` trace events, host tracer only).
+``executions``        XLA executable launches during one call: the untimed
+                      first call of ``benchmark(f)``'s warm-up, traced by
+                      JAX's profiler (the PJRT client's ``Execute`` trace
+                      events, host tracer only; started and stopped outside
+                      the first call's timer).  No extra call: a callable
+                      that launches something on its first call only would
+                      have it counted.
 
 A counter that cannot be known is ``{"unavailable": reason}``, never a
 guess: flops and bytes when the cost analysis is missing, temp bytes of a
-callable without ``.lower``, launches under ``pedantic`` (it calls the
-target exactly as asked), launches when the profiler cannot start (another
-trace is running) or names no launch this module recognises (a PJRT client
-whose trace events are spelled otherwise).  Nothing here imports JAX at
-module level.
+callable without ``.lower``, launches under ``pedantic`` (its first call
+is a timed round: no tracer may slow it), launches when the profiler
+cannot start (another trace is running) or names no launch this module
+recognises (a PJRT client whose trace events are spelled otherwise).
+Nothing here imports JAX at module level.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 UNAVAILABLE = "unavailable"
@@ -57,43 +61,65 @@ def launches_in(names: Sequence[str]) -> int:
     return sum(1 for name in names if _LAUNCH.match(name))
 
 
-def count_executions(call: Callable[..., Any], args: Any, kwargs: Any) -> Any:
-    """Call ``call(*args, **kwargs)`` once (it must block on its result)
-    under JAX's profiler, host tracer only; return how many XLA executables
-    it launched, or ``{"unavailable": reason}``."""
-    try:
-        from jax.profiler import ProfileData, ProfileOptions
-        from jaxlib import _profiler  # type: ignore[attr-defined]  # no stubs
-    except ImportError as exc:
-        return unavailable(f"JAX's profiler is missing: {exc}")
-    options = ProfileOptions()
-    options.python_tracer_level = 0  # Python frames would only cost time
-    options.host_tracer_level = 1
-    try:
-        session = _profiler.ProfilerSession(options)
-    except Exception as exc:  # noqa: BLE001 - e.g. a trace of the user's is running
-        return unavailable(f"the profiler did not start: {type(exc).__name__}: {exc}")
-    try:
-        call(*args, **kwargs)
-    finally:
-        raw = session.stop()
-    try:
-        trace = ProfileData.from_serialized_xspace(raw)
-        names = [
-            event.name
-            for plane in trace.planes
-            for line in plane.lines
-            for event in line.events
-        ]
-    except Exception as exc:  # noqa: BLE001 - an unreadable trace
-        return unavailable(f"the profiler trace is unreadable: {type(exc).__name__}")
-    found = launches_in(names)
-    if not found:
-        return unavailable(
+class LaunchCount:
+    """The XLA executable launches of the calls made inside :meth:`tracing`,
+    counted from JAX's profiler (host tracer only): after it, ``value`` is
+    the count or ``{"unavailable": reason}``."""
+
+    def __init__(self) -> None:
+        self.value: Any = unavailable("no call was traced")
+
+    @contextlib.contextmanager
+    def tracing(self) -> Iterator[None]:
+        """Trace the calls inside; an error of theirs propagates."""
+        try:
+            from jax.profiler import ProfileData, ProfileOptions
+            from jaxlib import _profiler  # type: ignore[attr-defined]  # no stubs
+        except ImportError as exc:
+            self.value = unavailable(f"JAX's profiler is missing: {exc}")
+            yield
+            return
+        options = ProfileOptions()
+        options.python_tracer_level = 0  # Python frames would only cost time
+        options.host_tracer_level = 1
+        try:
+            session = _profiler.ProfilerSession(options)
+        except Exception as exc:  # noqa: BLE001 - e.g. a trace of the user's runs
+            self.value = unavailable(
+                f"the profiler did not start: {type(exc).__name__}: {exc}"
+            )
+            yield
+            return
+        try:
+            yield
+        finally:
+            try:
+                raw = session.stop()
+            except Exception as exc:  # noqa: BLE001 - another session is active
+                raw = None
+                self.value = unavailable(
+                    f"the profiler did not trace: {type(exc).__name__}: {exc}"
+                )
+        if raw is None:
+            return
+        try:
+            trace = ProfileData.from_serialized_xspace(raw)
+            names = [
+                event.name
+                for plane in trace.planes
+                for line in plane.lines
+                for event in line.events
+            ]
+        except Exception as exc:  # noqa: BLE001 - an unreadable trace
+            self.value = unavailable(
+                f"the profiler trace is unreadable: {type(exc).__name__}"
+            )
+            return
+        found = launches_in(names)
+        self.value = found or unavailable(
             "the profiler trace names no executable launch this plugin knows "
             "(a PJRT client with other event names)"
         )
-    return found
 
 
 def _of_work(work: Mapping[str, Any], key: str) -> Any:

@@ -141,10 +141,14 @@ def warm_up(
     call: Callable[..., Any],
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
+    around_call: Callable[[], contextlib.AbstractContextManager[Any]] = (
+        contextlib.nullcontext
+    ),
 ) -> tuple[dict[str, Any], Any]:
     """Make the untimed first call of ``function`` (through ``call``, which
-    blocks on the result); return the ``warmup`` entry and the compiled
-    program (None unless ``function`` could be lowered).
+    blocks on the result, inside ``around_call()``, outside its timer);
+    return the ``warmup`` entry and the compiled program (None unless
+    ``function`` could be lowered).
 
     A ``.lower`` that fails (not a ``jax.jit`` object after all, arguments it
     cannot trace) falls back to timing the first call; an error of the call
@@ -165,9 +169,10 @@ def warm_up(
                 kind = "compile"
             except Exception:  # noqa: BLE001 - then the first call is timed instead
                 compiled = None
-        start = time.perf_counter()
-        call(*args, **kwargs)
-        first_call_s = time.perf_counter() - start
+        with around_call():
+            start = time.perf_counter()
+            call(*args, **kwargs)
+            first_call_s = time.perf_counter() - start
     if kind == "first_call":
         # What JAX measured itself during the call (0.0: nothing compiled).
         trace_lower_s, compile_s = events.trace_lower_s, events.compile_s

@@ -322,3 +322,24 @@ def test_unavailable_inputs_stay_unavailable():
     assert entry["bytes"] == {"unavailable": "pedantic with setup"}
     assert "not jitted" in entry["temp_bytes"]["unavailable"]
     assert entry["compiles"] == 2 and entry["executions"] == {"unavailable": "x"}
+
+
+def test_launches_of_calls_traced_in_this_process(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    x = jnp.ones(64)
+    jitted = jax.jit(lambda x: jnp.sum(x * x))
+    for function, expected in ((jitted, 1), (lambda x: jnp.sum(x * x) + 1.0, 3)):
+        jax.block_until_ready(function(x))  # compiled before: launches only
+        launches = measuring.LaunchCount()
+        with launches.tracing():
+            jax.block_until_ready(function(x))
+        assert launches.value == expected
+    # A trace of the user's is left alone; the count says why it has none.
+    with jax.profiler.trace(str(tmp_path)):
+        launches = measuring.LaunchCount()
+        with launches.tracing():
+            jax.block_until_ready(jitted(x))
+    assert "profiler did not trace" in launches.value["unavailable"]
+    assert any(tmp_path.rglob("*.xplane.pb"))
