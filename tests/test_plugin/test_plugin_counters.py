@@ -343,3 +343,45 @@ def test_launches_of_calls_traced_in_this_process(tmp_path):
             jax.block_until_ready(jitted(x))
     assert "profiler did not trace" in launches.value["unavailable"]
     assert any(tmp_path.rglob("*.xplane.pb"))
+
+
+LOOP_SUITE = """
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+PASSES = {passes}
+
+
+@jax.jit
+def relax(x):
+    return lax.fori_loop(0, 40 * PASSES, lambda i, y: jnp.tanh(y) * 0.5 + 0.25 * y, x)
+
+
+def test_relax(benchmark, jax_backend):
+    benchmark(relax, jnp.ones(20000))
+"""
+
+
+@pytest.mark.slow
+def test_twice_the_loop_fails_the_gate_on_a_busy_machine(
+    tmp_path, run_pytest, busy_cpus
+):
+    # Both runs beside two busy loops, through the backend's worker: the
+    # counters do not move, the doubled trip count does.
+    run = [*RUN[:2], *RUN[4:]]  # RUN without -p no:xdist
+    (tmp_path / "test_loop.py").write_text(LOOP_SUITE.format(passes=1))
+    first, saved = run_pytest(tmp_path, tmp_path / "lyapax-report", *run)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (tmp_path / "saved.json").write_text(json.dumps(saved))
+    gate = ["--jax-compare=saved.json", "--jax-compare-fail=flops:5%"]
+    same, _ = run_pytest(tmp_path, tmp_path / "lyapax-report", *run, *gate)
+    assert same.returncode == 0, same.stdout
+    assert "regressed" not in same.stdout
+    (tmp_path / "test_loop.py").write_text(LOOP_SUITE.format(passes=2))
+    twice, now = run_pytest(tmp_path, tmp_path / "lyapax-report", *run, *gate)
+    assert twice.returncode == pytest.ExitCode.TESTS_FAILED, twice.stdout
+    assert "test_loop.py::test_relax[cpu] regressed (flops:5%)" in twice.stdout
+    before = saved["benchmarks"][0]["extra_info"]["counters"]["flops"]
+    after = now["benchmarks"][0]["extra_info"]["counters"]["flops"]
+    assert after / before == pytest.approx(2.0, rel=0.01)
