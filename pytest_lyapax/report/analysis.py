@@ -630,8 +630,11 @@ def _read_counters(
         if saved is not None and current is not None:
             then[name], now[name] = saved, current
             continue
-        why = [f"saved run: {saved_why}" if saved is None else ""]
-        why.append(f"this run: {current_why}" if current is None else "")
+        if saved is None and current is None and saved_why == current_why:
+            why = [f"both runs: {saved_why}"]
+        else:
+            why = [f"saved run: {saved_why}" if saved is None else ""]
+            why.append(f"this run: {current_why}" if current is None else "")
         problems.append(f"{name} not comparable ({'; '.join(filter(None, why))})")
     return tuple(problems)
 
@@ -649,9 +652,7 @@ def counter_changes(before: Mapping[str, Any], record: Mapping[str, Any]) -> str
             continue
         if name in ("compiles", "executions") or saved == 0:
             was = counters.format_counter(name, saved)
-            changes.append(
-                f"{name} {was} -> {counters.format_counter(name, current)}"
-            )
+            changes.append(f"{name} {was} -> {counters.format_counter(name, current)}")
         else:
             changes.append(f"{name} {(current / saved - 1) * 100:+.1f}%")
     return ", ".join(changes) or "same"

@@ -289,7 +289,7 @@ def _counters(view: ReportView, text: bool) -> Section | None:
     header = ("benchmark", "backend", "size", *(title for _, title in counters.SHOWN))
     lines = [
         "exact: fixed by the compiled programs (XLA cost and memory analysis, "
-        "compile events of the warm-up, launches traced in one untimed call); "
+        "compile events of the warm-up, launches traced in the untimed first call); "
         "gate them with --jax-compare-fail=flops:5% (bytes:, temp:, compiles:)"
     ]
     if len(rows) > shown:

@@ -198,7 +198,7 @@ def test_an_unavailable_counter_is_not_comparable(runs, tmp_path, capsys):
         capsys, tmp_path / "saved.json", tmp_path / "now.json", "--fail=temp:5%"
     )
     assert code == 1
-    assert "FAIL: test_work.py::test_eager[cpu]: temp not comparable (saved run:" in out
+    assert "FAIL: test_work.py::test_eager[cpu]: temp not comparable (both runs:" in out
 
 
 # ------------------------------------------------------------ units
