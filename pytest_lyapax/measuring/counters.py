@@ -43,12 +43,16 @@ from typing import Any
 
 UNAVAILABLE = "unavailable"
 COUNTER_FIELDS = ("flops", "bytes", "temp_bytes", "compiles", "executions")
-# One launch of a program: the single-device path (CPU, one GPU) names the
-# helper, the multi-device path one ``Execute (name)`` on the calling thread
-# (the per-device copies are prefixed ``[i] `` and not counted).
+# One launch of a program by jaxlib's own PJRT client (CPU; checked with
+# jax 0.10.2): the single-device path names the helper, the multi-device
+# path one ``Execute (name)`` on the calling thread (the per-device copies
+# are prefixed ``[i] `` and not counted).
 _LAUNCH = re.compile(
     r"^\w*PjRt\w*Executable::(ExecuteHelperOnSingleDevice$|Execute \()"
 )
+# The PJRT C API wrapper of a plugin (the GPU plugins): its events are seen,
+# but how many there are per launch has not been checked on a GPU.
+_C_API = re.compile(r"^PjRtCApiLoadedExecutable::Execute")
 
 
 def unavailable(reason: str) -> dict[str, str]:
@@ -56,9 +60,22 @@ def unavailable(reason: str) -> dict[str, str]:
     return {UNAVAILABLE: reason}
 
 
-def launches_in(names: Sequence[str]) -> int:
-    """How many executable launches a profiler trace's event names hold."""
-    return sum(1 for name in names if _LAUNCH.match(name))
+def launches_in(names: Sequence[str]) -> Any:
+    """How many executable launches a profiler trace's event names hold, or
+    ``{"unavailable": reason}`` when it names none this module can count."""
+    found = sum(1 for name in names if _LAUNCH.match(name))
+    if found:
+        return found
+    wrapped = sum(1 for name in names if _C_API.match(name))
+    if wrapped:
+        return unavailable(
+            f"the trace holds {wrapped} PJRT C API execute event(s) (a plugin "
+            "backend); how many there are per launch is not checked for it"
+        )
+    return unavailable(
+        "the profiler trace names no executable launch this plugin knows "
+        "(a PJRT client with other event names)"
+    )
 
 
 class LaunchCount:
@@ -115,11 +132,7 @@ class LaunchCount:
                 f"the profiler trace is unreadable: {type(exc).__name__}"
             )
             return
-        found = launches_in(names)
-        self.value = found or unavailable(
-            "the profiler trace names no executable launch this plugin knows "
-            "(a PJRT client with other event names)"
-        )
+        self.value = launches_in(names)
 
 
 def _of_work(work: Mapping[str, Any], key: str) -> Any:
