@@ -1,7 +1,7 @@
 """Cost of pytest-lyapax's untimed extras on the main job: with vs ``--jax-no-extras``.
 
 Runs the main job, ``pytest perf_tests --jax-backend=cpu``, alternately with
-the extra measurements (warm-up split, memory, dispatch/device split,
+the extra measurements (warm-up split, memory, dispatch/device split, counters,
 argument location, the roofline's work per call and the machine's peaks:
 the default) and without them (``--jax-no-extras``), each
 run in a fresh process with its own report directory, and prints the wall
@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ["perf_tests", "--jax-backend=cpu", "-q", "-p", "no:cacheprovider"]
 QUICK = ["--jax-sizes=20,50", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
-EXTRAS = ("warmup", "memory", "time_split", "args_on", "roofline")
+EXTRAS = ("warmup", "memory", "time_split", "args_on", "roofline", "counters")
 
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:

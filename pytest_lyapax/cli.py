@@ -274,6 +274,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(f"... and {len(result.comparisons) - MAX_TABLE_ROWS} more")
     for line in tables.machine_lines(result.machines):
         print(line)
+    unjudged = [(c.fullname, w) for c in result.comparisons for w in c.not_comparable]
+    for name, why in unjudged[:MAX_TABLE_ROWS]:
+        print(f"not comparable: {name}: {why}")
     if result.missing:
         print(
             f"{len(result.missing)} benchmark(s) of {saved.path} missing in {now.path}"

@@ -19,14 +19,17 @@ an untimed warm-up before pytest-benchmark's calibration and rounds: the
 trace/lower and compile steps of a lowerable ``f``, then its first call
 (together ``extra_info["first_call_s"]``), then the memory figures; the
 timed calls themselves are split into dispatch and device time
-(``measure.py``), and the work per call from XLA's cost analysis with the
-machine's peaks (``roofline.py``; all switched off by ``--jax-no-extras``,
-the peaks alone by ``--jax-no-peaks``). No extra call.
+(``measure.py``), the work per call from XLA's cost analysis with the
+machine's peaks (``roofline.py``) and the counters (``counters.py``: JAX's
+profiler counts the executable launches of the untimed first call); all
+switched off by ``--jax-no-extras``, the peaks alone by ``--jax-no-peaks``.
+No extra call.
 ``benchmark.pedantic`` adds no call before its rounds: its
 ``warmup_rounds`` (default 0) decide, so ``pedantic(f, rounds=1,
 iterations=1)`` times one cold call, compilation included, and it calls the
 target exactly as asked; its first call's duration and the memory figures
-are read after the rounds, the dispatch/device split from its later rounds.
+are read after the rounds, the dispatch/device split from its later rounds
+(its counters have no launch count).
 
 A benchmark that runs out of memory
 (:func:`pytest_lyapax.measuring.measure.out_of_memory`)
@@ -52,7 +55,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import compiles, measure, roofline
+from pytest_lyapax.measuring import compiles, counters, measure, roofline
 from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
 from pytest_lyapax.measuring.rounds import RoundsWatch
 from pytest_lyapax.report.identity import bare_id, is_size, param_text
@@ -271,11 +274,21 @@ def _warm_up(
         return
     _record_peaks(fixture)
     start = time.perf_counter()
-    warmup, compiled = measure.warm_up(function, blocking, args, kwargs)
+    launches = counters.LaunchCount()
+    warmup, compiled = measure.warm_up(
+        function, blocking, args, kwargs, launches.tracing
+    )
     info["first_call_s"] = time.perf_counter() - start
     info["warmup"] = warmup
     info["memory"] = measure.memory(compiled)
     info["roofline"] = roofline.cost_of_call(function, compiled, args, kwargs)
+    info["counters"] = counters.counters(
+        info["roofline"],
+        info["memory"],
+        warmup["compiles"],
+        launches.value,
+        lowered=compiled is not None,
+    )
     del compiled
     info["args_on"] = measure.args_on(args, kwargs)
 
@@ -355,6 +368,19 @@ def _after_pedantic(
     else:
         _record_peaks(fixture)
         info["roofline"] = roofline.cost_of_call(target, compiled, args, kwargs)
+    compiles = (first or {}).get("compiles")
+    info["counters"] = counters.counters(
+        info["roofline"],
+        info["memory"],
+        compiles
+        if isinstance(compiles, int)
+        else counters.unavailable("pedantic's first call was not recorded"),
+        counters.unavailable(
+            "pedantic's first call is a timed round (no tracer may slow it), "
+            "and it calls the target exactly as asked (no extra call)"
+        ),
+        lowered=compiled is not None,
+    )
     del compiled
     if args is not None:
         info["args_on"] = measure.args_on(args, kwargs)

@@ -11,7 +11,8 @@ rounds, and none of it makes an extra call; it lands in the benchmark's
                 timed as *first-call overhead* (``kind: "first_call"``), with
                 the tracing, lowering and XLA compilation time that JAX itself
                 reported during that call (``jax.monitoring``).  The persistent
-                compilation cache is recorded: enabled, and whether it was hit.
+                compilation cache is recorded: enabled, and whether it was hit;
+                ``compiles`` counts the programs XLA compiled meanwhile.
 ``memory``      the device's peak bytes in use (``Device.memory_stats()``, on
                 GPU/TPU; a high-water mark of the worker process), the
                 compiled program's argument/output/temporary bytes
@@ -84,6 +85,7 @@ class _JaxEvents:
     def _on_duration(self, event: str, duration_secs: float, **info: str | int) -> None:
         if self.active:
             self.durations[event] = self.durations.get(event, 0.0) + duration_secs
+            self.counts[event] += 1  # one per program: the compile count
         elif event == _COMPILE_EVENT:
             for sink in self.compile_sinks:
                 sink(str(info.get("fun_name", "?")))
@@ -114,6 +116,11 @@ class _JaxEvents:
     @property
     def compiled(self) -> bool:
         return _COMPILE_EVENT in self.durations
+
+    @property
+    def compiles(self) -> int:
+        """Programs XLA compiled (or loaded from the persistent cache)."""
+        return self.counts[_COMPILE_EVENT]
 
     @property
     def cache_hits(self) -> int:
@@ -162,10 +169,14 @@ def warm_up(
     call: Callable[..., Any],
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
+    around_call: Callable[[], contextlib.AbstractContextManager[Any]] = (
+        contextlib.nullcontext
+    ),
 ) -> tuple[dict[str, Any], Any]:
     """Make the untimed first call of ``function`` (through ``call``, which
-    blocks on the result); return the ``warmup`` entry and the compiled
-    program (None unless ``function`` could be lowered).
+    blocks on the result, inside ``around_call()``, outside its timer);
+    return the ``warmup`` entry and the compiled program (None unless
+    ``function`` could be lowered).
 
     A ``.lower`` that fails (not a ``jax.jit`` object after all, arguments it
     cannot trace) falls back to timing the first call; an error of the call
@@ -186,9 +197,10 @@ def warm_up(
                 kind = "compile"
             except Exception:  # noqa: BLE001 - then the first call is timed instead
                 compiled = None
-        start = time.perf_counter()
-        call(*args, **kwargs)
-        first_call_s = time.perf_counter() - start
+        with around_call():
+            start = time.perf_counter()
+            call(*args, **kwargs)
+            first_call_s = time.perf_counter() - start
     if kind == "first_call":
         # What JAX measured itself during the call (0.0: nothing compiled).
         trace_lower_s, compile_s = events.trace_lower_s, events.compile_s
@@ -198,6 +210,7 @@ def warm_up(
         "trace_lower_s": trace_lower_s,
         "compile_s": compile_s,
         "cache": _cache_state(events),
+        "compiles": events.compiles,
     }
     return warmup, compiled
 
@@ -216,6 +229,7 @@ def first_call_recorder(into: dict[str, Any]) -> Iterator[None]:
         trace_lower_s=events.trace_lower_s,
         compile_s=events.compile_s,
         cache=_cache_state(events),
+        compiles=events.compiles,
     )
 
 

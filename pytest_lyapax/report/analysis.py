@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_lyapax.report import stats
+from pytest_lyapax.report import counters, stats
 from pytest_lyapax.report.details import peak_memory, warmup_of
 from pytest_lyapax.report.identity import (
     Machine,
@@ -44,50 +44,91 @@ _THRESHOLD = re.compile(
 
 @dataclass(frozen=True)
 class CompareThreshold:
-    """A regression limit: ``median:25%`` (relative) or ``median:25ms`` (absolute)."""
+    """A regression limit: ``median:25%`` (relative) or ``median:25ms``
+    (absolute) on a time statistic, or ``flops:5%`` / ``compiles:1`` on an
+    exact counter (:data:`~pytest_lyapax.report.counters.GATED`)."""
 
     field: str
-    limit: float  # percent if relative, else seconds
+    limit: float  # percent if relative, else seconds (a count for a counter)
     relative: bool
 
+    @property
+    def counter(self) -> bool:
+        """Whether this gate reads an exact counter, not a time: no noise
+        test applies and a busy machine does not excuse it."""
+        return self.field in counters.GATED
+
     def excess(self, saved: float, now: float) -> float:
-        """Return the change from ``saved`` to ``now``: percent if relative, else s."""
+        """Return the change from ``saved`` to ``now``: percent if relative,
+        else seconds (or counts)."""
         if self.relative:
-            return (now / saved - 1.0) * 100.0 if saved > 0 else float("inf")
+            if saved > 0:
+                return (now / saved - 1.0) * 100.0
+            # A counter may be 0 (no temporary bytes): 0 -> 0 is no change.
+            return 0.0 if self.counter and now == saved else float("inf")
         return now - saved
 
     def exceeded(self, saved: float, now: float) -> bool:
-        """Whether ``now`` is slower than ``saved`` by more than the limit."""
+        """Whether ``now`` is slower (a counter: larger) than ``saved`` by
+        more than the limit."""
+        if self.counter and self.relative and saved > 0:
+            # Growth against the allowed growth: exactly 5 % passes flops:5%.
+            return now - saved > saved * self.limit / 100.0
         return self.excess(saved, now) > self.limit
 
     def format_change(self, change: float) -> str:
         """A change as this threshold measures it, in readable units."""
         if self.relative:
             return f"{change:+.1f}%"
+        if self.counter:
+            return f"{change:+.0f}"
         sign = "+" if change >= 0 else "-"
         return sign + format_seconds(abs(change))
 
     def __str__(self) -> str:
         if self.relative:
             return f"{self.field}:{self.limit:g}%"
+        if self.counter:
+            return f"{self.field}:{self.limit:g}"
         return f"{self.field}:{format_seconds(self.limit).replace(' ', '')}"
 
 
-def parse_threshold(text: str) -> CompareThreshold:
-    """Parse ``FIELD:N%`` (relative) or ``FIELD:N`` with a unit s, ms, us or ns.
+def _counter_threshold(
+    text: str, name: str, value: str, unit: str | None
+) -> CompareThreshold:
+    """A gate on a counter: a percent, or a bare count for ``compiles``."""
+    if unit == "%":
+        return CompareThreshold(name, float(value), relative=True)
+    counted = name in counters.COUNTED
+    if unit is None and counted and value.isdigit():
+        return CompareThreshold(name, float(value), relative=False)
+    forms = f"{name}:{value}%" + (f" or a whole count, {name}:1" if counted else "")
+    raise ValueError(
+        f"cannot read {text!r}: the counter {name} takes a percent ({forms})"
+    )
 
-    A bare number is refused: ``median:25`` could mean 25 % or 25 s.  Raises
-    ValueError naming the text and both allowed forms.
+
+def parse_threshold(text: str) -> CompareThreshold:
+    """Parse ``FIELD:N%`` (relative) or ``FIELD:N`` with a unit s, ms, us or
+    ns on a time statistic, or ``COUNTER:N%`` on a counter (``compiles``
+    also a whole count, ``compiles:1``).
+
+    A bare time is refused: ``median:25`` could mean 25 % or 25 s.  Raises
+    ValueError naming the text and the allowed forms.
     """
     text = text.strip()
     match = _THRESHOLD.match(text)
     fields = ", ".join(TIME_FIELDS)
-    if not match or match["field"] not in TIME_FIELDS:
+    if not match or match["field"] not in (*TIME_FIELDS, *counters.GATED):
         raise ValueError(
             f"cannot read {text!r}; write FIELD:PERCENT% or FIELD:TIME with a unit "
-            f"(s, ms, us, ns), FIELD one of {fields}, e.g. median:25% or median:25ms"
+            f"(s, ms, us, ns), FIELD one of {fields}, e.g. median:25% or median:25ms;"
+            f" or COUNTER:PERCENT%, COUNTER one of {', '.join(counters.GATED)} "
+            "(compiles also a whole count), e.g. flops:5% or compiles:1"
         )
     value, unit = match["value"], match["unit"]
+    if match["field"] in counters.GATED:
+        return _counter_threshold(text, match["field"], value, unit)
     if unit is None:
         raise ValueError(
             f"{text!r} has no unit: write {match['field']}:{value}% for a relative "
@@ -397,10 +438,19 @@ class Comparison:
     now: Mapping[str, float]
     failed: tuple[str, ...]  # the gates it fails (str of each threshold)
     verdict: stats.Verdict
+    # Counter gates that could not judge it: "flops not comparable (why)".
+    not_comparable: tuple[str, ...] = ()
+    # The counters that changed ("flops +100.0%"), "same", or "" (none recorded).
+    counter_changes: str = ""
 
     @property
     def backend(self) -> str | None:
         return self.series.backend
+
+    @property
+    def counter_failed(self) -> tuple[str, ...]:
+        """The failed gates that read a counter (never excused as noise)."""
+        return tuple(f for f in self.failed if f.split(":")[0] in counters.GATED)
 
 
 @dataclass(frozen=True)
@@ -461,6 +511,11 @@ class ComparisonResult:
             if c.failed
         ]
         if not allow_missing:
+            reasons += [
+                f"{c.fullname}: {why}"
+                for c in self.comparisons
+                for why in c.not_comparable
+            ]
             if not self.comparisons:
                 reasons.append(
                     "no benchmark of this run matches one of the saved run (nothing "
@@ -478,6 +533,11 @@ class ComparisonResult:
             "regressions": self.regressions,
             "missing": self.missing,
             "verdicts": {c.fullname: c.verdict.kind for c in self.comparisons},
+            "not_comparable": {
+                c.fullname: list(c.not_comparable)
+                for c in self.comparisons
+                if c.not_comparable
+            },
         }
 
 
@@ -504,7 +564,8 @@ def compare_runs(
     for bench in saved.get("benchmarks", []):
         sid = series_id(bench, saved_info)
         old.setdefault(_match_key(sid, record_size(bench)), (sid, bench))
-    fields = list(dict.fromkeys(t.field for t in thresholds)) or ["median"]
+    timed = [t for t in thresholds if not t.counter]
+    fields = list(dict.fromkeys(t.field for t in timed)) or ["median"]
     result = ComparisonResult(tuple(thresholds))
     seen = set()
     machines: dict[str, MachineMatch] = {}
@@ -517,11 +578,13 @@ def compare_runs(
             result.new.append(record["fullname"])
             continue
         saved_sid, before = entry
-        wanted = {*fields, *(t.field for t in thresholds)}
-        then = {f: float(before["stats"][f]) for f in wanted}
-        now = {f: float(record["stats"][f]) for f in wanted}
+        then = {f: float(before["stats"][f]) for f in fields}
+        now = {f: float(record["stats"][f]) for f in fields}
+        not_comparable = _read_counters(thresholds, before, record, then, now)
         failed = tuple(
-            str(t) for t in thresholds if t.exceeded(then[t.field], now[t.field])
+            str(t)
+            for t in thresholds
+            if t.field in then and t.exceeded(then[t.field], now[t.field])
         )
         verdict = stats.judge(
             stats.round_times(before),
@@ -538,6 +601,8 @@ def compare_runs(
                 now,
                 failed,
                 verdict,
+                not_comparable,
+                counter_changes(before, record),
             )
         )
         if sid.backend is not None and sid.backend not in machines:
@@ -549,3 +614,47 @@ def compare_runs(
     ]
     result.machines = list(machines.values())
     return result
+
+
+def _read_counters(
+    thresholds: Sequence[CompareThreshold],
+    before: Mapping[str, Any],
+    record: Mapping[str, Any],
+    then: dict[str, float],
+    now: dict[str, float],
+) -> tuple[str, ...]:
+    """Put the gated counters of both records into ``then``/``now``; return
+    why each one that is missing on either side cannot be compared."""
+    problems = []
+    for name in dict.fromkeys(t.field for t in thresholds if t.counter):
+        saved, saved_why = counters.counter(before, counters.GATED[name])
+        current, current_why = counters.counter(record, counters.GATED[name])
+        if saved is not None and current is not None:
+            then[name], now[name] = saved, current
+            continue
+        if saved is None and current is None and saved_why == current_why:
+            why = [f"both runs: {saved_why}"]
+        else:
+            why = [f"saved run: {saved_why}" if saved is None else ""]
+            why.append(f"this run: {current_why}" if current is None else "")
+        problems.append(f"{name} not comparable ({'; '.join(filter(None, why))})")
+    return tuple(problems)
+
+
+def counter_changes(before: Mapping[str, Any], record: Mapping[str, Any]) -> str:
+    """The counters that differ between two records ("flops +100.0%,
+    compiles 1 -> 2"), "same" when none does, "" when neither has any."""
+    if not (counters.has_counters(before) and counters.has_counters(record)):
+        return ""
+    changes = []
+    for name, _ in counters.SHOWN:
+        saved, _why = counters.counter(before, name)
+        current, _why = counters.counter(record, name)
+        if saved is None or current is None or saved == current:
+            continue
+        if name in ("compiles", "executions") or saved == 0:
+            was = counters.format_counter(name, saved)
+            changes.append(f"{name} {was} -> {counters.format_counter(name, current)}")
+        else:
+            changes.append(f"{name} {(current / saved - 1) * 100:+.1f}%")
+    return ", ".join(changes) or "same"

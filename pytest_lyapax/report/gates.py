@@ -19,7 +19,9 @@ from pytest_lyapax.report.analysis import CompareThreshold, parse_threshold
 # ``%%``: argparse (and pytest's parser, built on it) formats help with ``%``.
 EXPRESSION = (
     "FIELD:PERCENT%% or FIELD:TIME with a unit (s, ms, us, ns), e.g. median:25%% "
-    "or median:25ms"
+    "or median:25ms; or COUNTER:PERCENT%% on an exact counter per call, COUNTER "
+    "one of flops, bytes, temp, compiles (compiles also a whole count, "
+    "compiles:1), e.g. flops:5%%"
 )
 
 
@@ -41,14 +43,18 @@ GATE_OPTIONS = (
         "fail",
         "Fail when a benchmark is slower than in the saved run by more than "
         f"EXPR: {EXPRESSION}; repeatable (each is a gate); also fails when "
-        "nothing could be compared or a saved benchmark is missing. Refused "
+        "nothing could be compared, a saved benchmark is missing or a counter "
+        "is unavailable on either side. A counter gate compares exact counts "
+        "(XLA's cost and memory analysis, compile events): no noise test, and "
+        "a busy machine never excuses it. Refused "
         "(usage error) against a run of another host or device unless {across}",
         repeatable=True,
     ),
     GateOption(
         "allow-missing",
         "With {fail}: do not fail when saved benchmarks are missing from this "
-        "run or nothing matched",
+        "run, nothing matched or a gated counter is unavailable (reported as "
+        "not comparable)",
     ),
     GateOption(
         "across-machines",
@@ -86,7 +92,8 @@ def add_gate_options(
 
 def parse_gates(texts: Sequence[str], option: str) -> tuple[CompareThreshold, ...]:
     """Parse each gate expression (``FIELD:N%`` or ``FIELD:N`` with a time
-    unit); raises ``ValueError`` naming ``option`` and the expression."""
+    unit, ``COUNTER:N%``, ``compiles:N``); raises ``ValueError`` naming
+    ``option`` and the expression."""
     try:
         return tuple(parse_threshold(text) for text in texts)
     except ValueError as exc:

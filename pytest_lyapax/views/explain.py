@@ -22,6 +22,7 @@ from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
     analysis,
     costmodel,
+    counters,
     details,
     roofline,
     rooftext,
@@ -219,6 +220,14 @@ def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
         lines.append(f"gate {', '.join(map(str, gates))}: {result}")
     lines += [f"regressed: {name}" for name in regressions[:50]]
     lines += [f"missing from this run: {name}" for name in missing[:50]]
+    unjudged = c.get("not_comparable")
+    if isinstance(unjudged, Mapping):
+        lines += [
+            f"not comparable: {name}: {why}"
+            for name, whys in list(unjudged.items())[:50]
+            if isinstance(whys, list)
+            for why in whys
+        ]
     rows = tuple((str(name), str(kind)) for name, kind in list(verdicts.items())[:200])
     blocks: list[Block] = [Lines(tuple(lines))]
     if rows:
@@ -254,6 +263,46 @@ def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
         lines = Lines(tuple(text.splitlines()))
         out.append(Section("disagreement found after the test ran", [lines], "="))
     return out
+
+
+def _counters(view: ReportView, text: bool) -> Section | None:
+    """The exact counters per call of every benchmark that recorded them
+    (the terminal shows the first rows, the files all)."""
+    recorded = [r for r in view.records if counters.has_counters(r)]
+    if not recorded:
+        return None
+    rows: list[tuple[str, ...]] = []
+    reasons: dict[str, list[str]] = {}
+    for r in recorded:
+        sid = series_id(r, view.machine_info)
+        rows.append(
+            (
+                sid.name,
+                _text(record_label(r)),
+                _text(record_size(r)),
+                *(counters.cell(r, name) for name, _ in counters.SHOWN),
+            )
+        )
+        for name, why in counters.unavailable_reasons(r).items():
+            reasons.setdefault(f"{name}: {why}", []).append(sid.name)
+    shown = 20 if text else 500
+    header = ("benchmark", "backend", "size", *(title for _, title in counters.SHOWN))
+    lines = [
+        "exact: fixed by the compiled programs (XLA cost and memory analysis, "
+        "compile events of the warm-up, launches traced in the untimed first call); "
+        "gate them with --jax-compare-fail=flops:5% (bytes:, temp:, compiles:)"
+    ]
+    if len(rows) > shown:
+        lines.append(f"... and {len(rows) - shown} more rows in summary.md")
+    lines += [
+        f"n/a {why} ({len(names)} benchmark(s), e.g. {names[0]})"
+        for why, names in list(reasons.items())[:10]
+    ]
+    title = "Counters per call (exact)"
+    return Section(
+        "pytest-lyapax: counters per call (exact)" if text else title,
+        [Table(header, tuple(rows[:shown])), Lines(tuple(lines))],
+    )
 
 
 def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
@@ -320,6 +369,7 @@ def report_sections(
         None if text else _resources(view),
         roundchecks.recompile_section(view, text),
         roundchecks.stability_section(view, text),
+        _counters(view, text),
         _roofline(view, figure is not None, text),
     )
     sections += [s for s in optional_sections if s is not None]

@@ -76,6 +76,10 @@ def live_comparison(
         lines += [f"  {name}" for name in compared.missing[:20]]
         if len(compared.missing) > 20:
             lines.append(f"  ... and {len(compared.missing) - 20} more")
+    unjudged = [(c.fullname, w) for c in compared.comparisons for w in c.not_comparable]
+    if unjudged:
+        lines.append(f"{len(unjudged)} counter gate(s) could not judge:")
+        lines += [f"  {name}: {why}" for name, why in unjudged[:20]]
     regressed = len(compared.regressions)
     if regressed:
         lines.append(f"{regressed} benchmark(s) regressed")

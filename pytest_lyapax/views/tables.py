@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from pytest_lyapax.report.counters import GATED, format_counter
 from pytest_lyapax.report.identity import unique_names
 from pytest_lyapax.report.units import format_bytes, format_seconds
 
@@ -139,8 +140,9 @@ def comparison_table(
     comparisons: Sequence[Comparison], thresholds: Sequence[CompareThreshold]
 ) -> list[str]:
     """One row per compared benchmark: saved, now and change of each gated
-    field (the median, in percent, without gates), the noise test's verdict,
-    failed gates."""
+    field (the median, in percent, without gates; a counter that cannot be
+    compared shows ``n/a``), the counters that changed (where both runs
+    recorded counters), the noise test's verdict, failed gates."""
     rules: dict[str, CompareThreshold | None] = {}
     for t in thresholds:
         rules.setdefault(t.field, t)
@@ -150,24 +152,41 @@ def comparison_table(
     header = ["benchmark"]
     for name in rules:
         header += [f"saved {name}", f"now {name}", "change"]
+    with_counters = any(c.counter_changes for c in comparisons)
+    if with_counters:
+        header.append("counters")
     header.append("noise test")
     rows = []
     for c in comparisons:
         shown = c.name if names[c.series.benchmark] == c.series.name else c.fullname
         row = [shown]
         for name, rule in rules.items():
-            before, after = c.saved[name], c.now[name]
-            if rule is None:
-                change = f"{(after / before - 1) * 100:+.1f}%" if before > 0 else "-"
-            else:
-                change = rule.format_change(rule.excess(before, after))
-            row += [format_seconds(c.saved[name]), format_seconds(c.now[name]), change]
+            row += _compared_cells(c, name, rule)
+        if with_counters:
+            row.append(c.counter_changes or "-")
         verdict = c.verdict.describe()
         if c.failed:
             verdict += "  REGRESSION " + ", ".join(c.failed)
         row.append(verdict)
         rows.append(row)
     return render_table(header, rows)
+
+
+def _compared_cells(
+    c: Comparison, name: str, rule: CompareThreshold | None
+) -> list[str]:
+    """Saved, now and change of one compared field (time or counter)."""
+    if name not in c.saved or name not in c.now:
+        return ["n/a", "n/a", "not comparable"]
+    before, after = c.saved[name], c.now[name]
+    if rule is None:
+        change = f"{(after / before - 1) * 100:+.1f}%" if before > 0 else "-"
+    else:
+        change = rule.format_change(rule.excess(before, after))
+    if rule is not None and rule.counter:
+        counter = GATED[name]
+        return [format_counter(counter, before), format_counter(counter, after), change]
+    return [format_seconds(before), format_seconds(after), change]
 
 
 def machine_lines(matches: Sequence[MachineMatch]) -> list[str]:
