@@ -33,6 +33,7 @@ from typing import Any
 from pytest_lyapax.report import (
     agreement,
     analysis,
+    busy,
     costmodel,
     details,
     gates,
@@ -154,8 +155,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
         f"wrote {args.output} ({len(benches)} sized benchmarks; machines: {machines})"
     )
     roof = rooftext.index(merged.benchmarks)
+    reasons = busy.index(merged.benchmarks)
     for bench in benches[:MAX_TABLE_ROWS]:
-        for line in rooftext.crossover_lines(bench, roof):
+        lines = rooftext.crossover_lines(bench, roof)
+        for line in lines + busy.crossover_notes(bench, reasons):
             print(f"{bench.name}: {line}")
         for line in models[bench.key].lines():
             print(f"{bench.name}: cost model {line}")
@@ -247,6 +250,11 @@ def cmd_history(args: argparse.Namespace) -> int:
             print(line)
         if len(rows) > MAX_TABLE_ROWS:
             print(f"... and {len(rows) - MAX_TABLE_ROWS} more steps")
+        for step in [s for s in steps if s.unreliable][:MAX_TABLE_ROWS]:
+            print(
+                f"unreliable: busy: {step.kind.upper()} {step.series} "
+                f"{step.before} -> {step.after}: {step.unreliable}"
+            )
     else:
         print("no step beyond the noise between consecutive runs")
     print(f"SLOWER / FASTER: {stats.rule_text()}, between consecutive runs")
@@ -261,11 +269,13 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     try:
         thresholds = gates.parse_gates(args.fail, "--fail")
+        mode = busy.parse_busy(args.busy, "--busy")
     except ValueError as exc:
         raise InputError(str(exc)) from None
     saved, now = load_report(Path(args.saved)), load_report(Path(args.now))
-    result = analysis.compare_runs(
-        saved.data, now.benchmarks, thresholds, now.machine_info
+    result = busy.judge_comparisons(
+        analysis.compare_runs(saved.data, now.benchmarks, thresholds, now.machine_info),
+        mode,
     )
     table = tables.comparison_table(result.comparisons, thresholds)
     for line in table[: MAX_TABLE_ROWS + 2]:
@@ -273,6 +283,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if len(result.comparisons) > MAX_TABLE_ROWS:
         print(f"... and {len(result.comparisons) - MAX_TABLE_ROWS} more")
     for line in tables.machine_lines(result.machines):
+        print(line)
+    for line in busy.comparison_lines(result.to_json(), "--busy")[:MAX_TABLE_ROWS]:
         print(line)
     if result.missing:
         print(
@@ -401,6 +413,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("saved")
     p.add_argument("now")
     gates.add_gate_options(p.add_argument, "--")
+    p.add_argument(
+        "--busy", metavar="warn|fail|ignore", default=busy.WARN, help=busy.HELP + "."
+    )
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("agree", help="recorded results of two runs compared")
     p.add_argument("reference", help="the reference run's benchmark.json")

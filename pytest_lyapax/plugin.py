@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_lyapax.measuring.results import ResultsRecorder, recorder_for
+from pytest_lyapax.report import busy
 from pytest_lyapax.report.gates import add_gate_options
 from pytest_lyapax.run import agree
 from pytest_lyapax.run.items import item_label
@@ -164,6 +165,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="A first (warm-up) call longer than this, e.g. 30s, stops the "
         "larger sizes of its series on that backend ('none' = off; needs "
         "--jax-backend). Ini: jax_max_call.",
+    )
+    group.addoption(
+        "--jax-busy",
+        dest="jax_busy",
+        metavar="warn|fail|ignore",
+        default=None,
+        help=busy.HELP + " (needs --jax-backend).",
     )
     agree.add_options(group)
     parser.addini("jax_backend", "Default for --jax-backend.", default="")

@@ -15,14 +15,14 @@ Every round pytest-benchmark runs (calibration, warm-up and timed rounds,
   state, compiles during the rounds) is a :class:`RoundObserver`: it is told
   when this worker's rounds start running and when they stop (a turn given
   away, the rounds done), and writes its ``extra_info`` entry at the end.
-  :func:`observers_for` is the one list of them.
+  ``observers.observers_for`` is the one list of them.
 """
 
 from __future__ import annotations
 
 import abc
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 
@@ -92,11 +92,6 @@ class RoundObserver(abc.ABC):
     def record(self, extra_info: dict[str, Any], data: Sequence[float]) -> None:
         """Write ``extra_info[self.key]``; ``data`` the timed rounds' seconds
         per call."""
-
-
-def observers_for(options: Mapping[str, Any]) -> list[RoundObserver]:
-    """The observers of one benchmark, from the session's options."""
-    return []
 
 
 class RoundsWatch:

@@ -395,6 +395,14 @@ class Comparison:
     now: Mapping[str, float]
     failed: tuple[str, ...]  # the gates it fails (str of each threshold)
     verdict: stats.Verdict
+    # The saved and this run's records, as compared (report/busy.py reads
+    # their machine state): why either was busy, and the timing gates that
+    # a busy machine excused (--jax-busy=warn).
+    records: tuple[Mapping[str, Any], Mapping[str, Any]] = field(
+        default=({}, {}), compare=False, repr=False
+    )
+    unreliable: str | None = None
+    excused: tuple[str, ...] = ()
 
     @property
     def backend(self) -> str | None:
@@ -476,6 +484,12 @@ class ComparisonResult:
             "regressions": self.regressions,
             "missing": self.missing,
             "verdicts": {c.fullname: c.verdict.kind for c in self.comparisons},
+            "unreliable": {
+                c.fullname: c.unreliable for c in self.comparisons if c.unreliable
+            },
+            "excused": {
+                c.fullname: list(c.excused) for c in self.comparisons if c.excused
+            },
         }
 
 
@@ -536,6 +550,7 @@ def compare_runs(
                 now,
                 failed,
                 verdict,
+                (before, record),
             )
         )
         if sid.backend is not None and sid.backend not in machines:

@@ -25,6 +25,7 @@ from pytest_lyapax.backends.labels import (
     Backend,
 )
 from pytest_lyapax.report.analysis import CompareThreshold
+from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
@@ -56,6 +57,8 @@ class Settings:
     # (--jax-budget, --jax-max-call; None: off; see budget.py).
     budget_s: float | None = None
     max_call_s: float | None = None
+    # What a timing verdict on a busy machine does (--jax-busy, report/busy.py).
+    busy: str = WARN
 
     @property
     def active(self) -> bool:
@@ -253,6 +256,7 @@ NEED_BACKEND = {
     "jax_no_peaks": "--jax-no-peaks",
     "jax_budget": "--jax-budget",
     "jax_max_call": "--jax-max-call",
+    "jax_busy": "--jax-busy",
 }
 
 
@@ -350,6 +354,11 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             "--jax-compare-fail needs a saved run to compare with: add "
             "--jax-compare=PATH/benchmark.json"
         )
+    busy_text = config.getoption("jax_busy")
+    try:
+        busy = parse_busy(busy_text, "--jax-busy") if busy_text is not None else WARN
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     processes_text = config.getoption("jax_processes")
     processes = parse_processes(processes_text) if processes_text is not None else 1
     required_text = config.getoption("jax_require")
@@ -398,6 +407,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),
         budget_s=budget_s,
         max_call_s=max_call_s,
+        busy=busy,
     )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
     analysis,
+    busy,
     costmodel,
     details,
     roofline,
@@ -103,9 +104,12 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     out = []
     models = costmodel.by_key(view.models)
     roof = rooftext.index(view.records)
+    marked = busy.mode_of(view.key) != busy.IGNORE
+    reasons = busy.index(view.records) if marked else {}
     for bench in view.benches:
         header, rows = tables.sized_rows(bench, view.order, _missing(view))
         lines = rooftext.crossover_lines(bench, roof)
+        lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
         if model is not None:
             lines += [f"cost model {line}" for line in model.lines()]
@@ -218,6 +222,7 @@ def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
             result = "passed"
         lines.append(f"gate {', '.join(map(str, gates))}: {result}")
     lines += [f"regressed: {name}" for name in regressions[:50]]
+    lines += busy.comparison_lines(c, "--jax-busy")[:50]
     lines += [f"missing from this run: {name}" for name in missing[:50]]
     rows = tuple((str(name), str(kind)) for name, kind in list(verdicts.items())[:200])
     blocks: list[Block] = [Lines(tuple(lines))]

@@ -163,8 +163,12 @@ def comparison_table(
                 change = rule.format_change(rule.excess(before, after))
             row += [format_seconds(c.saved[name]), format_seconds(c.now[name]), change]
         verdict = c.verdict.describe()
+        if c.unreliable:
+            verdict += "  UNRELIABLE (busy)"
         if c.failed:
             verdict += "  REGRESSION " + ", ".join(c.failed)
+        if c.excused:
+            verdict += "  not gated: " + ", ".join(c.excused)
         row.append(verdict)
         rows.append(row)
     return render_table(header, rows)
