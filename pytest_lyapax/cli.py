@@ -8,7 +8,8 @@ Subcommands::
             [--terminal]  (-o - prints) the run's terminal summary instead
     html    REPORT.json [...] -o report.html     the run's self-contained page
     history DIR_OR_FILES... -o history.png   median per series over runs
-    compare A.json B.json [--fail=median:25%]   the regression gate, without pytest
+    compare A.json B.json [--fail=median:25%] [--busy=warn|fail|ignore]
+                                             the regression gate, without pytest
     agree   A.json B.json [--pair cpu:gpu]   recorded results of two runs compared
 
 Reports are untrusted input, read by the same loader as the plugin's

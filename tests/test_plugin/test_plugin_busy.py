@@ -261,17 +261,24 @@ def test_only_timing_gates_are_excused():
     assert judged.to_json()["excused"] == {c.fullname: ["median:10%"]}
 
 
-def test_history_marks_a_step_read_from_a_busy_run(tmp_path):
+def test_history_marks_a_step_read_from_a_busy_run(tmp_path, capsys):
     runs = []
     for n, (median, machine) in enumerate([(1e-3, state()), (2e-3, state(foreign=1))]):
         data = document([record("cpu", 10, median, machine)])
+        data["datetime"] = f"2026-01-0{n + 1}T12:00:00+00:00"
         runs.append(Report(tmp_path / f"{n:04d}.json", data, data["benchmarks"]))
+        runs[-1].path.write_text(json.dumps(data))
     series = history.history_series(runs)
     (step,), _ = history.find_steps(runs, series)
     assert step.kind == "slower"
     assert step.unreliable == (
         "0001.json: other processes used 1.0 of 2 cores during cpu's rounds"
     )
+    assert cli.main(["history", str(tmp_path), "-o", str(tmp_path / "h.png")]) == 0
+    assert (
+        "unreliable: busy: SLOWER test_sum [cpu] 0000.json -> 0001.json: 0001.json: "
+        "other processes used 1.0 of 2 cores during cpu's rounds"
+    ) in capsys.readouterr().out
 
 
 # ------------------------------------------------------------ a real busy run
