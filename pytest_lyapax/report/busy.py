@@ -308,3 +308,73 @@ def comparison_lines(comparison: Mapping[str, Any], option: str) -> list[str]:
             )
         lines.append(line)
     return lines
+
+
+# ------------------------------------------------------------ the table
+
+MACHINE_HEADER = (
+    "benchmark",
+    "backend",
+    "size",
+    "other processes (cores)",
+    "steal (cores)",
+    "runnable others (mean)",
+    "load (max)",
+    "CPU MHz",
+    "GPU",
+    "busy",
+)
+
+
+def _shown(entry: object, field: str, unread: dict[str, None]) -> str:
+    """A recorded number as text; an unavailable signal as ``n/a``, its
+    reason kept in ``unread`` (shown once under the table)."""
+    if isinstance(entry, Mapping) and isinstance(entry.get("unavailable"), str):
+        unread[entry["unavailable"]] = None
+        return "n/a"
+    value = _number(entry, field)
+    if value is None:
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def _gpu_text(gpu: object, unread: dict[str, None]) -> str:
+    if not isinstance(gpu, Mapping) or "unavailable" in gpu:
+        return _shown(gpu, "", unread)
+    clocks = _shown(gpu.get("sm_clock_mhz"), "min", unread)
+    use = _shown(gpu.get("utilisation_percent"), "max", unread)
+    throttled = gpu.get("throttle_reasons")
+    names = throttled.get("names") if isinstance(throttled, Mapping) else None
+    reasons = ", ".join(map(str, names)) if isinstance(names, list) and names else ""
+    return f"SM >= {clocks} MHz, <= {use}% busy" + (f", {reasons}" if reasons else "")
+
+
+def machine_rows(
+    records: Iterable[Mapping[str, Any]], names: Mapping[str, str]
+) -> tuple[list[tuple[str, ...]], list[str]]:
+    """One row per record with a machine state (:data:`MACHINE_HEADER`), and
+    the reasons of the signals that could not be read; ``names`` maps a
+    benchmark to its display name."""
+    rows: list[tuple[str, ...]] = []
+    unread: dict[str, None] = {}
+    for record in records:
+        state = machine_state_of(record)
+        if not state:
+            continue
+        benchmark = series_id(record).benchmark
+        size = record_size(record)
+        rows.append(
+            (
+                names.get(benchmark, benchmark),
+                str(record_label(record) or "-"),
+                "-" if size is None else str(size),
+                _shown(state.get("foreign_cpu"), "cores", unread),
+                _shown(state.get("steal"), "cores", unread),
+                _shown(state.get("runnable"), "mean_others", unread),
+                _shown(state.get("load"), "max_1min", unread),
+                _shown(state.get("frequency"), "max_mhz", unread),
+                _gpu_text(state.get("gpu"), unread),
+                "BUSY" if record_reason(record) else "quiet",
+            )
+        )
+    return rows, [f"n/a: {reason}" for reason in unread]

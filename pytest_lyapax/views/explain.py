@@ -33,6 +33,7 @@ from pytest_lyapax.report.identity import (
     record_label,
     record_size,
     series_id,
+    unique_names,
 )
 from pytest_lyapax.views import agreement_tables, runtext, tables
 from pytest_lyapax.views.document import (
@@ -188,6 +189,37 @@ def _resources(view: ReportView) -> Section | None:
     return Section("Compile, memory and where the time goes", blocks)
 
 
+def _machine_state(view: ReportView, text: bool) -> Section | None:
+    """The machine's state during each benchmark's rounds (report/busy.py);
+    the terminal shows only the busy ones, with their reasons."""
+    if busy.mode_of(view.key) == busy.IGNORE:
+        return None
+    names = unique_names(series_id(r) for r in view.records)
+    if text:
+        reasons = [
+            f"{r.get('name') or r.get('fullname')}: {reason}"
+            for r in view.records
+            if (reason := busy.record_reason(r)) is not None
+        ]
+        if not reasons:
+            return None
+        head = (
+            f"{len(reasons)} of {len(view.records)} benchmarks ran their rounds on "
+            "a busy machine; verdicts that read them are marked UNRELIABLE:"
+        )
+        shown = tuple(f"  {line}" for line in reasons[:10])
+        more = (f"  ... and {len(reasons) - 10} more",) if len(reasons) > 10 else ()
+        lines = Lines((head, *shown, *more))
+        return Section("pytest-lyapax: busy machine", [lines])
+    rows, unread = busy.machine_rows(view.records, names)
+    if not rows:
+        return None
+    blocks: list[Block] = [Table(busy.MACHINE_HEADER, tuple(rows))]
+    if unread:
+        blocks.append(Lines(tuple(unread)))
+    return Section("Machine state during the rounds", blocks)
+
+
 def _unsized(view: ReportView, text: bool) -> Section | None:
     lines = tables.unsized_rows(view.unsized, view.order, _missing(view))
     if lines is None:
@@ -323,6 +355,7 @@ def report_sections(
         sections[-1].blocks.append(Lines((rule,)))
     optional_sections = (
         None if text else _resources(view),
+        _machine_state(view, text),
         _roofline(view, figure is not None, text),
     )
     sections += [s for s in optional_sections if s is not None]

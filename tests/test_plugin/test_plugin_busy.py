@@ -192,6 +192,27 @@ def test_a_crossover_verdict_that_read_busy_rounds_is_unreliable():
     assert "UNRELIABLE" not in quiet
 
 
+def test_the_machine_table_shows_unread_signals_once_with_their_reason():
+    gone = {"unavailable": "no cpufreq under /sys (not exposed: a container or VM)"}
+    gpu = {
+        "sm_clock_mhz": {"min": 1410, "max": 1980, "samples": 3},
+        "utilisation_percent": {"max": 97, "mean": 80.0, "samples": 3},
+        "throttle_reasons": {"names": ["sw_power_cap"]},
+    }
+    records = [
+        record("cpu", 10, 1e-3, state(frequency=gone, gpu={"unavailable": "no GPU"})),
+        record("gpu", 10, 1e-3, state(foreign=1.25, frequency=gone, gpu=gpu)),
+    ]
+    rows, unread = busy.machine_rows(records, {})
+    assert rows == [
+        ("test_busy.py::test_sum", "cpu", "10", "0", "0", "0", "-", "n/a", "n/a")
+        + ("quiet",),
+        ("test_busy.py::test_sum", "gpu", "10", "1.25", "0", "0", "-", "n/a")
+        + ("SM >= 1410 MHz, <= 97% busy, sw_power_cap", "BUSY"),
+    ]
+    assert unread == [f"n/a: {gone['unavailable']}", "n/a: no GPU"]
+
+
 def two_runs(tmp_path, now_machine, saved_machine=None):
     """A saved run and a 10x slower one, as files."""
     saved = document([record("cpu", 10, 1e-3, saved_machine)])
@@ -380,6 +401,9 @@ def test_a_busy_loop_shows_in_cpu2s_foreign_cpu_and_its_verdicts(busy_run):
     for name in ("summary.md", "report.html"):  # jax_size: escaped in markdown
         text = (path / "lyapax-report" / name).read_text()
         assert "cpu2 vs cpu: UNRELIABLE at problem size (jax" in text
+        assert "Machine state during the rounds" in text and "BUSY" in text
+    assert "pytest-lyapax: busy machine" in proc.stdout
+    assert "test_sum[cpu2-8]: other processes used" in proc.stdout
 
 
 def test_a_timing_gate_on_busy_rounds_is_not_failed_under_warn(busy_run):
