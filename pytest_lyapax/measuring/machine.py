@@ -21,8 +21,8 @@ besides this one (``/proc/loadavg``'s fourth field, minus one); and at most
 once per :data:`SLOW_EVERY_S` seconds of rounds the slower ones: the mean
 CPU frequency over the CPUs and their governors (cpufreq in ``/sys``), and
 on a GPU worker the GPU's clocks, utilisation, other processes and throttle
-reasons through NVML (``pynvml``, package ``nvidia-ml-py``, where it is
-installed).  A signal that cannot be read is ``{"unavailable": reason}``,
+reasons through NVML (``gpu.py``: ``pynvml``, package ``nvidia-ml-py``,
+where it is installed).  A signal that cannot be read is ``{"unavailable": reason}``,
 never a zero.
 
 Cost: a start/stop pair reads ``/proc/stat`` twice and ``/proc/loadavg``
@@ -35,7 +35,6 @@ files too.
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -43,31 +42,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from pytest_lyapax.measuring.gpu import GpuReader, gpu_reader
 from pytest_lyapax.measuring.rounds import RoundObserver
+from pytest_lyapax.measuring.signals import Signal, unavailable
 
 KEY = "machine_state"
-UNAVAILABLE = "unavailable"
 # The slow signals (frequency, governor, GPU) are read at the end of the
 # first stretch and then at most once per this many seconds of rounds.
 SLOW_EVERY_S = 1.0
-# NVML's clock event ("throttle") reason bits (nvml.h), by name.
-THROTTLE_BITS = {
-    0x1: "gpu_idle",
-    0x2: "applications_clocks_setting",
-    0x4: "sw_power_cap",
-    0x8: "hw_slowdown",
-    0x10: "sync_boost",
-    0x20: "sw_thermal_slowdown",
-    0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-_NVML_CLOCK_SM, _NVML_CLOCK_MEM = 1, 2
-
-
-def unavailable(reason: str) -> dict[str, str]:
-    """A signal that could not be read, with the reason."""
-    return {UNAVAILABLE: reason}
 
 
 def _problem(path: Path, exc: Exception) -> str:
@@ -118,52 +100,6 @@ def runnable_others(text: bytes) -> int:
     return max(0, int(fields[3].split(b"/")[0]) - 1)
 
 
-class _Extremes:
-    """Min, max, sum and count of a sampled number."""
-
-    def __init__(self) -> None:
-        self.low = self.high = self.total = 0.0
-        self.count = 0
-
-    def add(self, value: float) -> None:
-        self.low = value if not self.count else min(self.low, value)
-        self.high = value if not self.count else max(self.high, value)
-        self.total += value
-        self.count += 1
-
-    @property
-    def mean(self) -> float:
-        return self.total / self.count if self.count else 0.0
-
-
-class _Signal:
-    """A sampled signal: its readings, or why it could not be read."""
-
-    def __init__(self) -> None:
-        self.values = _Extremes()
-        self.problem = ""
-
-    def read(self, reader: Any) -> None:
-        if self.problem:
-            return
-        try:
-            self.values.add(reader())
-        except (OSError, ValueError) as exc:
-            self.problem = str(exc) or type(exc).__name__
-
-    def summary(self, **fields: str) -> dict[str, Any]:
-        """``{name: attribute of the extremes}``, or unavailable."""
-        if self.problem:
-            return unavailable(self.problem)
-        if not self.values.count:
-            return unavailable("not sampled")
-        out: dict[str, Any] = {
-            name: round(getattr(self.values, attr), 3) for name, attr in fields.items()
-        }
-        out["samples"] = self.values.count
-        return out
-
-
 class _CpuFreq:
     """The mean current frequency over the CPUs, and their governors."""
 
@@ -174,7 +110,7 @@ class _CpuFreq:
             if self.files
             else f"no cpufreq under {cpus} (not exposed: a container or VM)"
         )
-        self.mhz = _Signal()
+        self.mhz = Signal()
         self.governors: set[str] = set()
 
     def sample(self) -> None:
@@ -209,128 +145,6 @@ class _CpuFreq:
         return {"names": sorted(self.governors)}
 
 
-class GpuReader:
-    """One GPU's state through NVML (``nvml``: the ``pynvml`` module)."""
-
-    def __init__(self, nvml: Any, handle: Any, device: str) -> None:
-        self.nvml = nvml
-        self.handle = handle
-        self.device = device  # how the device was found, for the record
-        self.sm = _Signal()
-        self.memory = _Signal()
-        self.utilisation = _Signal()
-        self.others = _Signal()
-        self.pids_seen = True
-        self.reasons: set[str] = set()
-        self.reasons_problem = ""
-
-    def _call(self, name: str, *args: Any) -> Any:
-        try:
-            return getattr(self.nvml, name)(self.handle, *args)
-        except Exception as exc:  # noqa: BLE001 - NVMLError and friends
-            raise OSError(f"{name}: {exc}") from None
-
-    def _other_processes(self) -> float:
-        pids = {p.pid for p in self._call("nvmlDeviceGetComputeRunningProcesses")}
-        if pids and os.getpid() not in pids:
-            # A pid namespace (container): NVML shows the host's ids, ours
-            # among them under another number; "others" counts it then.
-            self.pids_seen = False
-        return float(len(pids - {os.getpid()}))
-
-    def sample(self) -> None:
-        self.sm.read(lambda: self._call("nvmlDeviceGetClockInfo", _NVML_CLOCK_SM))
-        self.memory.read(lambda: self._call("nvmlDeviceGetClockInfo", _NVML_CLOCK_MEM))
-        self.utilisation.read(lambda: self._call("nvmlDeviceGetUtilizationRates").gpu)
-        self.others.read(self._other_processes)
-        if self.reasons_problem:
-            return
-        # Renamed "clocks event reasons" in newer NVML; older bindings have
-        # only the throttle spelling.
-        name = next(
-            (
-                n
-                for n in (
-                    "nvmlDeviceGetCurrentClocksEventReasons",
-                    "nvmlDeviceGetCurrentClocksThrottleReasons",
-                )
-                if hasattr(self.nvml, n)
-            ),
-            None,
-        )
-        try:
-            if name is None:
-                raise OSError("this pynvml has no clock event reasons")
-            mask = int(self._call(name))
-        except OSError as exc:
-            self.reasons_problem = str(exc)
-            return
-        self.reasons.update(throttle_names(mask))
-
-    def summary(self) -> dict[str, Any]:
-        others = self.others.summary(max="high")
-        if UNAVAILABLE not in others and not self.pids_seen:
-            others["note"] = (
-                "this process's id is not among NVML's (a pid namespace): "
-                "the count includes this process"
-            )
-        return {
-            "device": self.device,
-            "sm_clock_mhz": self.sm.summary(min="low", max="high"),
-            "memory_clock_mhz": self.memory.summary(min="low", max="high"),
-            "utilisation_percent": self.utilisation.summary(max="high", mean="mean"),
-            "other_processes": others,
-            "throttle_reasons": unavailable(self.reasons_problem)
-            if self.reasons_problem
-            else {"names": sorted(self.reasons)},
-        }
-
-
-def throttle_names(mask: int) -> list[str]:
-    """NVML's reason bits by name (an unknown bit by its hex value)."""
-    names = [name for bit, name in THROTTLE_BITS.items() if mask & bit]
-    rest = mask & ~sum(THROTTLE_BITS)
-    return names + ([hex(rest)] if rest else [])
-
-
-def _nvml_device(nvml: Any, device: Any) -> tuple[Any, str]:
-    """The NVML handle of a JAX GPU device: its CUDA ordinal mapped through
-    ``CUDA_VISIBLE_DEVICES`` (an index or a UUID) when that is set."""
-    ordinal = getattr(device, "local_hardware_id", None)
-    ordinal = device.id if ordinal is None else ordinal
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")]
-    if visible[0] and ordinal < len(visible):
-        entry = visible[ordinal]
-        if not entry.isdigit():
-            return nvml.nvmlDeviceGetHandleByUUID(entry), f"NVML uuid {entry}"
-        ordinal = int(entry)
-    return nvml.nvmlDeviceGetHandleByIndex(ordinal), f"NVML index {ordinal}"
-
-
-@functools.cache
-def gpu_reader() -> GpuReader | str:
-    """NVML for this worker's first JAX device, or why there is none
-    (checked once per process)."""
-    try:
-        import jax
-
-        backend = jax.default_backend()
-    except Exception as exc:  # noqa: BLE001 - a worker without a usable JAX
-        return f"no JAX backend ({type(exc).__name__}: {exc})"
-    if backend != "gpu":
-        return f"not a GPU worker (JAX backend {backend!r})"
-    try:
-        import pynvml  # type: ignore[import-not-found]
-    except ImportError:
-        return "pynvml is not installed (pip install nvidia-ml-py)"
-    try:
-        pynvml.nvmlInit()
-        handle, found = _nvml_device(pynvml, jax.devices()[0])
-    except Exception as exc:  # noqa: BLE001 - NVMLError: no driver, no such GPU
-        return f"NVML: {type(exc).__name__}: {exc}"
-    return GpuReader(pynvml, handle, found)
-
-
 class MachineObserver(RoundObserver):
     """Sums the machine's state over the stretches of one benchmark's rounds
     (see the module docstring); ``gpu`` is the GPU reader or why there is
@@ -355,8 +169,8 @@ class MachineObserver(RoundObserver):
         self.wall_s = self.own_s = 0.0
         self.busy = self.steal = 0  # jiffies
         self.cpu_problem = self.steal_problem = ""
-        self.load = _Signal()
-        self.runnable = _Signal()
+        self.load = Signal()
+        self.runnable = Signal()
         self._freq: _CpuFreq | None = None
         self._slow_at: float | None = None
         self._start = (0.0, 0.0)

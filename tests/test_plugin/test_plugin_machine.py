@@ -1,4 +1,4 @@
-"""The machine's state over a benchmark's rounds (measuring/machine.py).
+"""The machine's state over a benchmark's rounds (measuring/machine.py, gpu.py).
 
 The kernel's files are replaced by files the test writes (``Sources``) and
 the clocks by counters, so every number recorded is known exactly; a signal
@@ -11,14 +11,13 @@ import types
 
 import pytest
 
-from pytest_lyapax.measuring import machine
+from pytest_lyapax.measuring import gpu
+from pytest_lyapax.measuring.gpu import GpuReader, throttle_names
 from pytest_lyapax.measuring.machine import (
-    GpuReader,
     MachineObserver,
     Sources,
     cpu_jiffies,
     runnable_others,
-    throttle_names,
 )
 from pytest_lyapax.measuring.observers import observers_for
 from pytest_lyapax.report.busy import busy_reason, busy_reasons
@@ -255,12 +254,12 @@ def test_throttle_bits_by_name():
 def test_no_gpu_reader_on_a_cpu_worker_or_without_pynvml(monkeypatch):
     import jax
 
-    assert machine.gpu_reader.__wrapped__() == (
+    assert gpu.gpu_reader.__wrapped__() == (
         f"not a GPU worker (JAX backend {jax.default_backend()!r})"
     )
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
-    assert machine.gpu_reader.__wrapped__() == (
+    assert gpu.gpu_reader.__wrapped__() == (
         "pynvml is not installed (pip install nvidia-ml-py)"
     )
 
