@@ -17,7 +17,8 @@ here) and sums over the stretches:
 of the online cores (``os.cpu_count()``); *steal* = stolen / wall, in cores.
 At the end of each stretch, also the instantaneous signals: the load
 average (``os.getloadavg``, max over stretches) and the tasks runnable
-besides this one (``/proc/loadavg``'s fourth field, minus one); and at most
+besides this one (``/proc/loadavg``'s fourth field, minus one; it counts
+threads, so this process's other running threads are among them); and at most
 once per :data:`SLOW_EVERY_S` seconds of rounds the slower ones: the mean
 CPU frequency over the CPUs and their governors (cpufreq in ``/sys``), and
 on a GPU worker the GPU's clocks, utilisation, other processes and throttle

@@ -17,7 +17,9 @@ stretches (``wall_s`` of them):
 - **steal >= STEAL_CORES (0.1) of a core**: time this VM's CPUs wanted and
   the hypervisor gave to another guest, which lands in the rounds directly;
 - **as many other runnable tasks as cores** on average, sampled at the end
-  of each stretch: the machine was oversubscribed;
+  of each stretch: the machine was oversubscribed (``/proc/loadavg`` counts
+  threads, so this worker's own threads beyond one, ``own_cores - 1`` on
+  average, are taken off);
 - on a GPU, **another process on the GPU**, or **clocks held down** by a
   thermal, hardware or power-brake slowdown (a software power cap is how a
   GPU runs under load, and idle is not a slowdown).
@@ -98,7 +100,7 @@ def describe_rule(mode: str) -> dict[str, Any]:
         "steal_cores": STEAL_CORES,
         "uncertainty": "sqrt(cpus x stretches) clock ticks over the wall time",
         "min_glimpses": MIN_GLIMPSES,
-        "runnable": "mean other runnable tasks >= cores",
+        "runnable": "mean other runnable tasks - (own cores - 1) >= cores",
         "gpu": "another process on the GPU, or " + ", ".join(sorted(SLOWDOWNS)),
     }
 
@@ -177,11 +179,16 @@ def busy_reasons(state: Mapping[str, Any], label: str | None = None) -> list[str
     runnable = state.get("runnable")
     mean = _number(runnable, "mean_others")
     glimpses = _number(runnable, "samples") or 0
-    if mean is not None and glimpses >= MIN_GLIMPSES and mean >= cpus:
-        out.append(
-            f"{mean:.1f} other tasks were runnable on average for {cpus:.0f} "
-            f"cores during {during}"
-        )
+    # /proc/loadavg counts threads: this worker's own threads running beside
+    # the one that stopped the stretch (XLA's pool) are among the "others".
+    own = _number(state.get("foreign_cpu"), "own_cores") or 1.0
+    if mean is not None and glimpses >= MIN_GLIMPSES:
+        others = mean - max(0.0, own - 1.0)
+        if others >= cpus:
+            out.append(
+                f"{others:.1f} other tasks were runnable on average for "
+                f"{cpus:.0f} cores during {during}"
+            )
     return out + _gpu_reasons(state.get("gpu"), during)
 
 

@@ -20,13 +20,15 @@ from pytest_lyapax.views.document import view_of
 from pytest_lyapax.views.render import summary_markdown
 
 
-def state(foreign=0.0, steal=0.0, runnable=0.0, wall=10.0, stretches=40, **extra):
+def state(
+    foreign=0.0, steal=0.0, runnable=0.0, wall=10.0, stretches=40, own=1.0, **extra
+):
     """A machine state of 2 CPUs over ``wall`` seconds of rounds."""
     return {
         "wall_s": wall,
         "stretches": stretches,
         "cpus": 2,
-        "foreign_cpu": {"cores": foreign, "own_cores": 1.0, "tick_s": 0.01},
+        "foreign_cpu": {"cores": foreign, "own_cores": own, "tick_s": 0.01},
         "steal": {"cores": steal},
         "runnable": {"mean_others": runnable, "samples": stretches},
         **extra,
@@ -44,6 +46,9 @@ MARGIN = 80**0.5 * 0.01 / 10
         (state(), None),
         (state(foreign=0.25 + MARGIN - 1e-6, steal=0.1 + MARGIN - 1e-6), None),
         (state(runnable=1.99), None),
+        # Two of the three "others" are this worker's own threads (3 cores of
+        # its own CPU): 1.0 left for 2 cores.
+        (state(runnable=3.0, own=3.0), None),
         (
             state(foreign=1.6),
             "other processes used 1.6 of 2 cores during cpu2's rounds",
