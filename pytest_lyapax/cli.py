@@ -8,7 +8,8 @@ Subcommands::
             [--terminal]  (-o - prints) the run's terminal summary instead
     html    REPORT.json [...] -o report.html     the run's self-contained page
     history DIR_OR_FILES... -o history.png   median per series over runs
-    compare A.json B.json [--fail=median:25%]   the regression gate, without pytest
+    compare A.json B.json [--fail=median:25%] [--busy=warn|fail|ignore]
+                                             the regression gate, without pytest
     agree   A.json B.json [--pair cpu:gpu]   recorded results of two runs compared
 
 Reports are untrusted input, read by the same loader as the plugin's
@@ -33,6 +34,7 @@ from typing import Any
 from pytest_lyapax.report import (
     agreement,
     analysis,
+    busy,
     costmodel,
     details,
     gates,
@@ -154,8 +156,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
         f"wrote {args.output} ({len(benches)} sized benchmarks; machines: {machines})"
     )
     roof = rooftext.index(merged.benchmarks)
+    reasons = busy.index(merged.benchmarks)
     for bench in benches[:MAX_TABLE_ROWS]:
-        for line in rooftext.crossover_lines(bench, roof):
+        lines = rooftext.crossover_lines(bench, roof)
+        for line in lines + busy.crossover_notes(bench, reasons):
             print(f"{bench.name}: {line}")
         for line in models[bench.key].lines():
             print(f"{bench.name}: cost model {line}")
@@ -247,6 +251,11 @@ def cmd_history(args: argparse.Namespace) -> int:
             print(line)
         if len(rows) > MAX_TABLE_ROWS:
             print(f"... and {len(rows) - MAX_TABLE_ROWS} more steps")
+        for step in [s for s in steps if s.unreliable][:MAX_TABLE_ROWS]:
+            print(
+                f"unreliable: busy: {step.kind.upper()} {step.series} "
+                f"{step.before} -> {step.after}: {step.unreliable}"
+            )
     else:
         print("no step beyond the noise between consecutive runs")
     print(f"SLOWER / FASTER: {stats.rule_text()}, between consecutive runs")
@@ -261,11 +270,13 @@ def cmd_history(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     try:
         thresholds = gates.parse_gates(args.fail, "--fail")
+        mode = busy.parse_busy(args.busy, "--busy")
     except ValueError as exc:
         raise InputError(str(exc)) from None
     saved, now = load_report(Path(args.saved)), load_report(Path(args.now))
-    result = analysis.compare_runs(
-        saved.data, now.benchmarks, thresholds, now.machine_info
+    result = busy.judge_comparisons(
+        analysis.compare_runs(saved.data, now.benchmarks, thresholds, now.machine_info),
+        mode,
     )
     table = tables.comparison_table(result.comparisons, thresholds)
     for line in table[: MAX_TABLE_ROWS + 2]:
@@ -277,6 +288,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     unjudged = [(c.fullname, w) for c in result.comparisons for w in c.not_comparable]
     for name, why in unjudged[:MAX_TABLE_ROWS]:
         print(f"not comparable: {name}: {why}")
+    for line in busy.comparison_lines(result.to_json(), "--busy")[:MAX_TABLE_ROWS]:
+        print(line)
     if result.missing:
         print(
             f"{len(result.missing)} benchmark(s) of {saved.path} missing in {now.path}"
@@ -404,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("saved")
     p.add_argument("now")
     gates.add_gate_options(p.add_argument, "--")
+    p.add_argument(
+        "--busy", metavar="warn|fail|ignore", default=busy.WARN, help=busy.HELP + "."
+    )
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("agree", help="recorded results of two runs compared")
     p.add_argument("reference", help="the reference run's benchmark.json")

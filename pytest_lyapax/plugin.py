@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_lyapax.measuring.results import ResultsRecorder, recorder_for
+from pytest_lyapax.report import busy
 from pytest_lyapax.report.gates import add_gate_options
 from pytest_lyapax.run import agree
 from pytest_lyapax.run.items import item_label
@@ -184,6 +185,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "a RecompileWarning naming the test, the count and JAX's reasons), fail "
         "the test, or ignore; always recorded in extra_info.recompiles (needs "
         "--jax-backend).",
+    )
+    group.addoption(
+        "--jax-busy",
+        dest="jax_busy",
+        metavar="warn|fail|ignore",
+        default=None,
+        help=busy.HELP + " (needs --jax-backend).",
     )
     agree.add_options(group)
     parser.addini("jax_backend", "Default for --jax-backend.", default="")

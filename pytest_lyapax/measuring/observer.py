@@ -1,7 +1,7 @@
 """The interface of a measurement that watches a benchmark's rounds.
 
 It lives apart from :mod:`~pytest_lyapax.measuring.rounds` (the watch and
-the one list of observers, :func:`~pytest_lyapax.measuring.rounds.observers_for`)
+the one list of observers, :func:`~pytest_lyapax.measuring.observers.observers_for`)
 so that the modules of the observers import this one and ``rounds.py``
 imports them, without an import cycle.
 """

@@ -15,7 +15,7 @@ Every round pytest-benchmark runs (calibration, warm-up and timed rounds,
   state, compiles during the rounds) is a :class:`RoundObserver`: it is told
   when this worker's rounds start running and when they stop (a turn given
   away, the rounds done), and writes its ``extra_info`` entry at the end.
-  :func:`observers_for` is the one list of them.
+  ``observers.observers_for`` is the one list of them.
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from pytest_lyapax.measuring.compiles import CompileObserver
 from pytest_lyapax.measuring.observer import RoundObserver
-from pytest_lyapax.measuring.stability import StabilityObserver
 
 
 class Turns(abc.ABC):
@@ -70,20 +68,6 @@ class NoTurns(Turns):
     @property
     def mode(self) -> str:
         return "sequential"
-
-
-def observers_for(options: Any) -> list[RoundObserver]:
-    """The observers of one benchmark, from the session's options
-    (``run/options.Settings``).
-
-    The compile observer comes last: with ``--jax-recompile=fail`` (or a
-    warning that ``filterwarnings = error`` turns into one) its ``record``
-    raises, after the others have written their entries.
-    """
-    return [
-        StabilityObserver(),
-        CompileObserver(getattr(options, "recompile", "warn")),
-    ]
 
 
 class RoundsWatch:

@@ -442,6 +442,14 @@ class Comparison:
     not_comparable: tuple[str, ...] = ()
     # The counters that changed ("flops +100.0%"), "same", or "" (none recorded).
     counter_changes: str = ""
+    # The saved and this run's records, as compared (report/busy.py reads
+    # their machine state): why either was busy, and the timing gates that
+    # a busy machine excused (--jax-busy=warn).
+    records: tuple[Mapping[str, Any], Mapping[str, Any]] = field(
+        default=({}, {}), compare=False, repr=False
+    )
+    unreliable: str | None = None
+    excused: tuple[str, ...] = ()
 
     @property
     def backend(self) -> str | None:
@@ -538,6 +546,12 @@ class ComparisonResult:
                 for c in self.comparisons
                 if c.not_comparable
             },
+            "unreliable": {
+                c.fullname: c.unreliable for c in self.comparisons if c.unreliable
+            },
+            "excused": {
+                c.fullname: list(c.excused) for c in self.comparisons if c.excused
+            },
         }
 
 
@@ -603,6 +617,7 @@ def compare_runs(
                 verdict,
                 not_comparable,
                 counter_changes(before, record),
+                (before, record),
             )
         )
         if sid.backend is not None and sid.backend not in machines:

@@ -5,7 +5,8 @@ id with its module, other parameters), backend and machine (host, CPU,
 device).  Runs of two hosts are two series unless ``--join-machines`` asks
 for one; a jax upgrade on one machine stays in its series, and the step where
 it happened names both versions.  Consecutive runs of a series are compared
-with the noise test of ``stats.py`` on their per-call round times.
+with the noise test of ``stats.py`` on their per-call round times; a step
+either of whose runs was busy (``busy.py``) is marked unreliable.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pytest_lyapax.report import stats
+from pytest_lyapax.report import busy, stats
 from pytest_lyapax.report.analysis import Point, point_of
 from pytest_lyapax.report.identity import (
     Machine,
@@ -36,6 +37,7 @@ class Run:
     index: int  # position of its report, oldest first
     point: Point
     machine: Machine
+    busy: str | None = None  # why its rounds ran on a busy machine (busy.py)
 
 
 @dataclass
@@ -57,6 +59,7 @@ class Step:
     after: str
     verdict: stats.Verdict
     note: str = ""  # e.g. a jax version that changed in between
+    unreliable: str = ""  # why either run was busy (report/busy.py)
 
     @property
     def kind(self) -> str:
@@ -76,7 +79,7 @@ def history_series(
             entry = found.setdefault(
                 sid.key(join_machines=join_machines), HistorySeries(sid)
             )
-            run = Run(index, point_of(bench), sid.machine)
+            run = Run(index, point_of(bench), sid.machine, busy.record_reason(bench))
             entry.by_size.setdefault(record_size(bench), []).append(run)
     series = list(found.values())
     names = unique_names(s.sid for s in series)
@@ -124,6 +127,9 @@ def find_steps(
                         names[b.index],
                         verdict,
                         _changed(a.machine, b.machine),
+                        "; ".join(
+                            f"{names[r.index]}: {r.busy}" for r in (a, b) if r.busy
+                        ),
                     )
                 )
     return steps, unjudged

@@ -25,6 +25,7 @@ from pytest_lyapax.backends.labels import (
     Backend,
 )
 from pytest_lyapax.report.analysis import CompareThreshold
+from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
@@ -60,6 +61,8 @@ class Settings:
     max_call_s: float | None = None
     # What compiles during the timed rounds do (--jax-recompile, compiles.py).
     recompile: str = "warn"
+    # What a timing verdict on a busy machine does (--jax-busy, report/busy.py).
+    busy: str = WARN
 
     @property
     def active(self) -> bool:
@@ -259,6 +262,7 @@ NEED_BACKEND = {
     "jax_budget": "--jax-budget",
     "jax_max_call": "--jax-max-call",
     "jax_recompile": "--jax-recompile",
+    "jax_busy": "--jax-busy",
 }
 
 
@@ -370,6 +374,11 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             "--jax-compare-fail needs a saved run to compare with: add "
             "--jax-compare=PATH/benchmark.json"
         )
+    busy_text = config.getoption("jax_busy")
+    try:
+        busy = parse_busy(busy_text, "--jax-busy") if busy_text is not None else WARN
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
     processes_text = config.getoption("jax_processes")
     processes = parse_processes(processes_text) if processes_text is not None else 1
     recompile_text = config.getoption("jax_recompile")
@@ -426,6 +435,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         budget_s=budget_s,
         max_call_s=max_call_s,
         recompile=recompile,
+        busy=busy,
     )
 
 

@@ -42,7 +42,7 @@ from pytest_lyapax.backends.labels import (
     PARTIAL,
     RUNNABLE,
 )
-from pytest_lyapax.report import analysis, roofline, stats
+from pytest_lyapax.report import analysis, busy, roofline, stats
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
@@ -186,6 +186,7 @@ def compose(
             "crossovers": [],  # from the view, below (the key keeps its place)
             "cost_model": [],
             "noise_test": stats.describe_test(),
+            "busy": busy.describe_rule(session.settings.busy),
             "dispatch_only": dispatch_only(session),
             "points": list(session.points),
             "agreement": list(session.agreement),
@@ -198,9 +199,15 @@ def compose(
     }
     data = json.loads(json.dumps(document, default=repr))
     view = view_of(data)
+    reasons = busy.index(view.records) if session.settings.busy != busy.IGNORE else {}
     analysed = {
         "crossovers": [
-            {"benchmark": b.key, **c.to_json(), "summary": c.describe(b.size_label)}
+            {
+                "benchmark": b.key,
+                **c.to_json(),
+                "summary": c.describe(b.size_label),
+                "unreliable": busy.crossover_marks(b, c, reasons),
+            }
             for b in view.benches
             for c in analysis.crossovers(b)
         ],
@@ -317,13 +324,18 @@ def check_regressions(
     """Compare with the saved run; remember why the gate fails on the session.
 
     A gate across hosts or devices is refused (``session.gate_refused``)
-    unless ``--jax-compare-across-machines`` was given.
+    unless ``--jax-compare-across-machines`` was given.  A comparison whose
+    either side ran on a busy machine is marked unreliable, and under
+    ``--jax-busy=warn`` its timing gates are excused (``report/busy.py``).
     """
     settings = session.settings
     if settings.compare_data is None:
         return None
-    result = analysis.compare_runs(
-        settings.compare_data, session.records, settings.compare_fail, info
+    result = busy.judge_comparisons(
+        analysis.compare_runs(
+            settings.compare_data, session.records, settings.compare_fail, info
+        ),
+        settings.busy,
     )
     if settings.compare_fail:
         refused = result.refusal()

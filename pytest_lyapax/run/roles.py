@@ -23,7 +23,8 @@ from typing import Any
 import pytest
 
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.measuring.rounds import RoundsWatch, observers_for
+from pytest_lyapax.measuring.observers import observers_for
+from pytest_lyapax.measuring.rounds import RoundsWatch
 from pytest_lyapax.run import budget
 from pytest_lyapax.run.items import (
     LABEL_ATTR,

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
     analysis,
+    busy,
     costmodel,
     counters,
     details,
@@ -33,6 +34,7 @@ from pytest_lyapax.report.identity import (
     record_label,
     record_size,
     series_id,
+    unique_names,
 )
 from pytest_lyapax.views import agreement_tables, roundchecks, runtext, tables
 from pytest_lyapax.views.document import (
@@ -104,9 +106,12 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     out = []
     models = costmodel.by_key(view.models)
     roof = rooftext.index(view.records)
+    marked = busy.mode_of(view.key) != busy.IGNORE
+    reasons = busy.index(view.records) if marked else {}
     for bench in view.benches:
         header, rows = tables.sized_rows(bench, view.order, _missing(view))
         lines = rooftext.crossover_lines(bench, roof)
+        lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
         if model is not None:
             lines += [f"cost model {line}" for line in model.lines()]
@@ -185,6 +190,37 @@ def _resources(view: ReportView) -> Section | None:
     return Section("Compile, memory and where the time goes", blocks)
 
 
+def _machine_state(view: ReportView, text: bool) -> Section | None:
+    """The machine's state during each benchmark's rounds (report/busy.py);
+    the terminal shows only the busy ones, with their reasons."""
+    if busy.mode_of(view.key) == busy.IGNORE:
+        return None
+    names = unique_names(series_id(r) for r in view.records)
+    if text:
+        reasons = [
+            f"{r.get('name') or r.get('fullname')}: {reason}"
+            for r in view.records
+            if (reason := busy.record_reason(r)) is not None
+        ]
+        if not reasons:
+            return None
+        head = (
+            f"{len(reasons)} of {len(view.records)} benchmarks ran their rounds on "
+            "a busy machine; verdicts that read them are marked UNRELIABLE:"
+        )
+        shown = tuple(f"  {line}" for line in reasons[:10])
+        more = (f"  ... and {len(reasons) - 10} more",) if len(reasons) > 10 else ()
+        lines = Lines((head, *shown, *more))
+        return Section("pytest-lyapax: busy machine", [lines])
+    rows, unread = busy.machine_rows(view.records, names)
+    if not rows:
+        return None
+    blocks: list[Block] = [Table(busy.MACHINE_HEADER, tuple(rows))]
+    if unread:
+        blocks.append(Lines(tuple(unread)))
+    return Section("Machine state during the rounds", blocks)
+
+
 def _unsized(view: ReportView, text: bool) -> Section | None:
     lines = tables.unsized_rows(view.unsized, view.order, _missing(view))
     if lines is None:
@@ -219,6 +255,7 @@ def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
             result = "passed"
         lines.append(f"gate {', '.join(map(str, gates))}: {result}")
     lines += [f"regressed: {name}" for name in regressions[:50]]
+    lines += busy.comparison_lines(c, "--jax-busy")[:50]
     lines += [f"missing from this run: {name}" for name in missing[:50]]
     unjudged = c.get("not_comparable")
     if isinstance(unjudged, Mapping):
@@ -370,6 +407,7 @@ def report_sections(
         roundchecks.recompile_section(view, text),
         roundchecks.stability_section(view, text),
         _counters(view, text),
+        _machine_state(view, text),
         _roofline(view, figure is not None, text),
     )
     sections += [s for s in optional_sections if s is not None]

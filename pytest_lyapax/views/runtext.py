@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_lyapax.backends.labels import CRASHED, outcome_text
-from pytest_lyapax.report import analysis, details
+from pytest_lyapax.report import analysis, busy, details
 from pytest_lyapax.report.gates import refusal
 from pytest_lyapax.views import tables
 from pytest_lyapax.views.document import Lines, ReportView, RunFacts, Section, Table
@@ -65,6 +65,7 @@ def live_comparison(
     if not compared.comparisons:
         lines = ["no benchmark of this run appears in the saved run"]
     lines += tables.machine_lines(compared.machines)
+    lines += busy.comparison_lines(compared.to_json(), "--jax-busy")
     if refused:
         lines.append(f"gate refused, the runs were measured apart: {refused}")
     elif compared.refusal():

@@ -165,8 +165,12 @@ def comparison_table(
         if with_counters:
             row.append(c.counter_changes or "-")
         verdict = c.verdict.describe()
+        if c.unreliable:
+            verdict += "  UNRELIABLE (busy)"
         if c.failed:
             verdict += "  REGRESSION " + ", ".join(c.failed)
+        if c.excused:
+            verdict += "  not gated: " + ", ".join(c.excused)
         row.append(verdict)
         rows.append(row)
     return render_table(header, rows)

@@ -361,6 +361,7 @@ def without_xdist(tmp_path_factory, clean_environment):
         "--jax-backend=cpu,gpu",
         "--jax-compare=saved.json",
         "--jax-compare-fail=median:25%",
+        "--jax-busy=fail",  # gate even if a loaded machine made the rounds busy
     )
     report = json.loads((path / "lyapax-report" / "benchmark.json").read_text())
     return result, report
