@@ -93,8 +93,9 @@ def round_times(record: Mapping[str, Any]) -> tuple[float, ...]:
 def round_turns(record: Mapping[str, Any]) -> tuple[int, ...]:
     """The turn of each of a record's rounds (``extra_info["turns"]``), or
     ``()`` when its rounds were not interleaved or the counts disagree."""
-    turns = (record.get("extra_info") or {}).get("turns")
-    data = (record.get("stats") or {}).get("data")
+    info, stats = record.get("extra_info"), record.get("stats")
+    turns = info.get("turns") if isinstance(info, Mapping) else None
+    data = stats.get("data") if isinstance(stats, Mapping) else None
     if not isinstance(turns, list) or not isinstance(data, list):
         return ()
     if len(turns) != len(data) or not all(

@@ -8,11 +8,13 @@ compares every other backend's with them as their reports arrive
 (:mod:`pytest_lyapax.report.agreement`): a disagreement turns that report
 into a failure, before pytest's own reporting sees it, so the terminal, the
 exit status and ``--junitxml`` all count it.  A benchmark's return value that
-disagrees is a warning in the summary unless ``--jax-agree-strict``.  The
-reference runs first unless ``--jax-reference-backend`` names a later
-backend; then the comparison waits for the reference's report, and a
-disagreement found then fails the session (listed in the summary) instead
-of the test, whose report has already been shown.
+disagrees is a warning in the summary unless ``--jax-agree-strict``.  Each
+test of the reference runs first (its worker takes the first turn, and the
+backends' tests alternate) unless ``--jax-reference-backend`` names a later
+backend or the workers' collections differ; then the comparison waits for
+the reference's report, and a disagreement found then fails the session
+(listed in the summary) instead of the test, whose report has already been
+shown.
 """
 
 from __future__ import annotations
@@ -201,9 +203,12 @@ class AgreeController:
         )
 
     def _ran_before(self, label: str) -> bool:
-        """Whether the reference's phase came before ``label``'s."""
+        """Whether the reference's phase came before ``label``'s (never, when
+        the backends' tests interleave: the reference's report may come later)."""
         order = self.session.order
         ref = self.settings.reference
+        if not self.session.settings.sequential:
+            return False
         return ref in order and label in order and order.index(ref) < order.index(label)
 
     @pytest.hookimpl(tryfirst=True)

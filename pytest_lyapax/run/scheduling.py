@@ -287,8 +287,13 @@ class XdistHooks:
         # Turns between the local workers (turns.py), unless --jax-sequential
         # or a single worker.
         self.turns: TurnServer | None = None
-        if not session.settings.sequential and len(self.order) > 1:
-            self.turns = TurnServer()
+        if len(self.order) > 1 and not session.settings.sequential:
+            local = [
+                label
+                for label in self.order
+                if not session.backend(label).host  # hosts take no turns
+            ]
+            self.turns = TurnServer(expected=len(local))
 
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
@@ -399,7 +404,10 @@ class XdistHooks:
         # Workers on other hosts share no cores with these: no turns for them.
         local = getattr(node.gateway.spec, "via", None) is None
         turns = self.turns.address if self.turns is not None and local else None
-        node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(label, turns)
+        rank = self.phases.index(self.node_phases[node])
+        node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(
+            label, turns, rank
+        )
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: WorkerController, error: object) -> None:

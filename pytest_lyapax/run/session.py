@@ -145,13 +145,17 @@ class LyapaxSession:
             return f"jax backend {label!r} not run: {state.reason}"
         return None
 
-    def worker_payload(self, label: str, turns: str | None = None) -> str:
+    def worker_payload(
+        self, label: str, turns: str | None = None, rank: int = 0
+    ) -> str:
         """Serialise what a worker needs (as a JSON string, as xdist prefers);
-        ``turns``: the address of the controller's turn server (turns.py)."""
+        ``turns``: the address of the controller's turn server and ``rank``
+        the worker's place in the run order (turns.py)."""
         return json.dumps(
             {
                 "label": label,
                 "turns": turns,
+                "rank": rank,
                 "sizes": self.settings.sizes,
                 "known_labels": self.settings.known_labels,
                 "benchmark_disabled": self.benchmark_disabled,
@@ -200,7 +204,7 @@ class LyapaxSession:
         if data.get("turns"):
             from pytest_lyapax.run.turns import TurnClient
 
-            session.turns = TurnClient(str(data["turns"]))
+            session.turns = TurnClient(str(data["turns"]), int(data.get("rank", 0)))
         return session
 
 

@@ -13,9 +13,13 @@ whole run: the rounds of two backends run in neighbouring turns were taken
 under the same conditions of the machine, and ``report/stats.py`` compares
 them as pairs.
 
-The protocol, one byte per message: the worker sends ``h`` (hold) and
-``r`` (release); the server answers ``h`` with ``g`` and the turn's
-number (8 bytes, big-endian) once it is that worker's turn.  A worker whose
+The protocol, one byte per message: the worker first sends ``n`` and its
+rank (one byte: its place in the run order), then ``h`` (hold) and ``r``
+(release); the server answers ``h`` with ``g`` and the turn's number (8
+bytes, big-endian) once it is that worker's turn.  The first turn waits
+until every expected worker asks (at most :data:`FIRST_TURN_WAIT_S`) and
+goes to the lowest rank, so the first backend's test runs first and the
+backends' tests then alternate in run order.  A worker whose
 connection closes (it ended, or crashed) gives up its place and its turn.
 Workers on other hosts (``--jax-backend-host``) share no cores with the
 local ones and take no turns.
@@ -32,7 +36,8 @@ from collections import deque
 
 from pytest_lyapax.measuring.rounds import Turns
 
-HOLD, RELEASE, GRANT = b"h", b"r", b"g"
+HOLD, RELEASE, GRANT, RANK = b"h", b"r", b"g", b"n"
+FIRST_TURN_WAIT_S = 10.0
 _TICKET = struct.Struct(">Q")
 
 
@@ -40,9 +45,13 @@ class TurnServer:
     """Hands out turns, first come first served, to the workers that connect.
 
     Runs in a daemon thread of the controller; :meth:`close` stops it.
+    ``expected``: how many workers will ask for turns (see the first turn).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, expected: int = 1) -> None:
+        self.expected = expected  # workers that will ask for turns
+        self._ranks: dict[socket.socket, int] = {}
+        self._first_asked: float | None = None
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
@@ -89,14 +98,20 @@ class TurnServer:
         if not data:
             self._drop(conn)
             return
-        for byte in data:
-            if byte == HOLD[0] and conn is not self._holder and conn not in self._queue:
+        it = iter(data)
+        for byte in it:
+            if byte == RANK[0]:
+                self._ranks[conn] = next(it, 255)
+            elif (
+                byte == HOLD[0] and conn is not self._holder and conn not in self._queue
+            ):
                 self._queue.append(conn)
             elif byte == RELEASE[0] and conn is self._holder:
                 self._holder = None
 
     def _drop(self, conn: socket.socket) -> None:
         self._selector.unregister(conn)
+        self._ranks.pop(conn, None)
         if conn in self._queue:
             self._queue.remove(conn)
         if conn is self._holder:
@@ -104,6 +119,17 @@ class TurnServer:
         conn.close()
 
     def _grant(self) -> None:
+        if self.ticket == 0 and self._queue:
+            # The first turn: wait for every worker, then the lowest rank.
+            now = time.monotonic()
+            if self._first_asked is None:
+                self._first_asked = now
+            waited = now - self._first_asked
+            if len(self._queue) < self.expected and waited < FIRST_TURN_WAIT_S:
+                return
+            first = min(self._queue, key=lambda c: self._ranks.get(c, 255))
+            self._queue.remove(first)
+            self._queue.appendleft(first)
         while self._holder is None and self._queue:
             conn = self._queue.popleft()
             self.ticket += 1
@@ -131,7 +157,8 @@ class TurnClient(Turns):
     goes on without turns rather than hang.
     """
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, rank: int = 0) -> None:
+        self.rank = min(max(rank, 0), 255)
         host, _, port = address.rpartition(":")
         self._address = (host, int(port))
         self._sock: socket.socket | None = None
@@ -158,6 +185,12 @@ class TurnClient(Turns):
                 return None
             sock.settimeout(None)  # a turn may take as long as another's test
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            try:
+                sock.sendall(RANK + bytes([self.rank]))
+            except OSError:
+                self._broken = True
+                sock.close()
+                return None
             self._sock = sock
         return self._sock
 

@@ -143,12 +143,21 @@ def test_each_test_ran_in_its_own_backends_worker(two_backends):
     assert (path / "controller.txt").read_text() == "False", "controller imported jax"
 
 
-def test_backend_phases_did_not_overlap(two_backends):
-    path, _, _ = two_backends
+def test_backends_take_turns_and_never_overlap(two_backends):
+    # Rounds interleaved (the default): the two backends' tests alternate,
+    # and each round runs in a turn of its own backend's (turns.py).
+    path, _, report = two_backends
     events = [line.split() for line in (path / "events.log").read_text().splitlines()]
     cpu = [(float(e[5]), float(e[6])) for e in events if e[0] == "cpu"]
     cpu2 = [(float(e[5]), float(e[6])) for e in events if e[0] == "cpu2"]
-    assert max(end for _, end in cpu) <= min(start for start, _ in cpu2)
+    assert min(start for start, _ in cpu2) < max(end for _, end in cpu)
+    turns = {"cpu": set(), "cpu2": set()}
+    for bench in report["benchmarks"]:
+        info = bench["extra_info"]
+        if info["backend"] in turns:
+            assert info["rounds_mode"] == "interleaved"
+            turns[info["backend"]] |= set(info["turns"])
+    assert turns["cpu"] and turns["cpu2"] and not turns["cpu"] & turns["cpu2"]
 
 
 def test_merged_json_holds_both_backends_and_all_sizes(two_backends):

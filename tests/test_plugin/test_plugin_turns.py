@@ -283,3 +283,20 @@ def test_two_labels_interleave_their_rounds_and_a_real_2x_is_found(
     for record in data["benchmarks"]:
         assert record["extra_info"]["rounds_mode"] == "sequential"
         assert "turns" not in record["extra_info"]
+
+
+def test_the_first_turn_waits_for_every_worker_and_goes_to_the_first_in_run_order():
+    turns = TurnServer(expected=2)
+    late, first = TurnClient(turns.address, rank=1), TurnClient(turns.address, rank=0)
+    log = []
+    asked_first = _hold_in_thread(late, log, "rank 1")
+    _wait_until(lambda: len(turns._queue) == 1)
+    assert log == []  # not served while the other expected worker is missing
+    asked_second = _hold_in_thread(first, log, "rank 0")
+    asked_second.join(timeout_s(10))
+    assert log == [("rank 0", 1)]
+    first.release()
+    asked_first.join(timeout_s(10))
+    assert log == [("rank 0", 1), ("rank 1", 2)]
+    late.close(), first.close()
+    turns.close()
