@@ -38,6 +38,7 @@ class Turns(abc.ABC):
     slice_s: ClassVar[float] = 0.02  # seconds a worker runs rounds before yielding
     ticket: int = 0
     waited_s: float = 0.0  # seconds spent waiting for turns, in total
+    progress: int = 0  # tests this worker has started: the furthest behind goes first
 
     @abc.abstractmethod
     def hold(self) -> None: ...

@@ -181,6 +181,7 @@ class WorkerHooks(_TestRunner):
         # Each test runs holding the turn (turns.py): while it runs, the other
         # local backends wait, so they never share cores with its rounds.
         turns = self.session.turns
+        turns.progress += 1
         turns.hold()
         try:
             return (yield)

@@ -15,8 +15,12 @@ them as pairs.
 
 The protocol, one byte per message: the worker first sends ``n`` and its
 rank (one byte: its place in the run order), then ``h`` (hold) and ``r``
-(release); the server answers ``h`` with ``g`` and the turn's number (8
-bytes, big-endian) once it is that worker's turn.  The first turn waits
+(release), each ``h`` after ``p`` and the number of tests the worker has
+started (4 bytes); the server answers ``h`` with ``g`` and the turn's number
+(8 bytes, big-endian) once it is that worker's turn.  Among the workers
+waiting, the one furthest behind in its tests goes first: the backends stay
+on the same test, so the rounds of a test on each backend alternate turn by
+turn instead of drifting apart in time.  The first turn waits
 until every expected worker asks (at most :data:`FIRST_TURN_WAIT_S`) and
 goes to the lowest rank, so the first backend's test runs first and the
 backends' tests then alternate in run order.  A worker whose
@@ -36,8 +40,11 @@ from collections import deque
 
 from pytest_lyapax.measuring.rounds import Turns
 
-HOLD, RELEASE, GRANT, RANK = b"h", b"r", b"g", b"n"
+HOLD, RELEASE, GRANT, RANK, PROGRESS = b"h", b"r", b"g", b"n", b"p"
 FIRST_TURN_WAIT_S = 10.0
+_PROGRESS = struct.Struct(">I")
+# The bytes after each message's first byte.
+_ARGUMENT_BYTES = {RANK[0]: 1, PROGRESS[0]: _PROGRESS.size, HOLD[0]: 0, RELEASE[0]: 0}
 _TICKET = struct.Struct(">Q")
 
 
@@ -51,6 +58,8 @@ class TurnServer:
     def __init__(self, expected: int = 1) -> None:
         self.expected = expected  # workers that will ask for turns
         self._ranks: dict[socket.socket, int] = {}
+        self._progress: dict[socket.socket, int] = {}
+        self._unread: dict[socket.socket, bytes] = {}
         self._first_asked: float | None = None
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
@@ -98,25 +107,43 @@ class TurnServer:
         if not data:
             self._drop(conn)
             return
-        it = iter(data)
-        for byte in it:
-            if byte == RANK[0]:
-                self._ranks[conn] = next(it, 255)
-            elif (
-                byte == HOLD[0] and conn is not self._holder and conn not in self._queue
-            ):
-                self._queue.append(conn)
-            elif byte == RELEASE[0] and conn is self._holder:
+        buffer = self._unread.pop(conn, b"") + data
+        while buffer:
+            size = _ARGUMENT_BYTES.get(buffer[0])
+            if size is None:  # not our protocol: forget this connection
+                self._drop(conn)
+                return
+            if len(buffer) < 1 + size:
+                self._unread[conn] = buffer
+                break
+            kind, argument, buffer = buffer[0], buffer[1 : 1 + size], buffer[1 + size :]
+            if kind == RANK[0]:
+                self._ranks[conn] = argument[0]
+            elif kind == PROGRESS[0]:
+                self._progress[conn] = _PROGRESS.unpack(argument)[0]
+            elif kind == HOLD[0]:
+                if conn is not self._holder and conn not in self._queue:
+                    self._queue.append(conn)
+            elif conn is self._holder:  # RELEASE
                 self._holder = None
 
     def _drop(self, conn: socket.socket) -> None:
         self._selector.unregister(conn)
         self._ranks.pop(conn, None)
+        self._progress.pop(conn, None)
+        self._unread.pop(conn, None)
         if conn in self._queue:
             self._queue.remove(conn)
         if conn is self._holder:
             self._holder = None
         conn.close()
+
+    def _priority(self, conn: socket.socket) -> tuple[int, int]:
+        # The worker furthest behind in its tests first, so that the backends
+        # stay on the same test; then, on the first turn, the run order
+        # (later turns: first come, first served, as min keeps queue order).
+        rank = self._ranks.get(conn, 255) if self.ticket == 0 else 0
+        return self._progress.get(conn, 0), rank
 
     def _grant(self) -> None:
         if self.ticket == 0 and self._queue:
@@ -127,11 +154,9 @@ class TurnServer:
             waited = now - self._first_asked
             if len(self._queue) < self.expected and waited < FIRST_TURN_WAIT_S:
                 return
-            first = min(self._queue, key=lambda c: self._ranks.get(c, 255))
-            self._queue.remove(first)
-            self._queue.appendleft(first)
         while self._holder is None and self._queue:
-            conn = self._queue.popleft()
+            conn = min(self._queue, key=self._priority)
+            self._queue.remove(conn)
             self.ticket += 1
             try:
                 conn.sendall(GRANT + _TICKET.pack(self.ticket))
@@ -167,6 +192,7 @@ class TurnClient(Turns):
         self.ticket = 0
         self.waited_s = 0.0
         self.turns = 0  # turns held by this worker
+        self.progress = 0  # the index of the test this worker is at
 
     @property
     def mode(self) -> str:
@@ -202,7 +228,7 @@ class TurnClient(Turns):
             return
         start = time.perf_counter()
         try:
-            sock.sendall(HOLD)
+            sock.sendall(PROGRESS + _PROGRESS.pack(self.progress) + HOLD)
             answer = _receive(sock, 1 + _TICKET.size)
         except OSError:
             answer = b""

@@ -300,3 +300,22 @@ def test_the_first_turn_waits_for_every_worker_and_goes_to_the_first_in_run_orde
     assert log == [("rank 0", 1), ("rank 1", 2)]
     late.close(), first.close()
     turns.close()
+
+
+def test_the_worker_furthest_behind_in_its_tests_goes_first(server):
+    ahead, behind, holder = (TurnClient(server.address) for _ in range(3))
+    holder.hold()
+    log = []
+    ahead.progress, behind.progress = 5, 3
+    first = _hold_in_thread(ahead, log, "ahead")
+    _wait_until(lambda: len(server._queue) == 1)
+    second = _hold_in_thread(behind, log, "behind")
+    _wait_until(lambda: len(server._queue) == 2)
+    holder.release()
+    second.join(timeout_s(10))
+    assert log == [("behind", 2)]
+    behind.release()
+    first.join(timeout_s(10))
+    assert log == [("behind", 2), ("ahead", 3)]
+    for client in (ahead, behind, holder):
+        client.close()
