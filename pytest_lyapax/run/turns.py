@@ -20,7 +20,8 @@ started (4 bytes); the server answers ``h`` with ``g`` and the turn's number
 (8 bytes, big-endian) once it is that worker's turn.  Among the workers
 waiting, the one furthest behind in its tests goes first: the backends stay
 on the same test, so the rounds of a test on each backend alternate turn by
-turn instead of drifting apart in time.  The first turn waits
+turn instead of drifting apart in time; among equals, the one that had
+fewer turns on its test, then the first in run order.  The first turn waits
 until every expected worker asks (at most :data:`FIRST_TURN_WAIT_S`) and
 goes to the lowest rank, so the first backend's test runs first and the
 backends' tests then alternate in run order.  A worker whose
@@ -59,6 +60,8 @@ class TurnServer:
         self.expected = expected  # workers that will ask for turns
         self._ranks: dict[socket.socket, int] = {}
         self._progress: dict[socket.socket, int] = {}
+        # Turns each worker had on its current test.
+        self._granted: dict[socket.socket, int] = {}
         self._unread: dict[socket.socket, bytes] = {}
         self._first_asked: float | None = None
         self._listener = socket.create_server(("127.0.0.1", 0))
@@ -120,7 +123,10 @@ class TurnServer:
             if kind == RANK[0]:
                 self._ranks[conn] = argument[0]
             elif kind == PROGRESS[0]:
-                self._progress[conn] = _PROGRESS.unpack(argument)[0]
+                progress = _PROGRESS.unpack(argument)[0]
+                if progress != self._progress.get(conn):
+                    self._granted[conn] = 0  # turns are counted per test
+                self._progress[conn] = progress
             elif kind == HOLD[0]:
                 if conn is not self._holder and conn not in self._queue:
                     self._queue.append(conn)
@@ -131,6 +137,7 @@ class TurnServer:
         self._selector.unregister(conn)
         self._ranks.pop(conn, None)
         self._progress.pop(conn, None)
+        self._granted.pop(conn, None)
         self._unread.pop(conn, None)
         if conn in self._queue:
             self._queue.remove(conn)
@@ -138,12 +145,15 @@ class TurnServer:
             self._holder = None
         conn.close()
 
-    def _priority(self, conn: socket.socket) -> tuple[int, int]:
+    def _priority(self, conn: socket.socket) -> tuple[int, int, int]:
         # The worker furthest behind in its tests first, so that the backends
-        # stay on the same test; then, on the first turn, the run order
-        # (later turns: first come, first served, as min keeps queue order).
-        rank = self._ranks.get(conn, 255) if self.ticket == 0 else 0
-        return self._progress.get(conn, 0), rank
+        # stay on the same test; among equals the one that had fewer turns on
+        # it (so they alternate), then the run order.
+        return (
+            self._progress.get(conn, 0),
+            self._granted.get(conn, 0),
+            self._ranks.get(conn, 255),
+        )
 
     def _grant(self) -> None:
         if self.ticket == 0 and self._queue:
@@ -164,6 +174,7 @@ class TurnServer:
                 self._drop(conn)
                 continue
             self._holder = conn
+            self._granted[conn] = self._granted.get(conn, 0) + 1
 
     def close(self) -> None:
         self._closed.set()

@@ -335,10 +335,21 @@ def test_partial_runs_are_marked_and_every_run_is_kept(pytester, monkeypatch):
 
 @pytest.mark.slow
 def test_sigint_marks_the_running_backend_interrupted(pytester):
+    # Backends one after another: cpu has finished when cpu2's phase runs.
+    # (Interleaved, both are running when Ctrl-C comes.)
     pytester.makepyfile(absl_like=EVENTS, test_bench=BENCH_SUITE)
     env = dict(os.environ, SLOW_S="60")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *FAST, *TWO, "-k", "not fails"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            *FAST,
+            *TWO,
+            "--jax-sequential",
+            "-k",
+            "not fails",
+        ],
         cwd=pytester.path,
         env=env,
         stdout=subprocess.PIPE,
