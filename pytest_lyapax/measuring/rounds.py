@@ -55,6 +55,10 @@ class Turns(abc.ABC):
     def held(self) -> bool:
         return False
 
+    def finish(self) -> None:
+        """This worker has run its last test: no one need wait for it."""
+        return None
+
 
 class NoTurns(Turns):
     """One worker at a time anyway (backends run one after another, or one

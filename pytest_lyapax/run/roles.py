@@ -177,7 +177,9 @@ class WorkerHooks(_TestRunner):
     """An xdist worker: runs exactly the copies of its own backend."""
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, Any, Any]:
+    def pytest_runtest_protocol(
+        self, item: pytest.Item, nextitem: pytest.Item | None
+    ) -> Generator[None, Any, Any]:
         # Each test runs holding the turn (turns.py): while it runs, the other
         # local backends wait, so they never share cores with its rounds.
         turns = self.session.turns
@@ -187,6 +189,8 @@ class WorkerHooks(_TestRunner):
             return (yield)
         finally:
             turns.release()
+            if nextitem is None:
+                turns.finish()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_finish(self, session: pytest.Session) -> None:

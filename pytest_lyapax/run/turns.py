@@ -21,7 +21,12 @@ started (4 bytes); the server answers ``h`` with ``g`` and the turn's number
 waiting, the one furthest behind in its tests goes first: the backends stay
 on the same test, so the rounds of a test on each backend alternate turn by
 turn instead of drifting apart in time; among equals, the one that had
-fewer turns on its test, then the first in run order.  The first turn waits
+fewer turns on its test, then the first in run order.  A worker ahead in
+its tests also waits, at most :data:`LAGGARD_WAIT_S`, for one behind it that
+is between two tests (its report is on the way, or the machine paused it):
+otherwise a moment's delay would let the later backend run ahead and its
+results arrive before the reference's.  ``d`` says that a worker has run
+its last test, so that no one waits for it.  The first turn waits
 until every expected worker asks (at most :data:`FIRST_TURN_WAIT_S`) and
 goes to the lowest rank, so the first backend's test runs first and the
 backends' tests then alternate in run order.  A worker whose
@@ -41,11 +46,18 @@ from collections import deque
 
 from pytest_lyapax.measuring.rounds import Turns
 
-HOLD, RELEASE, GRANT, RANK, PROGRESS = b"h", b"r", b"g", b"n", b"p"
+HOLD, RELEASE, GRANT, RANK, PROGRESS, DONE = b"h", b"r", b"g", b"n", b"p", b"d"
 FIRST_TURN_WAIT_S = 10.0
+LAGGARD_WAIT_S = 1.0
 _PROGRESS = struct.Struct(">I")
 # The bytes after each message's first byte.
-_ARGUMENT_BYTES = {RANK[0]: 1, PROGRESS[0]: _PROGRESS.size, HOLD[0]: 0, RELEASE[0]: 0}
+_ARGUMENT_BYTES = {
+    RANK[0]: 1,
+    PROGRESS[0]: _PROGRESS.size,
+    HOLD[0]: 0,
+    RELEASE[0]: 0,
+    DONE[0]: 0,
+}
 _TICKET = struct.Struct(">Q")
 
 
@@ -63,6 +75,8 @@ class TurnServer:
         # Turns each worker had on its current test.
         self._granted: dict[socket.socket, int] = {}
         self._unread: dict[socket.socket, bytes] = {}
+        self._asked: dict[socket.socket, float] = {}  # when each waiting one asked
+        self._done: set[socket.socket] = set()
         self._first_asked: float | None = None
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
@@ -70,6 +84,7 @@ class TurnServer:
         self._selector.register(self._listener, selectors.EVENT_READ)
         self._queue: deque[socket.socket] = deque()
         self._holder: socket.socket | None = None
+        self._timeout = 0.2  # shorter while a grant waits for a laggard
         self.ticket = 0  # turns granted so far
         self._closed = threading.Event()
         self._thread = threading.Thread(
@@ -84,7 +99,7 @@ class TurnServer:
 
     def _serve(self) -> None:
         while not self._closed.is_set():
-            for key, _ in self._selector.select(timeout=0.2):
+            for key, _ in self._selector.select(timeout=self._timeout):
                 sock = key.fileobj
                 assert isinstance(sock, socket.socket)
                 if sock is self._listener:
@@ -130,6 +145,9 @@ class TurnServer:
             elif kind == HOLD[0]:
                 if conn is not self._holder and conn not in self._queue:
                     self._queue.append(conn)
+                    self._asked[conn] = time.monotonic()
+            elif kind == DONE[0]:
+                self._done.add(conn)
             elif conn is self._holder:  # RELEASE
                 self._holder = None
 
@@ -139,6 +157,8 @@ class TurnServer:
         self._progress.pop(conn, None)
         self._granted.pop(conn, None)
         self._unread.pop(conn, None)
+        self._asked.pop(conn, None)
+        self._done.discard(conn)
         if conn in self._queue:
             self._queue.remove(conn)
         if conn is self._holder:
@@ -164,9 +184,15 @@ class TurnServer:
             waited = now - self._first_asked
             if len(self._queue) < self.expected and waited < FIRST_TURN_WAIT_S:
                 return
+        self._timeout = 0.2
         while self._holder is None and self._queue:
             conn = min(self._queue, key=self._priority)
+            wait = self._laggard_wait(conn)
+            if wait > 0:
+                self._timeout = min(wait, 0.2)
+                return
             self._queue.remove(conn)
+            self._asked.pop(conn, None)
             self.ticket += 1
             try:
                 conn.sendall(GRANT + _TICKET.pack(self.ticket))
@@ -175,6 +201,16 @@ class TurnServer:
                 continue
             self._holder = conn
             self._granted[conn] = self._granted.get(conn, 0) + 1
+
+    def _laggard_wait(self, conn: socket.socket) -> float:
+        """Seconds ``conn`` should still wait for a worker behind it in its
+        tests that is between two tests (0: grant now)."""
+        progress = self._progress.get(conn, 0)
+        between = set(self._ranks) - set(self._queue) - self._done - {conn}
+        behind = any(self._progress.get(other, 0) < progress for other in between)
+        if not behind:
+            return 0.0
+        return self._asked.get(conn, 0.0) + LAGGARD_WAIT_S - time.monotonic()
 
     def close(self) -> None:
         self._closed.set()
@@ -258,6 +294,13 @@ class TurnClient(Turns):
         if self._sock is not None:
             try:
                 self._sock.sendall(RELEASE)
+            except OSError:
+                self._give_up()
+
+    def finish(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.sendall(DONE)
             except OSError:
                 self._give_up()
 

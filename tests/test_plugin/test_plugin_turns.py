@@ -9,6 +9,7 @@ from deadlines import timeout_s
 
 from pytest_lyapax.measuring.rounds import NoTurns, RoundsWatch
 from pytest_lyapax.report import stats
+from pytest_lyapax.run import turns as turns_module
 from pytest_lyapax.run.scheduling import BackendScheduling
 from pytest_lyapax.run.turns import TurnClient, TurnServer
 
@@ -304,6 +305,7 @@ def test_the_first_turn_waits_for_every_worker_and_goes_to_the_first_in_run_orde
 
 def test_the_worker_furthest_behind_in_its_tests_goes_first(server):
     ahead, behind, holder = (TurnClient(server.address) for _ in range(3))
+    holder.progress = 9  # ahead of both: no one waits for it
     holder.hold()
     log = []
     ahead.progress, behind.progress = 5, 3
@@ -319,3 +321,33 @@ def test_the_worker_furthest_behind_in_its_tests_goes_first(server):
     assert log == [("behind", 2), ("ahead", 3)]
     for client in (ahead, behind, holder):
         client.close()
+
+
+def test_a_worker_ahead_waits_for_one_between_tests_unless_it_has_finished(
+    server, monkeypatch
+):
+    # Long enough that only the laggard's request (or its "done") can end it.
+    monkeypatch.setattr(turns_module, "LAGGARD_WAIT_S", 600.0)
+    reference, other = TurnClient(server.address, 0), TurnClient(server.address, 1)
+    log = []
+    for client in (reference, other):  # test 1, one after the other
+        client.progress = 1
+        client.hold()
+        client.release()
+    other.progress = 2
+    ahead = _hold_in_thread(other, log, "other")
+    _wait_until(lambda: len(server._queue) == 1)
+    time.sleep(0.2)
+    assert log == []  # the reference, between its tests, is waited for
+    reference.progress = 2
+    _hold_in_thread(reference, log, "reference").join(timeout_s(10))
+    assert log == [("reference", 3)]
+    reference.release()
+    ahead.join(timeout_s(10))
+    assert log == [("reference", 3), ("other", 4)]
+    other.release()
+    reference.finish()  # its last test: no one waits for it any more
+    other.progress = 3
+    _hold_in_thread(other, log, "other").join(timeout_s(10))
+    assert log[-1] == ("other", 5)
+    reference.close(), other.close()
