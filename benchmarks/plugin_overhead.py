@@ -1,15 +1,16 @@
 """Cost of pytest-lyapax's untimed extras on the main job: with vs ``--jax-no-extras``.
 
 Runs the main job, ``pytest perf_tests --jax-backend=cpu``, alternately with
-the extra measurements (warm-up split, memory, dispatch/device split, counters,
-argument location, the roofline's work per call and the machine's peaks:
-the default) and without them (``--jax-no-extras``), each
-run in a fresh process with its own report directory, and prints the wall
-time and the CPU seconds (user + system, whole process tree) of each run
-and the ratio of the medians.  It also checks that the extras are in every
-benchmark of the default run and in none of the other, so the comparison is
-what it says.  The extras make no extra call: the dispatch/device split is
-read inside the timed calls (three clock reads each).
+the extra measurements (warm-up split, memory, dispatch/device split,
+counters, argument location, the roofline's work per call and the machine's
+peaks, the machine state and stability judgement of the rounds: the
+default) and without them (``--jax-no-extras``), each run in a fresh process
+with its own report directory, and prints the wall time and the CPU seconds
+(user + system, whole process tree) of each run and the ratio of the
+medians.  It also checks that the extras are in every benchmark of the
+default run and in none of the other, so the comparison is what it says.
+The extras make no extra call: the dispatch/device split is read inside the
+timed calls (three clock reads each).
 
     python benchmarks/plugin_overhead.py [--repeats 1] [--quick] [--sizes 20,200]
         [--json OUT]
@@ -38,7 +39,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MAIN_JOB = ["perf_tests", "--jax-backend=cpu", "-q", "-p", "no:cacheprovider"]
 QUICK = ["--jax-sizes=20,50", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
-EXTRAS = ("warmup", "memory", "time_split", "args_on", "roofline", "counters")
+EXTRAS = (
+    "warmup",
+    "memory",
+    "time_split",
+    "args_on",
+    "roofline",
+    "counters",
+    "machine_state",
+    "stability",
+)
 
 
 def _run(args: list[str], env: dict[str, str]) -> tuple[float, float]:

@@ -145,7 +145,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=False,
         help="Measure only the timed rounds and the first call: no compile/lower "
-        "split, memory figures or dispatch/device split (needs --jax-backend).",
+        "split, memory figures, dispatch/device split, counters, machine state "
+        "or stability judgement (needs --jax-backend).",
     )
     group.addoption(
         "--jax-no-peaks",

@@ -22,10 +22,12 @@ def observers_for(settings: Any) -> list[RoundObserver]:
 
     The compile observer comes last: with ``--jax-recompile=fail`` (or a
     warning that ``filterwarnings = error`` turns into one) its ``record``
-    raises, after the others have written their entries.
+    raises, after the others have written their entries.  ``--jax-no-extras``
+    leaves out the machine state and the stability judgement (so that
+    ``benchmarks/plugin_overhead.py`` measures their cost too), not the
+    compile check, which ``--jax-recompile`` governs.
     """
-    return [
-        MachineObserver(),
-        StabilityObserver(),
-        CompileObserver(getattr(settings, "recompile", "warn")),
-    ]
+    compiles = CompileObserver(getattr(settings, "recompile", "warn"))
+    if not getattr(settings, "extras", True):
+        return [compiles]
+    return [MachineObserver(), StabilityObserver(), compiles]

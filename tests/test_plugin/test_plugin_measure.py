@@ -18,6 +18,7 @@ from deadlines import timeout_s
 
 from pytest_lyapax.backends.labels import Backend
 from pytest_lyapax.measuring import benchmarks, measure
+from pytest_lyapax.measuring.observers import observers_for
 from pytest_lyapax.report import details
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.report.units import format_bytes
@@ -219,6 +220,11 @@ def test_no_extras_reaches_the_workers_and_times_the_first_call_only(pytester):
     calls = []
     benchmarks._warm_up(fixture, jax.jit(abs), calls.append, (1.0,), {})
     assert calls == [1.0] and set(fixture.extra_info) == {"first_call_s"}
+    # No machine state or stability judgement either; the compile check stays.
+    kinds = {type(o).__name__ for o in observers_for(settings)}
+    assert kinds == {"CompileObserver"}
+    full = {type(o).__name__ for o in observers_for(SimpleNamespace(extras=True))}
+    assert full == {"CompileObserver", "MachineObserver", "StabilityObserver"}
     with pytest.raises(pytest.UsageError, match="--jax-no-extras needs --jax-backend"):
         read_settings(pytester.parseconfig("--jax-no-extras"))
 
