@@ -69,6 +69,7 @@ def test_stiff_linear_both_exponents_where_fixed_rk4_at_same_dt_diverges(
     assert growth > 500.0
 
 
+@pytest.mark.slow
 def test_stiff_linear_fixed_rk4_at_adaptive_average_step(stiff_adaptive):
     integrator, result = stiff_adaptive
     dt = 0.01
@@ -147,6 +148,7 @@ def test_reverse_mode_needs_the_bounded_loop():
     assert float(grad(0.5)) == pytest.approx(-1.0, abs=1e-6)
 
 
+@pytest.mark.slow
 def test_max_steps_exhausted_raises_instead_of_truncating():
     integrator = diffrax_adaptive_step(rtol=1e-9, atol=1e-11, max_steps=2)
     problem = lyapax.ode_problem(

@@ -81,6 +81,7 @@ def never(info):
     raise AssertionError(f"a finished run ran again: {info}")
 
 
+@pytest.mark.slow
 def test_sigkill_mid_run_then_the_same_call_ends_like_an_uninterrupted_run(
     tmp_path, reference
 ):
@@ -271,6 +272,7 @@ except OSError as e:
 """
 
 
+@pytest.mark.slow
 def test_a_file_size_limit_is_a_clear_error_and_leaves_no_file(tmp_path):
     path = tmp_path / "run.npz"
     proc = child(

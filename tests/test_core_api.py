@@ -77,6 +77,7 @@ def test_tangent_action_equals_jacfwd_times_basis():
     np.testing.assert_allclose(new_x, step(x), atol=1e-14, rtol=0)
 
 
+@pytest.mark.slow
 def test_partial_spectrum_equals_leading_columns_of_full():
     problem = _lorenz_problem()
     full = lyapunov_spectrum(problem, 20_000, renorm_every=10, t_transient=30.0)
@@ -222,7 +223,8 @@ def _leading_exponent(p):
 
 
 @pytest.mark.parametrize(
-    "transform", [pytest.param(jax.grad, marks=pytest.mark.slow), jax.jacfwd]
+    "transform",
+    [pytest.param(t, marks=pytest.mark.slow) for t in (jax.grad, jax.jacfwd)],
 )
 def test_derivative_wrt_parameter_matches_finite_differences(transform):
     p, h = -0.3, 1e-5
@@ -321,6 +323,7 @@ def test_check_finite_raises_on_overflow():
         )
 
 
+@pytest.mark.slow
 def test_float32_state_without_x64_warns():
     code = textwrap.dedent(
         """

@@ -110,6 +110,7 @@ def test_hyperbolic_torus_map_eigenvectors_and_constant_angle():
     assert np.ptp(angle) < 1e-12 and 0.1 < angle[0] < np.pi / 2 - 0.1
 
 
+@pytest.mark.slow
 def test_henon_vectors_are_covariant_step_by_step():
     henon = systems.henon_map()
     res = covariant_vectors(
@@ -135,7 +136,7 @@ def test_henon_vectors_are_covariant_step_by_step():
 @pytest.mark.parametrize(
     "rhs, x0, t_backward",
     [
-        (systems.lorenz(), [1.0, 1.0, 1.0], 50.0),
+        pytest.param(systems.lorenz(), [1.0, 1.0, 1.0], 50.0, marks=pytest.mark.slow),
         # lambda_1 - lambda_2 = 0.07: the backward pass needs ~ 20 / 0.07.
         (systems.rossler(), [1.0, 1.0, 0.0], 300.0),
     ],
@@ -234,6 +235,7 @@ def test_non_normal_linear_network_gives_its_eigenvectors(sparse):
     assert gram > 0.1  # non-normal: a Gram-Schmidt frame could not pass
 
 
+@pytest.mark.slow
 def test_linear_delay_equation_vectors_are_exponentials_on_the_buffer():
     a, tau, dt = 0.3, 1.0, 0.01
     problem = dde_problem(
@@ -303,6 +305,7 @@ def test_delayed_network_vectors_are_covariant():
     np.testing.assert_allclose(res.exponents, spec.exponents, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_adaptive_steps_give_the_eigenvectors():
     pytest.importorskip("diffrax")
     from lyapax.adaptive import diffrax_adaptive_step
@@ -320,6 +323,7 @@ def test_adaptive_steps_give_the_eigenvectors():
 # ------------------------------------------------------------ storage modes
 
 
+@pytest.mark.slow
 def test_storage_modes_agree_across_many_segments(monkeypatch):
     # Small segments: the forward pass runs in several calls and "recompute"
     # replays each one from its checkpoint.
@@ -421,6 +425,7 @@ def test_vmap_over_a_parameter_is_one_program():
         np.testing.assert_allclose(vecs[i], one.vectors, atol=1e-8)
 
 
+@pytest.mark.slow
 def test_sweep_equals_single_runs_and_chunks_agree():
     from lyapax import sweep_covariant_vectors
 

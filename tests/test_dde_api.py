@@ -39,6 +39,7 @@ def mg():
     return dde_problem(systems.mackey_glass(), 1.2, 2.0, 0.1, interpolate=True)
 
 
+@pytest.mark.slow
 def test_two_resumed_chunks_equal_one_long_run(mg):
     full = lyapunov_spectrum_dde(mg, 400, t_transient=5.0, **MG_RUN)
     first = lyapunov_spectrum_dde(mg, 200, t_transient=5.0, **MG_RUN)
@@ -90,6 +91,7 @@ def test_transient_covers_at_least_one_history_length(mg):
     assert int(none.checkpoint.t) == 130
 
 
+@pytest.mark.slow
 def test_rebuilt_problems_with_new_numbers_do_not_retrace():
     traces = []
 

@@ -79,7 +79,7 @@ def _cases(slow: tuple[str, ...]) -> list:
     ]
 
 
-@pytest.mark.parametrize("name", _cases(_TWO_VARIABLES))
+@pytest.mark.parametrize("name", _cases((*_TWO_VARIABLES, "kuramoto")))
 def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     coupling, n_cvar = CASES[name]
     edge = as_edge_coupling(coupling)
@@ -145,6 +145,7 @@ def _kuramoto_problem(n, max_delay_steps, dt=0.01, seed=5):
     )
 
 
+@pytest.mark.slow
 def test_spectrum_is_unchanged_by_the_summed_path(monkeypatch):
     fast = _kuramoto_problem(40, 12)
     assert fast.step_fn.ring.presummed

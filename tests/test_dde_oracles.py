@@ -33,6 +33,7 @@ def scalar_rate(a, tau, dt, *, t_total=20.0, **kw):
     return float(result.exponents[0])
 
 
+@pytest.mark.slow
 def test_grid_mode_is_first_order_and_within_1e_2():
     a, tau = 1.0, 0.3
     exact = lambert_rate(a, tau)
@@ -48,6 +49,7 @@ def test_interpolated_rk4_is_exact_to_1e_6_off_grid():
     assert abs(got - lambert_rate(a, tau)) < 1e-6
 
 
+@pytest.mark.slow
 def test_interpolated_heun_converges_at_order_two():
     a, tau = 1.0, 0.317
     exact = lambert_rate(a, tau)

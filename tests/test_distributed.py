@@ -193,6 +193,7 @@ def test_a_taken_coordinator_port_is_refused_on_process_zero():
             initialize(f"127.0.0.1:{port}", 2, 0)
 
 
+@pytest.mark.slow
 def test_a_process_with_another_process_count_fails_clearly(tmp_path):
     port = _free_port()
     envs = _torchrun(2, port, TEST_TIMEOUT="20", TEST_HEARTBEAT="3")

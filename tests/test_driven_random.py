@@ -74,6 +74,7 @@ def test_driven_dt_scales_exponents(gains):
     np.testing.assert_allclose(result.exponents[0], expected, rtol=1e-13)
 
 
+@pytest.mark.slow
 def test_driven_grad_reaches_inputs(gains):
     def exponent(a):
         problem = driven_problem(scale, jnp.ones(1), a)
@@ -239,6 +240,7 @@ def test_random_bad_key(key):
         random_problem(gaussian, jnp.ones(D), key)
 
 
+@pytest.mark.slow
 def test_grad_of_every_exponent_is_one_over_g():
     key = jax.random.key(7)
 
@@ -307,6 +309,7 @@ def _gbm_check(n_steps):
     assert abs(heun - em - SIGMA**2 / 2) < 5 * np.sqrt(n_steps * gap_var) / T + bias
 
 
+@pytest.mark.slow
 def test_gbm_quick():
     _gbm_check(4_000)
 

@@ -111,6 +111,7 @@ def test_random_linear_map_errors_are_calibrated():
     assert np.all((median_z > 0.5) & (median_z < 0.85)), median_z
 
 
+@pytest.mark.slow
 def test_linear_ode_truth_lies_within_two_standard_errors():
     A = jnp.array([[-0.5, 2.0, 0.0], [0.0, -1.0, 1.0], [0.0, 0.0, -2.0]])
     step = rk4_step(lambda x: A @ x, 0.01)

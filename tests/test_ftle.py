@@ -263,6 +263,7 @@ def test_fast_sincos_matches_the_library_and_refuses_what_it_cannot_reduce():
         assert np.isnan(np.asarray(sincos(jnp.asarray([bad])))).all(), bad
 
 
+@pytest.mark.slow
 def test_fast_trig_field_equals_the_library_one_and_falls_back_out_of_range():
     from functools import partial
 
@@ -290,3 +291,15 @@ def test_fast_trig_field_equals_the_library_one_and_falls_back_out_of_range():
     got = ftle_field(far, points, 0.0, 2.0, 0.1, time_dependent=True).ftle_max
     assert np.isfinite(got).all()
     np.testing.assert_allclose(got, library(far, 2.0), atol=1e-12)
+
+
+def test_grid_points_are_row_by_row_like_an_image():
+    x, y = np.array([0.0, 1.0, 2.0]), np.array([10.0, 20.0])
+    points = grid_points(x, y)
+    assert points.shape == (6, 2)
+    # Point i * nx + j is (x[j], y[i]).
+    for i in range(2):
+        for j in range(3):
+            assert tuple(points[i * 3 + j]) == (x[j], y[i])
+    with pytest.raises(ValueError, match="x and y must be non-empty 1-D arrays"):
+        grid_points(np.zeros((2, 2)), y)

@@ -36,6 +36,7 @@ def scaled(x, p):
     return p["p"] * x
 
 
+@pytest.mark.slow
 def test_linear_maps_give_ln_p_in_one_batched_program():
     p = np.array([1.1, 0.8])
     # x' = 1.1 x from 0: the separation grows alone (no cancellation against
@@ -99,6 +100,7 @@ def test_a_step_outside_jax_works():
         lyapunov_spectrum(callback_step, np.array([0.3]), 1.0, 10)
 
 
+@pytest.mark.slow
 def test_lorenz_agrees_with_the_spectrum_within_its_stderr():
     problem = ode_problem(lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01)
     args = dict(n_steps=20_000, t_transient=20.0)

@@ -133,6 +133,7 @@ class _Diffusive(AbstractSummedCoupling):
         return self.G * (sums - jnp.sum(weights, axis=1) * current)
 
 
+@pytest.mark.slow
 def test_a_declared_summed_coupling_takes_the_fast_delayed_path():
     n, dt = 12, 0.01
     rng = np.random.default_rng(3)

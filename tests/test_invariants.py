@@ -86,6 +86,7 @@ def test_lorenz96_sum_rule_hutchinson_has_an_error_bar():
     assert report["tangents"].passed
 
 
+@pytest.mark.slow
 def test_linear_network_sum_rule_is_the_trace():
     n, gamma, G = 5, -0.7, 0.4
     rng = np.random.default_rng(1)
@@ -192,6 +193,7 @@ def test_zero_exponent_flags_a_forced_system():
     assert check.value == pytest.approx(-0.1, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_delay_problem_checks_its_tangents():
     problem = dde_problem(mackey_glass(), jnp.array([1.2]), tau=17.0, dt=0.1)
     result = lyapunov_spectrum(problem, 2_000, k=3, renorm_every=10)

@@ -74,6 +74,7 @@ def test_chaotic_henon_heiles_grows_like_lambda_t_over_two(chaotic_hh):
     assert res.verdict == "chaotic" and res.chaotic is True
 
 
+@pytest.mark.slow
 def test_a_batch_is_its_rows_in_one_program(chaotic_hh):
     from lyapax.indicators._megno import _kernel
 

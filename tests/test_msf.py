@@ -43,6 +43,7 @@ def rk4_factor(z):
     return 1 + z + z**2 / 2 + z**3 / 6 + z**4 / 24
 
 
+@pytest.mark.slow
 def test_msf_at_zero_is_the_node_exponent():
     # Same trajectory, same seeded frame, same RK4 tangents: the engine's
     # lambda_1 of the uncoupled node, to rounding; and the known value.

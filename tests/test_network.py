@@ -163,6 +163,7 @@ def test_identical_kuramoto_in_sync_has_zero_and_minus_K():
     np.testing.assert_allclose(exponents, flow, rtol=0, atol=1e-4)
 
 
+@pytest.mark.slow
 def test_sparse_weights_give_dense_exponents():
     rng = np.random.default_rng(5)
     dense = rng.uniform(0, 1, (N_KUR, N_KUR)) * (rng.uniform(size=(N_KUR, N_KUR)) < 0.3)
@@ -255,6 +256,7 @@ def test_coupling_is_re_evaluated_at_every_stage():
 # --- state layout, builders ---------------------------------------------------
 
 
+@pytest.mark.slow
 def test_state0_flat_or_2d_and_builders_agree():
     spec = ModelSpec(
         "fhn",

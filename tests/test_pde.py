@@ -246,6 +246,7 @@ def _residual_from_span(w, V):
     return float(np.linalg.norm(w - Q @ (Q.T @ w)))
 
 
+@pytest.mark.slow
 def test_ks_covariant_vectors_span_the_symmetry_directions(ks22_coarse):
     # At L = 22: lambda_1 > 0, then four exponents near zero (space and time
     # translation, the conserved mean with its Galilean partner u_x, and a

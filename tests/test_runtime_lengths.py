@@ -181,6 +181,7 @@ def test_the_static_fast_path_gives_the_same_numbers(save_states):
     assert (fast.trajectory is None) == (not save_states)
 
 
+@pytest.mark.slow
 def test_the_static_fast_path_steps_a_delay_ring_buffer_alike():
     """Delay steps read the step counter: it must advance the same way."""
     from lyapax.dde import dde_problem
@@ -334,6 +335,7 @@ def test_maps_and_delay_equations_reuse_their_program():
     assert more.history.shape == (40, 2) and resumed.history.shape == (10, 2)
 
 
+@pytest.mark.slow
 def test_sweeps_reuse_their_program_across_lengths():
     rhos = {"rho": jnp.array([20.0, 28.0])}
 
@@ -405,7 +407,9 @@ def test_bad_lengths_raise_the_same_clear_errors(kwargs, message):
 # ------------------------------------------------------------ QR choice
 
 
-@pytest.mark.parametrize("qr", ["auto", "householder", "lapack"])
+@pytest.mark.parametrize(
+    "qr", ["auto", pytest.param("householder", marks=pytest.mark.slow), "lapack"]
+)
 def test_qr_choices_agree(qr):
     problem = lorenz_problem()
     base = lyapunov_spectrum(problem, n_steps=500, renorm_every=10, qr="lapack")
@@ -424,6 +428,7 @@ def test_qr_choices_agree(qr):
     np.testing.assert_allclose(sweep.history[0], base.history, rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_sweeps_across_processes_finish_on_the_devices(monkeypatch):
     import lyapax.sweep.spectrum as sweep_module
 

@@ -148,6 +148,7 @@ def check_fixed_point_sensitivity(res):
     assert abs(float(res.gradient["beta"])) < 5e-3
 
 
+@pytest.mark.slow
 def test_lorenz_at_rho_15_settles_and_gives_dz_drho_one():
     # One homogeneous tangent more than needed (a stable direction here) is
     # harmless: the least-squares problem uses it or not.

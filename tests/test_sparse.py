@@ -17,6 +17,7 @@ def _random_sparse(n, density, seed=0):
     return dense
 
 
+@pytest.mark.slow
 def test_conversions_reproduce_the_dense_matrix():
     dense = _random_sparse(40, 0.2)
     for weights in (dense, jnp.asarray(dense), sparse.BCOO.fromdense(dense)):
@@ -197,7 +198,13 @@ COUPLINGS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(COUPLINGS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name == "kuramoto" else name
+        for name in sorted(COUPLINGS)
+    ],
+)
 def test_sparse_spectrum_equals_dense_at_n500(name):
     coupling, dfun, n_sv = COUPLINGS[name]
     n = 500
@@ -233,6 +240,7 @@ def test_custom_coupling_on_sparse_weights_takes_the_generic_path():
     np.testing.assert_allclose(got.exponents, dense.exponents, rtol=0, atol=1e-10)
 
 
+@pytest.mark.slow
 def test_ring_lattice_spectrum_from_circulant_eigenvalues():
     # x' = -g x + G W x with W a symmetric circulant ring lattice: eigenvalues
     # lam_m = -g + G sum_s cos(2 pi m s / n); Heun multiplies each eigen-mode
@@ -337,6 +345,7 @@ def _tiny_limit(what, n_bytes, hint):
     _sparse.check_dense_fits(what, n_bytes, hint, limit=1024)
 
 
+@pytest.mark.slow
 def test_network_sparse_option_chooses_the_layout():
     W = _ring(40, (-2, 3))
     assert isinstance(Network(W, (0,), sparse=True).weights, EllWeights)

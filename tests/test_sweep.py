@@ -61,6 +61,7 @@ def henon_sweep():
 # ------------------------------------------------------------ agreement
 
 
+@pytest.mark.slow
 def test_parameter_sweep_equals_a_python_loop_on_every_field(henon_sweep):
     res = henon_sweep
     assert res.exponents.shape == (5, 2) and res.stderr.shape == (5, 2)
@@ -169,6 +170,7 @@ def test_large_trajectory_warns_before_allocating(monkeypatch):
 # ------------------------------------------------------------ known physics
 
 
+@pytest.mark.slow
 def test_lorenz_sweep_gives_fixed_point_chaos_and_periodic_orbit():
     """sigma=10, beta=8/3: rho=10 stable fixed points (exponents = real parts of
     the Jacobian's eigenvalues there), rho=28 chaos (lambda1 = 0.9056, Viswanath
@@ -214,6 +216,7 @@ def test_delay_equations_sweep_like_a_loop():
         assert _max_diff(_row(res, i), one) < 1e-8
 
 
+@pytest.mark.slow
 def test_delay_problem_params_are_swept_by_params_batch():
     dde = pytest.importorskip("lyapax.dde")
     from lyapax.coupling import linear_coupling

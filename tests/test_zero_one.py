@@ -107,6 +107,7 @@ def test_complex_series_is_rejected():
         zero_one_test(np.ones(100, dtype=complex))
 
 
+@pytest.mark.slow
 def test_works_under_jit_and_vmap():
     """A pure function of the series: jit and vmap give the eager numbers."""
     x = jnp.asarray(np.random.default_rng(2).normal(size=(3, 400)))

@@ -99,6 +99,7 @@ def png_size(path):
     return struct.unpack(">II", path.read_bytes()[16:24])
 
 
+@pytest.mark.slow
 def test_merge_two_machines_and_plot_the_merged_report(
     real_run, tmp_path, clean_environment
 ):

@@ -122,6 +122,7 @@ def test_pytest_internals_the_copies_rely_on():
     assert "_numcollected" in TerminalReporter.__init__.__code__.co_names
 
 
+@pytest.mark.slow
 def test_every_copy_is_named_by_its_backend(pytester):
     _make_suite(pytester)
     xml = pytester.path / "j.xml"

@@ -280,6 +280,7 @@ def test_the_policy_is_read_in_any_case(pytester):
     assert get_session(config).settings.recompile == "ignore"
 
 
+@pytest.mark.slow
 def test_compiles_in_the_rounds_warn_and_show_in_every_report(pytester):
     pytester.makepyfile(test_rc=SUITE)
     result = pytester.runpytest_subprocess(*FAST, *CPU)

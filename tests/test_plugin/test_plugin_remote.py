@@ -443,6 +443,7 @@ def test_typed_tx_with_jax_backend_is_a_usage_error(pytester, clean_environment)
     )
 
 
+@pytest.mark.slow
 def test_local_cpu_and_socket_served_cpu2_make_one_report(
     pytester, clean_environment, server
 ):
