@@ -54,6 +54,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "per line).",
     )
     group.addoption(
+        "--jax-backend-env",
+        dest="jax_backend_env",
+        action="append",
+        default=[],
+        metavar="LABEL:VAR=VALUE",
+        help="Set VAR=VALUE in backend LABEL's worker before JAX starts "
+        "(repeatable): an execution variant, e.g. with "
+        "--jax-backend-platform=cpu32=cpu, cpu32:JAX_ENABLE_X64=0. Ini: "
+        "jax_backend_env (one entry per line).",
+    )
+    group.addoption(
         "--jax-sizes",
         dest="jax_sizes",
         metavar="LIST",
@@ -212,6 +223,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini(
         "jax_backend_platform",
         "LABEL=PLATFORM mappings, one per line (see --jax-backend-platform).",
+        type="linelist",
+        default=[],
+    )
+    parser.addini(
+        "jax_backend_env",
+        "LABEL:VAR=VALUE entries, one per line (see --jax-backend-env).",
         type="linelist",
         default=[],
     )

@@ -22,6 +22,7 @@ does not).  Everything here is pure; ``remote.py`` makes the connections.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -147,8 +148,7 @@ def bind_hosts(
             f"new label also needs --jax-backend-platform={unknown[0]}=PLATFORM"
         )
     return tuple(
-        Backend(b.label, b.platform, hosts[b.label]) if b.label in hosts else b
-        for b in backends
+        replace(b, host=hosts[b.label]) if b.label in hosts else b for b in backends
     )
 
 

@@ -123,6 +123,14 @@ class Backend:
     label: str
     platform: str
     host: HostSpec | None = None
+    # Variables set before JAX starts in this backend's worker, in the order
+    # given (--jax-backend-env): an execution variant such as float32.
+    env: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def env_text(self) -> str:
+        """The variant's variables as ``VAR=VALUE`` words ("" for none)."""
+        return " ".join(f"{k}={v}" for k, v in self.env)
 
     @property
     def expected(self) -> str:

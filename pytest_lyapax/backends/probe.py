@@ -121,47 +121,56 @@ def probe_environment(backend: Backend) -> dict[str, str]:
     """The environment a backend's processes get (probe and worker alike)."""
     env = dict(os.environ)
     env["JAX_PLATFORMS"] = backend.platform
+    env.update(backend.env)  # the label's own variables (--jax-backend-env)
     return env
 
 
 def probe_backends(
     backends: Sequence[Backend], timeout: float = PROBE_TIMEOUT_S
 ) -> dict[str, ProbeResult]:
-    """Probe all backends concurrently, once per distinct platform; key by label.
+    """Probe all backends concurrently, once per distinct platform and set of
+    the label's own variables; key by label.
 
-    ``JAX_PLATFORMS=cpu`` is not probed: jaxlib always contains the CPU
+    ``JAX_PLATFORMS=cpu`` alone is not probed: jaxlib always contains the CPU
     backend, a probe would only cost a JAX start-up (~1 s), and each worker
-    still checks ``jax.default_backend()`` before its first test.
+    still checks ``jax.default_backend()`` before its first test.  A CPU
+    label with variables of its own is (``XLA_FLAGS`` may not parse).
     """
+
+    def unprobed(backend: Backend) -> bool:
+        return backend.platform == "cpu" and not backend.env
+
     procs = {}
     for backend in backends:
-        if backend.platform in procs or backend.platform == "cpu":
+        key = (backend.platform, backend.env)
+        if key in procs or unprobed(backend):
             continue
         env = probe_environment(backend)
         # A probe needs only a few bytes of device memory: don't reserve most of it.
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-        procs[backend.platform] = subprocess.Popen(
+        procs[key] = subprocess.Popen(
             [sys.executable, "-c", PROBE_SOURCE],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-    outputs: dict[str, tuple[int | None, str, str]] = {}
-    for platform, proc in procs.items():
+    outputs: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int | None, str, str]]
+    outputs = {}
+    for key, proc in procs.items():
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
-            outputs[platform] = (proc.returncode, stdout, stderr)
+            outputs[key] = (proc.returncode, stdout, stderr)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            outputs[platform] = (None, "", "")
+            outputs[key] = (None, "", "")
     results = {}
     for backend in backends:
-        if backend.platform == "cpu":
+        if unprobed(backend):
             results[backend.label] = ProbeResult(OK, "", {"jax_backend": "cpu"})
             continue
-        returncode, stdout, stderr = outputs[backend.platform]
+        returncode, stdout, stderr = outputs[(backend.platform, backend.env)]
         if returncode is None:
             results[backend.label] = ProbeResult(
                 UNAVAILABLE,

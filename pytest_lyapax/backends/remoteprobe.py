@@ -82,7 +82,7 @@ def describe_error(exc: BaseException) -> str:
 
 
 def probe_environment(backend: Backend, host: HostSpec) -> dict[str, str]:
-    env = {**host.env, "JAX_PLATFORMS": backend.platform}
+    env = {**host.env, "JAX_PLATFORMS": backend.platform, **dict(backend.env)}
     env.setdefault(GPU_MEMORY_ENV, "false")  # the probe needs a few bytes only
     return env
 

@@ -50,7 +50,7 @@ import json
 import numbers
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -482,11 +482,13 @@ def instrument(
     extras: bool = True,
     peaks: bool = True,
     watch: RoundsWatch | None = None,
+    env: Sequence[tuple[str, str]] = (),
 ) -> None:
     """Make the item's ``benchmark`` JAX-aware and label it (after fixture
     setup); ``extras=False`` (``--jax-no-extras``) measures the first call
     only, ``peaks=False`` (``--jax-no-peaks``) leaves the machine's peaks out;
-    ``watch`` sees every round (turns between backends, observers)."""
+    ``watch`` sees every round (turns between backends, observers); ``env``:
+    the label's own variables (``--jax-backend-env``), part of its series."""
     funcargs = getattr(item, "funcargs", None) or {}
     fixture = funcargs.get("benchmark")
     if fixture is None:
@@ -502,6 +504,8 @@ def instrument(
     marker = item.get_closest_marker("jax_sizes")
     info = fixture.extra_info
     info.setdefault("backend", label)
+    if env:
+        info.setdefault("backend_env", dict(env))
     info.update({k: v for k, v in device_info().items() if k not in info})
     info.setdefault("size", params.get("jax_size"))
     if marker is not None and marker.kwargs.get("label"):

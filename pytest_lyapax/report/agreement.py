@@ -9,7 +9,10 @@ name, whether they agree and by how much they differ.
 
 Rules (documented in ``docs/pytest_lyapax.md``):
 
-* shapes and dtypes must match;
+* shapes and dtypes must match, except that two precision variants (labels
+  whose ``--jax-backend-env`` set ``JAX_ENABLE_X64`` or
+  ``JAX_DEFAULT_DTYPE_BITS`` differently) may differ in float width, and are
+  then compared with the narrower dtype's tolerance;
 * integers and booleans must be equal; floating leaves agree where
   ``|a - r| <= atol + rtol * |r|`` (``r`` the reference), with ``rtol`` and
   ``atol`` from ``@pytest.mark.jax_agree`` or the default of the dtype
@@ -45,6 +48,34 @@ DEFAULT_TOLERANCES: dict[str, tuple[float, float]] = {
 }
 DEFAULT_Z = 4.0
 _COMPONENT = {"complex128": "float64", "complex64": "float32"}
+# Floating dtypes from the narrowest (the widest tolerance) to the widest.
+_FLOAT_WIDTHS = ("bfloat16", "float16", "float32", "float64")
+# Variables whose values set the default float width of a label's worker:
+# two labels that set them differently are precision variants.
+PRECISION_VARIABLES = ("JAX_ENABLE_X64", "JAX_DEFAULT_DTYPE_BITS")
+
+
+def precision_differs(
+    env: Mapping[str, str] | Sequence[tuple[str, str]],
+    other: Mapping[str, str] | Sequence[tuple[str, str]],
+) -> bool:
+    """Whether two labels' own variables (``--jax-backend-env``) set the
+    float width differently (then their results may differ in dtype width)."""
+    a, b = dict(env), dict(other)
+    return any(a.get(name) != b.get(name) for name in PRECISION_VARIABLES)
+
+
+def _narrower(dtype: str, other: str) -> str | None:
+    """The narrower of two floating (or two complex) dtypes; None when they
+    are not two widths of one kind."""
+    parts = [_COMPONENT.get(d, d) for d in (dtype, other)]
+    if any(p not in _FLOAT_WIDTHS for p in parts):
+        return None
+    if (dtype in _COMPONENT) != (other in _COMPONENT):
+        return None  # real against complex
+    return min((dtype, other), key=lambda d: _FLOAT_WIDTHS.index(_COMPONENT.get(d, d)))
+
+
 # Kinds of a recorded entry.
 RESULT, BENCHMARK = "result", "benchmark"
 
@@ -197,13 +228,23 @@ def compare_leaf(
     other: Mapping[str, Any],
     tolerance: Tolerance,
     load: Loader | None = None,
+    widths_may_differ: bool = False,
 ) -> LeafVerdict:
-    """One leaf of ``other`` against the same leaf of the reference."""
+    """One leaf of ``other`` against the same leaf of the reference.
+
+    ``widths_may_differ`` (two precision variants): float32 against float64
+    is no mismatch; the values are compared with the narrower's tolerance.
+    """
     import numpy as np
 
     shape, dtype = tuple(ref["shape"]), str(ref["dtype"])
+    narrower = _narrower(dtype, str(other["dtype"])) if widths_may_differ else None
+    if narrower is not None:
+        dtype = narrower
     verdict = LeafVerdict(name, str(ref["path"]), shape, dtype, ok=True)
-    if tuple(other["shape"]) != shape or str(other["dtype"]) != dtype:
+    if tuple(other["shape"]) != shape or (
+        narrower is None and str(other["dtype"]) != dtype
+    ):
         verdict.ok = False
         verdict.problem = (
             f"shape/dtype {tuple(other['shape'])} {other['dtype']} against the "
@@ -325,8 +366,10 @@ def compare_entries(
     other: Sequence[Mapping[str, Any]],
     tolerance: Tolerance,
     load: Loader | None = None,
+    widths_may_differ: bool = False,
 ) -> list[NameVerdict]:
-    """Every name recorded on either side, in the reference's order."""
+    """Every name recorded on either side, in the reference's order
+    (``widths_may_differ``: see :func:`compare_leaf`)."""
     ref_by = {e["name"]: e for e in reference}
     other_by = {e["name"]: e for e in other}
     out = []
@@ -350,7 +393,7 @@ def compare_entries(
             )
             continue
         leaves = [
-            compare_leaf(name, rl, al, tolerance, load)
+            compare_leaf(name, rl, al, tolerance, load, widths_may_differ)
             for rl, al in zip(r["leaves"], a["leaves"], strict=True)
         ]
         out.append(NameVerdict(name, kind, leaves))

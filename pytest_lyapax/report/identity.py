@@ -8,6 +8,8 @@ of a *series*.  :func:`series_id` names that series:
   modules are two series;
 - ``params``: its other parameters (``dtype=float32``), one series each;
 - ``backend``: the backend label it ran on (``cpu``, ``gpu``, ``cpu2``);
+- ``env``: the variables that label set (``--jax-backend-env``), so that two
+  execution variants of one label (float32 and float64, say) never merge;
 - ``machine``: host and CPU model (from ``machine_info``), device kind and
   jax/jaxlib versions (recorded per benchmark by the worker that ran it).
 
@@ -79,6 +81,7 @@ class SeriesId:
     backend: str | None
     machine: Machine
     label: str | None = None  # the series label shown (merged: "cpu @ server")
+    env: str = ""  # the label's own variables (--jax-backend-env), "A=1 B=2"
 
     @property
     def benchmark(self) -> str:
@@ -96,13 +99,14 @@ class SeriesId:
         host, CPU and device (versions are not part of it: a jax upgrade on
         the same machine is a step in one series, not a new series)."""
         where = () if join_machines else self.machine.place
-        return (self.benchmark, self.backend or "", *where)
+        return (self.benchmark, self.backend or "", self.env, *where)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "test": self.test,
             "params": self.params,
             "backend": self.backend,
+            **({"env": self.env} if self.env else {}),
             "machine": self.machine.to_json(),
         }
 
@@ -199,8 +203,22 @@ def series_id(
     backend = _text(info.get("source_backend"), label or "") or None
     test = bare_id(str(record.get("fullname") or record.get("name") or ""))
     return SeriesId(
-        test, other_params(record), backend, machine_of(record, machine_info), label
+        test,
+        other_params(record),
+        backend,
+        machine_of(record, machine_info),
+        label,
+        backend_env(record),
     )
+
+
+def backend_env(record: Mapping[str, Any]) -> str:
+    """The variables the record's label set (``--jax-backend-env``) as
+    ``VAR=VALUE`` words, or "" (a report is untrusted: other shapes are "")."""
+    env = extra_info(record).get("backend_env")
+    if not isinstance(env, Mapping):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in env.items() if isinstance(v, str))
 
 
 def unique_names(ids: Iterable[SeriesId]) -> dict[str, str]:

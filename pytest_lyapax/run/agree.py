@@ -248,7 +248,14 @@ class AgreeController:
         if not (ref.passed and other.passed):
             return  # a failed test is reported as such; its results may be partial
         verdicts = agreement.compare_entries(
-            ref.entries, other.entries, other.tolerance, agreement.load_file
+            ref.entries,
+            other.entries,
+            other.tolerance,
+            agreement.load_file,
+            widths_may_differ=agreement.precision_differs(
+                self.session.backend(self.settings.reference).env,
+                self.session.backend(label).env,
+            ),
         )
         failing = [
             v

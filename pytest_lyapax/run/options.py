@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,60 @@ def parse_backends(text: str, platforms: Mapping[str, str]) -> tuple[Backend, ..
     return tuple(backends)
 
 
+ENV_OPTION = "--jax-backend-env"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def parse_backend_envs(
+    values: Sequence[str], backends: Sequence[Backend]
+) -> tuple[Backend, ...]:
+    """Attach ``LABEL:VAR=VALUE`` entries (``--jax-backend-env``) to their
+    backends: variables set in that label's worker before JAX starts."""
+    labels = [b.label for b in backends]
+    envs: dict[str, dict[str, str]] = {}
+    example = f"write it like {ENV_OPTION}=cpu32:JAX_ENABLE_X64=0"
+    for raw in values:
+        label, colon, assignment = raw.partition(":")
+        name, equals, value = assignment.partition("=")
+        label, name = label.strip().lower(), name.strip()
+        if not colon or not equals or not label:
+            raise pytest.UsageError(
+                f"{ENV_OPTION}: {raw!r} is not LABEL:VAR=VALUE; {example}"
+            )
+        if label not in labels:
+            raise pytest.UsageError(
+                f"{ENV_OPTION}: backend {label!r} in {raw!r} is not requested; "
+                f"add it to --jax-backend (requested: {', '.join(labels)}); a new "
+                f"label also needs --jax-backend-platform={label}=PLATFORM"
+            )
+        if not _ENV_NAME.match(name):
+            raise pytest.UsageError(
+                f"{ENV_OPTION}: {name!r} in {raw!r} is not an environment variable "
+                "name (letters, digits and _, not starting with a digit)"
+            )
+        if name == "JAX_PLATFORMS":
+            raise pytest.UsageError(
+                f"{ENV_OPTION}: {raw!r} sets JAX_PLATFORMS, which the label's "
+                f"platform sets; use --jax-backend-platform={label}=PLATFORM"
+            )
+        if "//" in value or any(c in value for c in "\n\r\0"):
+            raise pytest.UsageError(
+                f"{ENV_OPTION}: the value in {raw!r} holds '//' or a line break, "
+                "which a worker's spec cannot carry; give the value without them"
+            )
+        given = envs.setdefault(label, {})
+        if name in given and given[name] != value:
+            raise pytest.UsageError(
+                f"{ENV_OPTION}: {name} is set twice for {label!r} "
+                f"({given[name]!r} and {value!r}); give it once"
+            )
+        given[name] = value
+    return tuple(
+        replace(b, env=tuple(envs[b.label].items())) if b.label in envs else b
+        for b in backends
+    )
+
+
 def parse_sizes(text: str, option: str = "--jax-sizes") -> tuple[int, ...]:
     """Parse a comma-separated list of distinct positive integer sizes."""
     sizes: list[int] = []
@@ -246,6 +301,7 @@ def check_same_host(data: Mapping[str, Any], option: str) -> None:
 # Command-line options that mean nothing unless backends are requested.
 NEED_BACKEND = {
     "jax_backend_platform": "--jax-backend-platform",
+    "jax_backend_env": ENV_OPTION,
     "jax_report_dir": "--jax-report-dir",
     "jax_compare": "--jax-compare",
     "jax_compare_fail": "--jax-compare-fail",
@@ -341,6 +397,9 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     host_lines += config.getoption("jax_backend_host") or []
     if backends:
         backends = bind_hosts(backends, parse_host_bindings(host_lines))
+        env_lines = list(config.getini("jax_backend_env") or [])
+        env_lines += config.getoption("jax_backend_env") or []
+        backends = parse_backend_envs(env_lines, backends)
     timeout_text = config.getoption("jax_backend_host_timeout")
     if timeout_text is None:
         timeout_text = str(config.getini("jax_backend_host_timeout") or "").strip()

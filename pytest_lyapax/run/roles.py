@@ -131,8 +131,15 @@ class _TestRunner(PerBackendCollection):
         if measured:
             settings = self.session.settings
             watch = RoundsWatch(self.session.turns, observers_for(settings))
+            label = item_label(item)
+            state = self.session.states.get(label) if label else None
             benchmarks.instrument(
-                item, item_label(item), settings.extras, settings.peaks, watch
+                item,
+                label,
+                settings.extras,
+                settings.peaks,
+                watch,
+                env=state.backend.env if state else (),
             )
         return result
 

@@ -159,6 +159,14 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         else:
             session.role = INPROCESS  # nothing can run: every backend is skipped
     else:
+        variants = [b.label for b in settings.backends if b.env]
+        if variants:
+            # This process's JAX may have started already: its variables
+            # could not be set before it, as each label's worker's are.
+            raise pytest.UsageError(
+                f"--jax-backend-env (for {variants[0]!r}) needs each backend in "
+                f"its own worker process, and this run has none: {reason}"
+            )
         # Which backend this process runs is settled at session start
         # (roles.InProcessHooks), after every pytest_configure.
         session.role = INPROCESS

@@ -38,13 +38,16 @@ def worker_spec(backend: Backend, environ: dict[str, str] | None = None) -> str:
 
     ``JAX_PLATFORMS`` is the only variable that tells a worker its backend;
     the label travels in ``workerinput`` (see :func:`assign_label`).  GPU
-    workers also get :data:`GPU_MEMORY_ENV` unless the user set it.
+    workers also get :data:`GPU_MEMORY_ENV` unless the user set it, and
+    every worker its label's own variables (``--jax-backend-env``).
     """
     environ = os.environ if environ is None else environ
     spec = f"popen//env:JAX_PLATFORMS={backend.platform}"
-    if backend.expected == "gpu" and GPU_MEMORY_ENV not in environ:
+    chosen = dict(backend.env)
+    if backend.expected == "gpu" and GPU_MEMORY_ENV not in {**environ, **chosen}:
         spec += f"//env:{GPU_MEMORY_ENV}=false"
-    return spec
+    # The label's own variables (--jax-backend-env), set before JAX starts.
+    return spec + "".join(f"//env:{k}={v}" for k, v in backend.env)
 
 
 def assign_label(node: WorkerController | Any, order: Sequence[str]) -> str:

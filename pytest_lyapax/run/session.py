@@ -57,6 +57,7 @@ class BackendState:
         return {
             "label": self.backend.label,
             "platform": self.backend.platform,
+            **({"env": dict(self.backend.env)} if self.backend.env else {}),
             "expected_backend": self.backend.expected,
             "status": self.status,
             "reason": self.reason,
@@ -167,6 +168,7 @@ class LyapaxSession:
                     {
                         "label": s.backend.label,
                         "platform": s.backend.platform,
+                        "env": [list(pair) for pair in s.backend.env],
                         "status": s.status,
                         "reason": s.reason,
                     }
@@ -180,7 +182,13 @@ class LyapaxSession:
         data = json.loads(payload)
         states = {
             s["label"]: BackendState(
-                Backend(s["label"], s["platform"]), s["status"], s["reason"]
+                Backend(
+                    s["label"],
+                    s["platform"],
+                    env=tuple((str(k), str(v)) for k, v in s.get("env", [])),
+                ),
+                s["status"],
+                s["reason"],
             )
             for s in data["states"]
         }

@@ -91,6 +91,12 @@ def _backends(view: ReportView, text: bool) -> Section:
             )
         )
     header = ("backend", "status", "device", "jax", "tests", "benchmarks", "reason")
+    if any(runtext.variables(b) for b in view.backends):  # execution variants
+        header = (header[0], "environment", *header[1:])
+        rows = [
+            (row[0], runtext.variables(b) or "-", *row[1:])
+            for row, b in zip(rows, view.backends, strict=True)
+        ]
     return Section("Backends", [Table(header, tuple(rows))])
 
 

@@ -17,6 +17,15 @@ from pytest_lyapax.views import tables
 from pytest_lyapax.views.document import Lines, ReportView, RunFacts, Section, Table
 
 
+def variables(backend: Mapping[str, Any]) -> str:
+    """A backend's own variables (``--jax-backend-env``) as ``VAR=VALUE``
+    words; "" for none (or a report that holds something else there)."""
+    env = backend.get("env")
+    if not isinstance(env, Mapping):
+        return ""
+    return " ".join(f"{k}={v}" for k, v in env.items())
+
+
 def backend_lines(view: ReportView) -> Section:
     """The terminal's backend table: where each ran, then why not ok."""
     rows = []
@@ -24,7 +33,7 @@ def backend_lines(view: ReportView) -> Section:
         device = b.get("device") or ""
         if b.get("jax_version"):
             device += f", jax {b['jax_version']}"
-        environment = f"JAX_PLATFORMS={b.get('platform')}"
+        environment = f"JAX_PLATFORMS={b.get('platform')} {variables(b)}".strip()
         if b.get("gateway"):  # a backend on another host (remote.py)
             environment += f" @ {b.get('host') or '?'} ({b['gateway']})"
         outcomes = b.get("outcomes")
