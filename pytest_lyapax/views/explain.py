@@ -75,7 +75,7 @@ def _header(view: ReportView) -> Section:
 def _backends(view: ReportView, text: bool) -> Section:
     if text:
         return runtext.backend_lines(view)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for b in view.backends:
         outcomes = b.get("outcomes")
         tests = outcome_text(outcomes) if isinstance(outcomes, Mapping) else ""
@@ -90,7 +90,15 @@ def _backends(view: ReportView, text: bool) -> Section:
                 _text(b.get("reason")),
             )
         )
-    header = ("backend", "status", "device", "jax", "tests", "benchmarks", "reason")
+    header: tuple[str, ...] = (
+        "backend",
+        "status",
+        "device",
+        "jax",
+        "tests",
+        "benchmarks",
+        "reason",
+    )
     if any(runtext.variables(b) for b in view.backends):  # execution variants
         header = (header[0], "environment", *header[1:])
         rows = [
