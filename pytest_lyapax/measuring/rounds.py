@@ -55,6 +55,10 @@ class Turns(abc.ABC):
     def held(self) -> bool:
         return False
 
+    def ended(self) -> None:
+        """This worker ended a test: its reports are on their way."""
+        return None
+
     def finish(self) -> None:
         """This worker has run its last test: no one need wait for it."""
         return None

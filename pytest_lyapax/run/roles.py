@@ -195,6 +195,7 @@ class WorkerHooks(_TestRunner):
         try:
             return (yield)
         finally:
+            turns.ended()  # after the test's reports went out (turns.py)
             turns.release()
             if nextitem is None:
                 turns.finish()

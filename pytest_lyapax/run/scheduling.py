@@ -385,6 +385,16 @@ class XdistHooks:
         return self.scheduler
 
     @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # A test's last report is in: the next turn may go (turns.py).
+        node = getattr(report, "node", None)  # set by xdist on the controller
+        if self.turns is None or report.when != "teardown" or node is None:
+            return
+        phase = self.node_phases.get(node)
+        if phase is not None:
+            self.turns.reported(self.phases.index(phase))
+
+    @pytest.hookimpl
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         config = self.session_config
         if report.failed and not config.getoption("continue_on_collection_errors"):

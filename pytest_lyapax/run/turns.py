@@ -25,8 +25,13 @@ fewer turns on its test, then the first in run order.  A worker ahead in
 its tests also waits, at most :data:`LAGGARD_WAIT_S`, for one behind it that
 is between two tests (its report is on the way, or the machine paused it):
 otherwise a moment's delay would let the later backend run ahead and its
-results arrive before the reference's.  ``d`` says that a worker has run
-its last test, so that no one waits for it.  The first turn waits
+results arrive before the reference's.  ``e`` says that a worker has ended
+a test (its reports are sent), and no turn is granted until the controller
+has received the reports of every test ended so far (:meth:`TurnServer.reported`,
+at most :data:`REPORT_WAIT_S`): the reports of two backends' runs of a test
+then reach the controller in the order the tests ran, whatever the delays of
+their ways there.  ``d`` says that a worker has run its last test, so that no
+one waits for it.  The first turn waits
 until every expected worker asks (at most :data:`FIRST_TURN_WAIT_S`) and
 goes to the lowest rank, so the first backend's test runs first and the
 backends' tests then alternate in run order.  A worker whose
@@ -47,8 +52,10 @@ from collections import deque
 from pytest_lyapax.measuring.rounds import Turns
 
 HOLD, RELEASE, GRANT, RANK, PROGRESS, DONE = b"h", b"r", b"g", b"n", b"p", b"d"
+ENDED = b"e"
 FIRST_TURN_WAIT_S = 10.0
 LAGGARD_WAIT_S = 1.0
+REPORT_WAIT_S = 5.0
 _PROGRESS = struct.Struct(">I")
 # The bytes after each message's first byte.
 _ARGUMENT_BYTES = {
@@ -57,6 +64,7 @@ _ARGUMENT_BYTES = {
     HOLD[0]: 0,
     RELEASE[0]: 0,
     DONE[0]: 0,
+    ENDED[0]: 0,
 }
 _TICKET = struct.Struct(">Q")
 
@@ -78,10 +86,21 @@ class TurnServer:
         self._asked: dict[socket.socket, float] = {}  # when each waiting one asked
         self._done: set[socket.socket] = set()
         self._first_asked: float | None = None
+        # Tests ended by the workers of each rank, and their reports that the
+        # controller has received (written by the controller's main thread).
+        self._ended: dict[int, int] = {}
+        self._reported: dict[int, int] = {}
+        self._reports_awaited_since: float | None = None
+        self._report_lock = threading.Lock()
         self._listener = socket.create_server(("127.0.0.1", 0))
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ)
+        # Written to by reported(), so that a grant waiting for a report
+        # goes out as soon as it arrives.
+        self._wake_read, self._wake_write = socket.socketpair()
+        self._wake_read.setblocking(False)
+        self._selector.register(self._wake_read, selectors.EVENT_READ)
         self._queue: deque[socket.socket] = deque()
         self._holder: socket.socket | None = None
         self._timeout = 0.2  # shorter while a grant waits for a laggard
@@ -104,9 +123,49 @@ class TurnServer:
                 assert isinstance(sock, socket.socket)
                 if sock is self._listener:
                     self._accept()
+                elif sock is self._wake_read:
+                    self._drain_wake()
                 else:
                     self._read(sock)
             self._grant()
+
+    def reported(self, rank: int) -> None:
+        """The controller received the last report of a test run by the worker
+        of ``rank`` (called from the controller's main thread)."""
+        with self._report_lock:
+            self._reported[rank] = self._reported.get(rank, 0) + 1
+        try:
+            self._wake_write.send(b"x")
+        except OSError:
+            pass  # closed, or already full of wake-ups
+
+    def _drain_wake(self) -> None:
+        try:
+            while self._wake_read.recv(4096):
+                pass
+        except OSError:
+            pass
+
+    def _reports_missing(self) -> bool:
+        """Whether a test has ended whose reports the controller still awaits
+        (for at most REPORT_WAIT_S: a report lost with its worker is not
+        awaited forever)."""
+        missing = any(
+            self._reported.get(rank, 0) < ended for rank, ended in self._ended.items()
+        )
+        if not missing:
+            self._reports_awaited_since = None
+            return False
+        now = time.monotonic()
+        if self._reports_awaited_since is None:
+            self._reports_awaited_since = now
+        if now - self._reports_awaited_since < REPORT_WAIT_S:
+            return True
+        with self._report_lock:  # give up on those
+            for rank, ended in self._ended.items():
+                self._reported[rank] = max(self._reported.get(rank, 0), ended)
+        self._reports_awaited_since = None
+        return False
 
     def _accept(self) -> None:
         try:
@@ -148,6 +207,9 @@ class TurnServer:
                     self._asked[conn] = time.monotonic()
             elif kind == DONE[0]:
                 self._done.add(conn)
+            elif kind == ENDED[0]:
+                rank = self._ranks.get(conn, 255)
+                self._ended[rank] = self._ended.get(rank, 0) + 1
             elif conn is self._holder:  # RELEASE
                 self._holder = None
 
@@ -185,6 +247,8 @@ class TurnServer:
             if len(self._queue) < self.expected and waited < FIRST_TURN_WAIT_S:
                 return
         self._timeout = 0.2
+        if self._holder is None and self._queue and self._reports_missing():
+            return  # reported() wakes the server
         while self._holder is None and self._queue:
             conn = min(self._queue, key=self._priority)
             wait = self._laggard_wait(conn)
@@ -220,6 +284,8 @@ class TurnServer:
             assert isinstance(sock, socket.socket)
             sock.close()
         self._selector.close()
+        self._wake_read.close()
+        self._wake_write.close()
 
 
 class TurnClient(Turns):
@@ -294,6 +360,14 @@ class TurnClient(Turns):
         if self._sock is not None:
             try:
                 self._sock.sendall(RELEASE)
+            except OSError:
+                self._give_up()
+
+    def ended(self) -> None:
+        """This worker ended a test, and its reports are on their way."""
+        if self._sock is not None:
+            try:
+                self._sock.sendall(ENDED)
             except OSError:
                 self._give_up()
 

@@ -351,3 +351,36 @@ def test_a_worker_ahead_waits_for_one_between_tests_unless_it_has_finished(
     _hold_in_thread(other, log, "other").join(timeout_s(10))
     assert log[-1] == ("other", 5)
     reference.close(), other.close()
+
+
+def test_no_turn_goes_out_before_the_reports_of_an_ended_test_arrive(
+    server, monkeypatch
+):
+    # Long enough that only the report (or its loss) can end the wait.
+    monkeypatch.setattr(turns_module, "REPORT_WAIT_S", 600.0)
+    reference, other = TurnClient(server.address, 0), TurnClient(server.address, 1)
+    log = []
+    reference.progress = 1
+    reference.hold()
+    reference.ended()  # its reports are on their way to the controller
+    reference.release()
+    other.progress = 1
+    waiting = _hold_in_thread(other, log, "other")
+    _wait_until(lambda: len(server._queue) == 1)
+    time.sleep(0.2)
+    assert log == []  # the reference's report has not arrived
+    server.reported(1)  # another rank's report does not count for rank 0
+    time.sleep(0.2)
+    assert log == []
+    server.reported(0)
+    waiting.join(timeout_s(10))
+    assert log == [("other", 2)]
+    other.ended()
+    other.release()
+    # A report that never comes (its worker died) is awaited REPORT_WAIT_S.
+    monkeypatch.setattr(turns_module, "REPORT_WAIT_S", 0.3)
+    reference.progress = 2
+    start = time.monotonic()
+    _hold_in_thread(reference, log, "reference").join(timeout_s(10))
+    assert log[-1] == ("reference", 3) and time.monotonic() - start >= 0.25
+    reference.close(), other.close()
