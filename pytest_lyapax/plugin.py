@@ -65,6 +65,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "jax_backend_env (one entry per line).",
     )
     group.addoption(
+        "--jax-rerun",
+        dest="jax_rerun",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="Run backend LABEL a second time, as the label LABEL_rerun (same "
+        "platform, host and variables; comma list or repeatable): its recorded "
+        "results are compared with LABEL's bit for bit (run-to-run "
+        "determinism), and its timings are an A/A run.",
+    )
+    group.addoption(
         "--jax-sizes",
         dest="jax_sizes",
         metavar="LIST",

@@ -126,6 +126,9 @@ class Backend:
     # Variables set before JAX starts in this backend's worker, in the order
     # given (--jax-backend-env): an execution variant such as float32.
     env: tuple[tuple[str, str], ...] = ()
+    # The label this one runs a second time (--jax-rerun): same platform,
+    # host and variables, so its results must equal that label's bit for bit.
+    rerun_of: str = ""
 
     @property
     def env_text(self) -> str:

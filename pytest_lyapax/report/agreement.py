@@ -398,3 +398,78 @@ def compare_entries(
         ]
         out.append(NameVerdict(name, kind, leaves))
     return out
+
+
+def identical_entries(
+    first: Sequence[Mapping[str, Any]],
+    second: Sequence[Mapping[str, Any]],
+    load: Loader | None = None,
+) -> list[dict[str, Any]]:
+    """Each name recorded by a run and by its rerun (``--jax-rerun``): whether
+    every leaf holds the same values bit for bit (NaN where the other has NaN,
+    the sign of a zero kept), how many elements differ and by how much."""
+    by_first = {e["name"]: e for e in first}
+    by_second = {e["name"]: e for e in second}
+    out = []
+    for name in [*by_first, *(n for n in by_second if n not in by_first)]:
+        a, b = by_first.get(name), by_second.get(name)
+        row: dict[str, Any] = {
+            "name": name,
+            "identical": False,
+            "differing": 0,
+            "elements": 0,
+            "max_abs": None,
+            "problem": "",
+        }
+        out.append(row)
+        if a is None or b is None:
+            row["problem"] = f"not recorded by the {'rerun' if b is None else 'run'}"
+            continue
+        if [leaf["path"] for leaf in a["leaves"]] != [
+            leaf["path"] for leaf in b["leaves"]
+        ]:
+            row["problem"] = "the pytree leaves differ"
+            continue
+        for la, lb in zip(a["leaves"], b["leaves"], strict=True):
+            problem = _leaf_bits(row, la, lb, load)
+            if problem:
+                row["problem"] = problem
+                break
+        row["identical"] = not row["problem"] and row["differing"] == 0
+    return out
+
+
+def _leaf_bits(
+    row: dict[str, Any],
+    first: Mapping[str, Any],
+    second: Mapping[str, Any],
+    load: Loader | None,
+) -> str:
+    """Add one leaf's differing elements to ``row``; the problem, if any."""
+    import numpy as np
+
+    if first["shape"] != second["shape"] or first["dtype"] != second["dtype"]:
+        return (
+            f"shape/dtype {tuple(second['shape'])} {second['dtype']} against "
+            f"{tuple(first['shape'])} {first['dtype']}"
+        )
+    a, b = leaf_array(first, load), leaf_array(second, load)
+    if a is None or b is None:  # in files not readable here: their hashes
+        same = (first.get("file") or {}).get("sha256") == (
+            second.get("file") or {}
+        ).get("sha256")
+        row["elements"] += int(np.prod(first["shape"], dtype=np.int64))
+        return "" if same else "stored in files not readable here; sha256 differs"
+    row["elements"] += int(a.size)
+    if a.dtype.kind == "f":
+        same = ((a == b) & (np.signbit(a) == np.signbit(b))) | (
+            np.isnan(a) & np.isnan(b)
+        )
+        both = np.isfinite(a) & np.isfinite(b) & ~same
+        if both.any():
+            worst = float(np.max(np.abs(a[both] - b[both])))
+            row["max_abs"] = max(row["max_abs"] or 0.0, worst)
+    else:
+        same = a == b
+    row["differing"] += int(np.count_nonzero(~same))
+    return ""

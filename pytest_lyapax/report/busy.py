@@ -168,7 +168,9 @@ def busy_reasons(state: Mapping[str, Any], label: str | None = None) -> list[str
     foreign = _number(state.get("foreign_cpu"), "cores")
     if foreign is not None and foreign - margin >= FOREIGN_CORES:
         out.append(
-            f"other processes used {_cores(foreign)} of {cpus:.0f} cores "
+            # Short rounds count few clock ticks: the figure may exceed what
+            # the machine has, which is all that can be said then.
+            f"other processes used {_cores(min(foreign, cpus))} of {cpus:.0f} cores "
             f"during {during}"
         )
     steal = _number(state.get("steal"), "cores")

@@ -146,6 +146,13 @@ _AGREEMENT_FIELDS: dict[str, Any] = {
     "agree": _is(bool),
     "names": _is(list),
 }
+_DETERMINISM_FIELDS: dict[str, Any] = {
+    "test": _is(str),
+    "backend": _is(str),
+    "rerun": _is(str),
+    "identical": _is(bool),
+    "names": _is(list),
+}
 # Schema 4: the prediction an over_budget point carries.
 _PREDICTION_FIELDS: dict[str, Any] = {
     "predicted_s": _seconds_ok,
@@ -213,6 +220,13 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
             for i, entry in enumerate(agreed):
                 where = f"{what}: {REPORT_KEY}.agreement #{i}"
                 _check_fields(entry, _AGREEMENT_FIELDS, where)
+        reruns = key.get("determinism") if isinstance(key, dict) else None
+        if reruns is not None:
+            if not isinstance(reruns, list):
+                raise ReportError(f"{what}: '{REPORT_KEY}.determinism' is not a list")
+            for i, entry in enumerate(reruns):
+                where = f"{what}: {REPORT_KEY}.determinism #{i}"
+                _check_fields(entry, _DETERMINISM_FIELDS, where)
         points = key.get("points") if isinstance(key, dict) else None
         if points is not None:
             if not isinstance(points, list):

@@ -191,6 +191,10 @@ class AgreeController:
         # Shown by the run's terminal summary (collector.py, views/explain.py).
         self.late_failures = session.late_failures
         self.warnings = session.agree_warnings
+        # Each label run twice (--jax-rerun): its rerun's label.
+        self.reruns = {
+            b.rerun_of: b.label for b in session.settings.backends if b.rerun_of
+        }
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -232,6 +236,7 @@ class AgreeController:
         if seen[label].entries and report.passed:
             # In the report too, so runs of two machines can be compared later.
             self.session.recorded.append({"test": key, "backend": label, **data})
+        self._compare_rerun(key, label)
         ref = self.settings.reference
         if label == ref:
             for other in self.pending.pop(key, []):
@@ -240,6 +245,28 @@ class AgreeController:
             self._compare(key, label, report)
         elif not self._ran_before(label):
             self.pending.setdefault(key, []).append(label)
+
+    def _compare_rerun(self, key: str, label: str) -> None:
+        """A label's results against its rerun's, bit for bit, once both are in
+        (not a failure: the determinism table says what differs)."""
+        first = self.session.backend(label).rerun_of or label
+        rerun = self.reruns.get(first)
+        seen = self.seen[key]
+        if rerun is None or first not in seen or rerun not in seen:
+            return
+        a, b = seen[first], seen[rerun]
+        if not (a.passed and b.passed) or not (a.entries or b.entries):
+            return
+        names = agreement.identical_entries(a.entries, b.entries, agreement.load_file)
+        self.session.determinism.append(
+            {
+                "test": key,
+                "backend": first,
+                "rerun": rerun,
+                "identical": all(n["identical"] for n in names),
+                "names": names,
+            }
+        )
 
     def _compare(self, key: str, label: str, report: pytest.TestReport | None) -> None:
         ref, other = self.seen[key][self.settings.reference], self.seen[key][label]

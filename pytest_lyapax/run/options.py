@@ -148,6 +148,8 @@ def parse_backends(text: str, platforms: Mapping[str, str]) -> tuple[Backend, ..
 
 
 ENV_OPTION = "--jax-backend-env"
+RERUN_OPTION = "--jax-rerun"
+RERUN_SUFFIX = "_rerun"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -199,6 +201,38 @@ def parse_backend_envs(
         replace(b, env=tuple(envs[b.label].items())) if b.label in envs else b
         for b in backends
     )
+
+
+def add_reruns(
+    values: Sequence[str], backends: Sequence[Backend]
+) -> tuple[Backend, ...]:
+    """Add a second run of each label named in ``values`` (``--jax-rerun``,
+    comma lists): a label ``LABEL_rerun`` with the same platform, host and
+    variables, right after ``LABEL`` in the run order."""
+    labels = [b.label for b in backends]
+    chosen: list[str] = []
+    for raw in values:
+        for entry in raw.split(","):
+            label = entry.strip().lower()
+            if label not in labels:
+                raise pytest.UsageError(
+                    f"{RERUN_OPTION}: {entry.strip()!r} is not a requested backend; "
+                    f"choose from {', '.join(labels)}"
+                )
+            twin = label + RERUN_SUFFIX
+            if twin in labels:
+                raise pytest.UsageError(
+                    f"{RERUN_OPTION}={label}: the label {twin!r} it would add is "
+                    "already requested; rename that backend"
+                )
+            if label not in chosen:
+                chosen.append(label)
+    out: list[Backend] = []
+    for b in backends:
+        out.append(b)
+        if b.label in chosen:
+            out.append(replace(b, label=b.label + RERUN_SUFFIX, rerun_of=b.label))
+    return tuple(out)
 
 
 def parse_sizes(text: str, option: str = "--jax-sizes") -> tuple[int, ...]:
@@ -319,6 +353,7 @@ NEED_BACKEND = {
     "jax_max_call": "--jax-max-call",
     "jax_recompile": "--jax-recompile",
     "jax_busy": "--jax-busy",
+    "jax_rerun": RERUN_OPTION,
 }
 
 
@@ -400,6 +435,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         env_lines = list(config.getini("jax_backend_env") or [])
         env_lines += config.getoption("jax_backend_env") or []
         backends = parse_backend_envs(env_lines, backends)
+        backends = add_reruns(config.getoption("jax_rerun") or [], backends)
     timeout_text = config.getoption("jax_backend_host_timeout")
     if timeout_text is None:
         timeout_text = str(config.getini("jax_backend_host_timeout") or "").strip()

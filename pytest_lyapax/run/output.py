@@ -190,6 +190,11 @@ def compose(
             "dispatch_only": dispatch_only(session),
             "points": list(session.points),
             "agreement": list(session.agreement),
+            **(
+                {"determinism": list(session.determinism)}
+                if any(b.rerun_of for b in session.settings.backends)
+                else {}
+            ),
             "results": list(session.recorded),
             "machines": roofline.machines(session.records),
             "comparison": None

@@ -90,7 +90,7 @@ class PerBackendCollection:
             label = item_label(item)
             reason = session.skip_reason(label) if self.runs_tests else None
             wanted = marker_labels(item, session.settings.known_labels)
-            if reason is None and wanted and label not in wanted:
+            if reason is None and wanted and session.marked_as(label) not in wanted:
                 reason = (
                     f"marked jax_backend({', '.join(sorted(wanted))}): not run on "
                     f"backend {label!r}"

@@ -167,6 +167,12 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
                 f"--jax-backend-env (for {variants[0]!r}) needs each backend in "
                 f"its own worker process, and this run has none: {reason}"
             )
+        reruns = [b.rerun_of for b in settings.backends if b.rerun_of]
+        if reruns:
+            raise pytest.UsageError(
+                f"--jax-rerun={reruns[0]} needs each backend in its own worker "
+                f"process, and this run has none: {reason}"
+            )
         # Which backend this process runs is settled at session start
         # (roles.InProcessHooks), after every pytest_configure.
         session.role = INPROCESS

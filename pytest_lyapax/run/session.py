@@ -58,6 +58,7 @@ class BackendState:
             "label": self.backend.label,
             "platform": self.backend.platform,
             **({"env": dict(self.backend.env)} if self.backend.env else {}),
+            **({"rerun_of": self.backend.rerun_of} if self.backend.rerun_of else {}),
             "expected_backend": self.backend.expected,
             "status": self.status,
             "reason": self.reason,
@@ -96,6 +97,8 @@ class LyapaxSession:
     worker_labels: dict[Any, str] = field(default_factory=dict)
     # Controller: results compared across backends (see agree.py), per test.
     agreement: list[dict[str, Any]] = field(default_factory=list)
+    # Controller: each label's results against its rerun's (--jax-rerun).
+    determinism: list[dict[str, Any]] = field(default_factory=list)
     recorded: list[dict[str, Any]] = field(default_factory=list)  # their entries
     # Controller: what agreement and remote hosts tell at the end of the run;
     # the terminal summary's composer (views/explain.report_sections) shows it.
@@ -123,6 +126,12 @@ class LyapaxSession:
 
     def backend(self, label: str) -> Backend:
         return self.states[label].backend
+
+    def marked_as(self, label: str) -> str:
+        """The label that ``jax_backend`` markers name for ``label``'s tests:
+        a rerun (--jax-rerun) runs exactly its original's."""
+        state = self.states.get(label)
+        return (state.backend.rerun_of if state else "") or label
 
     def runs_here(self, label: str) -> bool:
         """Whether this worker runs (or, for a backend that cannot run, skips
@@ -169,6 +178,7 @@ class LyapaxSession:
                         "label": s.backend.label,
                         "platform": s.backend.platform,
                         "env": [list(pair) for pair in s.backend.env],
+                        "rerun_of": s.backend.rerun_of,
                         "status": s.status,
                         "reason": s.reason,
                     }
@@ -186,6 +196,7 @@ class LyapaxSession:
                     s["label"],
                     s["platform"],
                     env=tuple((str(k), str(v)) for k, v in s.get("env", [])),
+                    rerun_of=str(s.get("rerun_of", "")),
                 ),
                 s["status"],
                 s["reason"],

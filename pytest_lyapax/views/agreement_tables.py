@@ -121,3 +121,45 @@ def agreement_rows(
 
 def _g(value: Any) -> str:
     return f"{value:.3g}" if isinstance(value, (int, float)) else "-"
+
+
+DETERMINISM_HEADER = ("test", "backend", "rerun", "name", "verdict", "max abs")
+
+
+def determinism_headline(entries: Sequence[Mapping[str, Any]]) -> str:
+    """How many of a report's run/rerun comparisons are bit-identical."""
+    differ = [e for e in entries if not e.get("identical")]
+    result = "all bit-identical" if not differ else f"{len(differ)} differ"
+    return f"{len(entries)} test(s) run twice on one backend: {result}"
+
+
+def determinism_rows(
+    entries: Sequence[Mapping[str, Any]], *, only_differing: bool = False
+) -> list[tuple[str, ...]]:
+    """One row per test, backend and name of a report's ``determinism``
+    section (a report read from disk: every field may be missing)."""
+    rows: list[tuple[str, ...]] = []
+    for e in entries:
+        names = e.get("names") if isinstance(e.get("names"), list) else []
+        for n in names:
+            if not isinstance(n, Mapping) or (only_differing and n.get("identical")):
+                continue
+            if n.get("identical"):
+                verdict = "bit-identical"
+            elif n.get("problem"):
+                verdict = f"differs: {n.get('problem')}"
+            else:
+                verdict = (
+                    f"differs: {n.get('differing')} of {n.get('elements')} elements"
+                )
+            rows.append(
+                (
+                    str(e.get("test")),
+                    str(e.get("backend")),
+                    str(e.get("rerun")),
+                    str(n.get("name")),
+                    verdict,
+                    _g(n.get("max_abs")),
+                )
+            )
+    return rows

@@ -316,6 +316,27 @@ def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
     return out
 
 
+def _determinism(view: ReportView, run: RunFacts | None) -> list[Section]:
+    """Each label's results against its rerun's (--jax-rerun), bit for bit;
+    the terminal shows every row when there are few, else the differing ones."""
+    entries = view.key.get("determinism")
+    if not isinstance(entries, list) or not entries:
+        return []
+    entries = [e for e in entries if isinstance(e, Mapping)]
+    rows = agreement_tables.determinism_rows(entries)
+    shown = 200 if run is None else agreement_tables.SHOWN_ROWS
+    if len(rows) > shown:
+        rows = agreement_tables.determinism_rows(entries, only_differing=True)
+    blocks: list[Block] = [Lines((agreement_tables.determinism_headline(entries),))]
+    header = agreement_tables.DETERMINISM_HEADER
+    if rows and run is None:
+        blocks.append(Table(header, tuple(rows[:200])))
+    elif rows:
+        blocks.append(Table(header, tuple(rows), left=len(header), ruled=False))
+    title = "run-to-run determinism" if run else "Run-to-run determinism"
+    return [Section(title, blocks)]
+
+
 def _counters(view: ReportView, text: bool) -> Section | None:
     """The exact counters per call of every benchmark that recorded them
     (the terminal shows the first rows, the files all)."""
@@ -401,6 +422,8 @@ def report_sections(
     instead (the same tables, the warnings and verdicts of the run)."""
     text = run is not None
     sections = _agreement(view, run) if text else [_header(view)]
+    if text:
+        sections += _determinism(view, run)
     sections.append(_backends(view, text))
     if isinstance(figure, bytes):
         alt = "wall time per call against problem size, one curve per backend"
@@ -410,6 +433,7 @@ def report_sections(
     sections += _sized(view, text)
     if not text:
         sections += _agreement(view, run)
+        sections += _determinism(view, run)
     unsized = _unsized(view, text)
     if unsized is not None:
         sections.append(unsized)

@@ -269,3 +269,17 @@ def test_no_entry_without_rounds_and_the_observer_is_listed():
     MachineObserver(gpu="-").record(info, [])
     assert info == {}
     assert MachineObserver in [type(o) for o in observers_for(object())]
+
+
+def test_a_foreign_figure_beyond_the_machine_is_said_as_the_machine():
+    # 4 ms of rounds in 10 stretches: a few clock ticks read as 16.7 cores,
+    # beyond the tick uncertainty (11.2 cores) and beyond the 2 cores there are.
+    state = {
+        "wall_s": 0.004,
+        "stretches": 10,
+        "cpus": 2,
+        "foreign_cpu": {"cores": 16.7, "own_cores": 0.9, "tick_s": 0.01},
+    }
+    assert busy_reasons(state, "cpu") == [
+        "other processes used 2.0 of 2 cores during cpu's rounds"
+    ]

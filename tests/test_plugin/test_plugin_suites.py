@@ -342,8 +342,13 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "pytest",
+            "-c",
+            # As in a terminal, where Ctrl-C is never ignored: a shell without
+            # job control starts `cmd &` with SIGINT ignored, and a Python
+            # started so keeps it ignored, its workers too.
+            "import runpy, signal; signal.signal(signal.SIGINT, "
+            "signal.default_int_handler); runpy.run_module('pytest', "
+            "run_name='__main__')",
             *FAST,
             *TWO,
             "--jax-sequential",
