@@ -188,6 +188,17 @@ def _check_measurements(info: dict[str, Any], where: str) -> None:
         )
 
 
+def _listed(key: object, name: str, what: str) -> list[tuple[Any, str]]:
+    """The entries of the report section ``name`` (a list, when present),
+    each with the words that name it in an error."""
+    entries = key.get(name) if isinstance(key, dict) else None
+    if entries is None:
+        return []
+    if not isinstance(entries, list):
+        raise ReportError(f"{what}: '{REPORT_KEY}.{name}' is not a list")
+    return [(e, f"{what}: {REPORT_KEY}.{name} #{i}") for i, e in enumerate(entries)]
+
+
 def check_report(data: object, what: str) -> list[dict[str, Any]]:
     """Validate an untrusted report; return its benchmarks or raise ReportError.
 
@@ -213,29 +224,14 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
                 f"{what}: written by a newer pytest-lyapax (report schema {schema}); "
                 f"this one reads schema {SCHEMA_VERSION} and older: upgrade lyapax"
             )
-        agreed = key.get("agreement") if isinstance(key, dict) else None
-        if agreed is not None:
-            if not isinstance(agreed, list):
-                raise ReportError(f"{what}: '{REPORT_KEY}.agreement' is not a list")
-            for i, entry in enumerate(agreed):
-                where = f"{what}: {REPORT_KEY}.agreement #{i}"
-                _check_fields(entry, _AGREEMENT_FIELDS, where)
-        reruns = key.get("determinism") if isinstance(key, dict) else None
-        if reruns is not None:
-            if not isinstance(reruns, list):
-                raise ReportError(f"{what}: '{REPORT_KEY}.determinism' is not a list")
-            for i, entry in enumerate(reruns):
-                where = f"{what}: {REPORT_KEY}.determinism #{i}"
-                _check_fields(entry, _DETERMINISM_FIELDS, where)
-        points = key.get("points") if isinstance(key, dict) else None
-        if points is not None:
-            if not isinstance(points, list):
-                raise ReportError(f"{what}: '{REPORT_KEY}.points' is not a list")
-            for i, point in enumerate(points):
-                where = f"{what}: {REPORT_KEY}.points #{i}"
-                _check_fields(point, _POINT_FIELDS, where)
-                if point["status"] == "over_budget":
-                    _check_fields(point, _PREDICTION_FIELDS, where)
+        for entry, where in _listed(key, "agreement", what):
+            _check_fields(entry, _AGREEMENT_FIELDS, where)
+        for entry, where in _listed(key, "determinism", what):
+            _check_fields(entry, _DETERMINISM_FIELDS, where)
+        for point, where in _listed(key, "points", what):
+            _check_fields(point, _POINT_FIELDS, where)
+            if point["status"] == "over_budget":
+                _check_fields(point, _PREDICTION_FIELDS, where)
     benches = data["benchmarks"]
     for i, bench in enumerate(benches):
         if not isinstance(bench, dict) or not isinstance(bench.get("fullname"), str):

@@ -16,7 +16,8 @@ verdict, agreement warnings, code mismatches); a saved report has none.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
@@ -288,26 +289,48 @@ def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
     return Section("Comparison with a saved run", blocks)
 
 
-def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
-    """Results across backends; the terminal shows every row when there are
-    few (else the disagreeing ones), then the run's warnings and late
-    disagreements."""
-    entries = view.key.get("agreement")
-    if not isinstance(entries, list) or not entries:
-        return []
-    entries = [e for e in entries if isinstance(e, Mapping)]
-    rows = agreement_tables.agreement_rows(entries)
+def _compared_blocks(
+    headline: str,
+    header: tuple[str, ...],
+    rows: list[tuple[str, ...]],
+    bad_rows: Callable[[], list[tuple[str, ...]]],
+    run: RunFacts | None,
+) -> list[Block]:
+    """A comparison's headline and table: in the terminal every row when
+    there are few, else only ``bad_rows()``; in the files the first 200."""
     shown = 200 if run is None else agreement_tables.SHOWN_ROWS
     if len(rows) > shown:
-        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
-    blocks: list[Block] = [Lines((agreement_tables.headline(entries),))]
-    header = agreement_tables.AGREEMENT_HEADER
-    if run is None:
-        if rows:
-            blocks.append(Table(header, tuple(rows[:200])))
-        return [Section("Results across backends", blocks)]
-    if rows:
+        rows = bad_rows()
+    blocks: list[Block] = [Lines((headline,))]
+    if rows and run is None:
+        blocks.append(Table(header, tuple(rows[:200])))
+    elif rows:
         blocks.append(Table(header, tuple(rows), left=len(header), ruled=False))
+    return blocks
+
+
+def _entries(view: ReportView, name: str) -> list[Mapping[str, Any]]:
+    entries = view.key.get(name)
+    if not isinstance(entries, list):
+        return []
+    return [e for e in entries if isinstance(e, Mapping)]
+
+
+def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
+    """Results across backends, then the run's warnings and late
+    disagreements."""
+    entries = _entries(view, "agreement")
+    if not entries:
+        return []
+    blocks = _compared_blocks(
+        agreement_tables.headline(entries),
+        agreement_tables.AGREEMENT_HEADER,
+        agreement_tables.agreement_rows(entries),
+        lambda: agreement_tables.agreement_rows(entries, only_disagreeing=True),
+        run,
+    )
+    if run is None:
+        return [Section("Results across backends", blocks)]
     blocks.append(Lines(tuple(f"warning: {w}" for w in run.agree_warnings)))
     out = [Section("results across backends", blocks)]
     for text in run.late_failures:
@@ -317,22 +340,17 @@ def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
 
 
 def _determinism(view: ReportView, run: RunFacts | None) -> list[Section]:
-    """Each label's results against its rerun's (--jax-rerun), bit for bit;
-    the terminal shows every row when there are few, else the differing ones."""
-    entries = view.key.get("determinism")
-    if not isinstance(entries, list) or not entries:
+    """Each label's results against its rerun's (--jax-rerun), bit for bit."""
+    entries = _entries(view, "determinism")
+    if not entries:
         return []
-    entries = [e for e in entries if isinstance(e, Mapping)]
-    rows = agreement_tables.determinism_rows(entries)
-    shown = 200 if run is None else agreement_tables.SHOWN_ROWS
-    if len(rows) > shown:
-        rows = agreement_tables.determinism_rows(entries, only_differing=True)
-    blocks: list[Block] = [Lines((agreement_tables.determinism_headline(entries),))]
-    header = agreement_tables.DETERMINISM_HEADER
-    if rows and run is None:
-        blocks.append(Table(header, tuple(rows[:200])))
-    elif rows:
-        blocks.append(Table(header, tuple(rows), left=len(header), ruled=False))
+    blocks = _compared_blocks(
+        agreement_tables.determinism_headline(entries),
+        agreement_tables.DETERMINISM_HEADER,
+        agreement_tables.determinism_rows(entries),
+        lambda: agreement_tables.determinism_rows(entries, only_differing=True),
+        run,
+    )
     title = "run-to-run determinism" if run else "Run-to-run determinism"
     return [Section(title, blocks)]
 
