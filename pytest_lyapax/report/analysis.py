@@ -335,14 +335,33 @@ class Crossover:
         if self.crossings:
             where = ", ".join(
                 f"~{c.size:.3g} (between {c.between[0]} and {c.between[1]}, "
-                f"{c.winner} faster after)"
-                for c in self.crossings
+                f"{self._after(i)})"
+                for i, c in enumerate(self.crossings)
             )
             parts.append(f"medians cross at {size_label} {where}")
         else:
             parts.append("medians do not cross in the measured range")
         tail = f"{self.speedup_at_largest:.3g}x at {self.largest}"
         return f"{other} vs {ref}: " + "; ".join(parts) + f" (t_{ref}/t_{other} {tail})"
+
+    def _after(self, index: int) -> str:
+        """Who leads after crossing ``index``: "faster" only where the noise test
+        found that label faster at a size before the next crossing; a lower
+        median alone never calls two backends different."""
+        c = self.crossings[index]
+        end = (
+            self.crossings[index + 1].between[0]
+            if index + 1 < len(self.crossings)
+            else math.inf
+        )
+        shown = any(
+            verdict == c.winner
+            for size, verdict in zip(self.sizes, self.verdicts, strict=True)
+            if c.between[1] <= size <= end
+        )
+        if shown:
+            return f"{c.winner} faster after"
+        return f"{c.winner}'s median lower after, no difference shown by the noise test"
 
     def to_json(self) -> dict[str, Any]:
         return {

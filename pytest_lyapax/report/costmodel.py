@@ -348,10 +348,17 @@ def _curves(fit: SeriesFit, grid: np.ndarray) -> np.ndarray:
 
 
 def model_crossover(
-    ref: SeriesFit, other: SeriesFit, measured: Sequence[float] = ()
+    ref: SeriesFit,
+    other: SeriesFit,
+    measured: Sequence[float] = (),
+    within_noise: bool = False,
 ) -> ModelCrossover:
     """Where the two fitted curves cross (the last crossing in the range
-    searched: the measured sizes and :data:`SEARCH_DECADES` either side)."""
+    searched: the measured sizes and :data:`SEARCH_DECADES` either side).
+
+    ``within_noise``: the noise test found no difference at any measured size;
+    then no side is predicted faster, whatever the fitted curves do.
+    """
     import numpy as np
 
     base: dict[str, Any] = {"measured": tuple(measured)}
@@ -369,6 +376,15 @@ def model_crossover(
         )
     lo = min(ref.sizes[0], other.sizes[0])
     hi = max(ref.sizes[-1], other.sizes[-1])
+    if within_noise:
+        return ModelCrossover(
+            ref.label,
+            other.label,
+            reason="no predicted crossover: the noise test finds no difference "
+            "at any measured size",
+            measured_range=(lo, hi),
+            **base,
+        )
     grid = _search_grid(lo, hi)
     best = (
         np.array([[ref.predict(x) for x in grid]]),
@@ -438,9 +454,18 @@ def benchmark_model(bench: SizedBenchmark) -> BenchmarkModel:
     fits = tuple(
         fit_series(label, points, bench.key) for label, points in bench.series.items()
     )
-    measured = {c.other: tuple(x.size for x in c.crossings) for c in crossovers(bench)}
+    measured = {c.other: c for c in crossovers(bench)}
     pairs = tuple(
-        model_crossover(fits[0], f, measured.get(f.label, ())) for f in fits[1:]
+        model_crossover(
+            fits[0],
+            f,
+            tuple(x.size for x in measured[f.label].crossings)
+            if f.label in measured
+            else (),
+            within_noise=f.label in measured
+            and measured[f.label].kind == "within-noise",
+        )
+        for f in fits[1:]
     )
     return BenchmarkModel(bench.key, bench.name, fits, pairs)
 

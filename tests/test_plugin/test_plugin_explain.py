@@ -73,6 +73,19 @@ def test_predicted_crossover_and_its_interval():
     assert costmodel.model_crossover(gpu, cpu).winner == "gpu"
 
 
+def test_identical_backends_get_no_predicted_winner():
+    # A/A: two draws of the same cost; wherever the fitted curves happen to
+    # cross, the noise test finds no difference, so no side is called faster.
+    from pytest_lyapax.report.analysis import SizedBenchmark
+
+    same = {"cpu": series("cpu", 5), "cpu2": series("cpu", 6)}
+    model = costmodel.benchmark_model(SizedBenchmark("b", "b", series=same))
+    (pair,) = model.crossovers
+    assert pair.size is None and pair.winner is None
+    assert "no difference at any measured size" in pair.describe()
+    assert not any("faster" in line for line in model.lines())
+
+
 def test_a_series_that_is_no_power_law_does_not_fit():
     rng = np.random.default_rng(4)
     points = [

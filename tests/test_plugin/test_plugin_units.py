@@ -296,6 +296,18 @@ def test_identical_backends_are_within_noise():
     assert "within noise at size 10, 100" in text and "faster" not in text
 
 
+def test_a_crossing_of_medians_within_noise_calls_no_backend_faster():
+    # Two identical backends whose medians cross by chance (A/A under load): the
+    # crossing is reported, but no side is called faster.
+    ref = points({20: 1.00, 50: 2.00}, spread=0.05)
+    other = points({20: 1.01, 50: 1.98}, spread=0.05)
+    c = analysis.find_crossover("cpu", "cpu2", ref, other)
+    assert c.verdicts == ("noise", "noise") and len(c.crossings) == 1
+    text = c.describe("n")
+    assert "faster" not in text
+    assert "(between 20 and 50, cpu2's median lower after, no difference" in text
+
+
 def test_verdicts_with_few_rounds_say_so():
     # Issue 20: 3 rounds cannot carry a verdict, however far apart.
     few = analysis.find_crossover(
