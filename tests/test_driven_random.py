@@ -36,14 +36,19 @@ from scipy.special import digamma, polygamma
 
 import lyapax
 from lyapax import (
+    check_invariants,
     covariant_vectors,
     driven_problem,
+    expansion_entropy,
     finite_time_exponents,
+    gali,
     lyapunov_spectrum,
+    megno,
     random_problem,
     run_until_converged,
     sde_problem,
     sweep_lyapunov_spectrum,
+    two_trajectory_exponent,
 )
 
 
@@ -113,6 +118,36 @@ def test_driven_inputs_too_short(gains):
         lyapunov_spectrum(problem, 200, resume=first.checkpoint)
     with pytest.raises(ValueError, match="inputs"):
         covariant_vectors(problem, n_steps=500)
+
+
+def test_check_invariants_needs_the_inputs_of_its_window(gains):
+    """The window continues the run's counter: 380 + 30 steps need 410
+    slices; 380 + 20 fit exactly, and the window's exponent (no QR needed
+    in one dimension) is the mean log gain of slices 380..399."""
+    problem = driven_problem(scale, jnp.ones(1), gains)
+    result = lyapunov_spectrum(problem, 380)
+    with pytest.raises(ValueError, match=r"inputs has length 400.*needs 410 steps"):
+        check_invariants(problem, result, 30)
+    report = check_invariants(problem, result, 20)
+    expected = np.mean(np.log(np.asarray(gains)[380:400]))
+    np.testing.assert_allclose(report.window_exponents[0], expected, rtol=1e-12)
+
+
+def test_indicators_need_the_inputs_of_their_run(gains):
+    """Every indicator counts from step 0 (two_trajectory_exponent: its
+    transient first); the error comes before anything is compiled."""
+    problem = driven_problem(scale, jnp.ones(1), gains)
+    pair = driven_problem(lambda x, u: u * x, jnp.ones(2), jnp.stack([gains] * 2, 1))
+    calls = [
+        (lambda: megno(problem, 500), 500),
+        (lambda: gali(pair, 401), 401),
+        (lambda: two_trajectory_exponent(problem, 390, t_transient=20.0), 410),
+        (lambda: expansion_entropy(problem, np.ones((1, 2, 1)), n_steps=401), 401),
+    ]
+    for call, needed in calls:
+        match = rf"inputs has length 400.*needs {needed} steps"
+        with pytest.raises(ValueError, match=match):
+            call()
 
 
 def test_driven_bad_inputs():
