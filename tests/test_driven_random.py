@@ -91,22 +91,31 @@ def test_driven_grad_reaches_inputs(gains):
     np.testing.assert_allclose(grad, expected, rtol=1e-10, atol=1e-15)
 
 
-def test_driven_pytree_inputs_and_resume(gains):
-    """Inputs as a dict of two leaves; a resumed run continues at slice 150."""
-    inputs = {"a": gains, "b": jnp.flip(gains)}
+def _pytree_problem(gains):
+    """Inputs as a dict of two leaves, one per coordinate."""
 
     def step(x, u):
         return jnp.stack([u["a"] * x[0], u["b"] * x[1]])
 
-    problem = driven_problem(step, jnp.ones(2), inputs)
-    whole = lyapunov_spectrum(problem, 300)
-    first = lyapunov_spectrum(problem, 150)
-    rest = lyapunov_spectrum(problem, 150, resume=first.checkpoint)
-    np.testing.assert_allclose(rest.exponents, whole.exponents, rtol=1e-12)
+    return driven_problem(step, jnp.ones(2), {"a": gains, "b": jnp.flip(gains)})
+
+
+def test_driven_pytree_inputs(gains):
+    whole = lyapunov_spectrum(_pytree_problem(gains), 300)
     # The sum is exact (the log-determinant of a diagonal product).
     logs = np.log(np.asarray(gains))
     expected = logs[:300].mean() + logs[::-1][:300].mean()
     np.testing.assert_allclose(np.sum(whole.exponents), expected, rtol=1e-12)
+
+
+@pytest.mark.slow  # three compiles; the plain run resumes random maps
+def test_driven_resume_continues_at_its_slice(gains):
+    """A resumed run continues at slice 150."""
+    problem = _pytree_problem(gains)
+    whole = lyapunov_spectrum(problem, 300)
+    first = lyapunov_spectrum(problem, 150)
+    rest = lyapunov_spectrum(problem, 150, resume=first.checkpoint)
+    np.testing.assert_allclose(rest.exponents, whole.exponents, rtol=1e-12)
 
 
 def test_driven_inputs_too_short(gains):
@@ -178,6 +187,7 @@ def test_driven_finite_time_windows(gains):
     np.testing.assert_allclose(np.asarray(ftle.exponents)[:, 0], logs, rtol=1e-12)
 
 
+@pytest.mark.slow  # its own compiles; test_driven_inputs_too_short is the plain run's
 def test_driven_covariant_vectors_diagonal():
     """A diagonal driven map: the covariant vectors are the coordinate axes
     and the exponents the mean log gains."""
@@ -249,6 +259,7 @@ def test_random_same_realisation_chunks_and_checkpoint(tmp_path):
     np.testing.assert_allclose(resumed.result.exponents, whole.exponents, rtol=1e-12)
 
 
+@pytest.mark.slow  # two compiles; test_random_keys_same_numbers is the plain run's
 def test_random_sweep_of_keys_equals_single_runs():
     """A batch of typed keys in one program: row i is the run with key i."""
     keys = jax.random.split(jax.random.key(2), 3)
@@ -259,14 +270,19 @@ def test_random_sweep_of_keys_equals_single_runs():
         np.testing.assert_allclose(swept.exponents[i], single.exponents, rtol=1e-12)
 
 
-def test_random_raw_key_same_numbers_as_typed():
+def test_random_keys_same_numbers():
+    """A typed key, its legacy raw form and a sweep row (a typed key, or its
+    raw data) step with the same matrices: ``fold_in(key, n)`` of one key."""
+    x, n = jnp.arange(1.0, D + 1.0), jnp.int32(17)
+    expected = np.asarray(gaussian(x, jax.random.fold_in(jax.random.key(3), n)))
     typed = random_problem(gaussian, jnp.ones(D), jax.random.key(3))
     raw = random_problem(gaussian, jnp.ones(D), jax.random.PRNGKey(3))
-    np.testing.assert_allclose(
-        lyapunov_spectrum(typed, 50).exponents,
-        lyapunov_spectrum(raw, 50).exponents,
-        rtol=1e-14,
-    )
+    other = random_problem(gaussian, jnp.ones(D), jax.random.key(8))
+    rows = [other.with_params(jax.random.key(3))]
+    rows.append(other.with_params(jax.random.key_data(jax.random.key(3))))
+    for problem in (typed, raw, *rows):
+        got = problem.step_fn(x, n)
+        np.testing.assert_array_equal(np.asarray(got), expected)
 
 
 @pytest.mark.parametrize("key", [3, np.zeros(2), jnp.zeros(2, jnp.uint32)[:1]])
@@ -358,7 +374,13 @@ A = np.array([[-0.5, 1.0, 0.0], [0.0, -1.0, 0.3], [0.0, 0.0, -2.0]])
 
 
 @pytest.mark.parametrize(
-    ("scheme", "noise"), [("euler_maruyama", "general"), ("heun", "diagonal")]
+    ("scheme", "noise"),
+    [
+        # Slow: a compile of its own; general noise's plain test is
+        # test_sde_replayed_increments_general_noise.
+        pytest.param("euler_maruyama", "general", marks=pytest.mark.slow),
+        ("heun", "diagonal"),
+    ],
 )
 def test_additive_noise_linear(scheme, noise):
     """Exponents of the scheme's constant tangent map, exactly; Re eig(A) to
