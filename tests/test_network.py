@@ -378,7 +378,9 @@ def test_rebuilt_problem_of_a_checked_structure_still_validates():
             0.01,
         )
     again = kuramoto_network(6, omega=0.5)
-    assert again.state0 is first.state0  # the default phases are kept
+    # The default phases and the coupling of a Python alpha are kept.
+    assert again.state0 is first.state0
+    assert again.step_fn.coupling is first.step_fn.coupling
     np.testing.assert_array_equal(
         again.state0, jnp.linspace(0.0, 2 * jnp.pi, 6, endpoint=False)
     )
