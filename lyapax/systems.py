@@ -169,14 +169,15 @@ def kuramoto_model() -> ModelSpec:
 _KEPT_WEIGHTS = 1 << 20
 
 
-def _all_to_all(n: int, dtype: np.dtype) -> jax.Array:
-    """``ones - eye`` of shape ``(n, n)``, built on the host and moved once
-    (eager ``jnp.ones - jnp.eye`` cost 0.34 ms at N = 20, a quarter of a warm
-    run); small ones are kept, so a problem rebuilt with new numbers reuses
-    them (arrays are immutable)."""
+def _all_to_all(n: int, dtype: np.dtype, cvar_indices: tuple[int, ...]) -> Network:
+    """The network of ``ones - eye`` weights of shape ``(n, n)``, built on the
+    host and moved once (eager ``jnp.ones - jnp.eye`` cost 0.34 ms at N = 20,
+    a quarter of a warm run); small ones are kept, so a problem rebuilt with
+    new numbers reuses them (arrays and networks are immutable; building the
+    network again cost ~25 us)."""
     if n * n > _KEPT_WEIGHTS:
-        return _ones_minus_eye(n, dtype)
-    return _kept_all_to_all(n, dtype, placement())
+        return Network(_ones_minus_eye(n, dtype), cvar_indices)
+    return _kept_all_to_all(n, dtype, cvar_indices, placement())
 
 
 def _ones_minus_eye(n: int, dtype: np.dtype) -> jax.Array:
@@ -186,9 +187,11 @@ def _ones_minus_eye(n: int, dtype: np.dtype) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=4)
-def _kept_all_to_all(n: int, dtype: np.dtype, where: Any) -> jax.Array:
+def _kept_all_to_all(
+    n: int, dtype: np.dtype, cvar_indices: tuple[int, ...], where: Any
+) -> Network:
     del where  # part of the key only: the array lives on that device
-    return _ones_minus_eye(n, dtype)
+    return Network(_ones_minus_eye(n, dtype), cvar_indices)
 
 
 def _even_phases(n: int, dtype: np.dtype) -> jax.Array:
@@ -262,15 +265,16 @@ def kuramoto_network(
             while they are built) cannot fit in this machine's memory.
     """
     dtype = np.dtype(jnp.result_type(float))
+    model = _kuramoto_spec()
     if isinstance(weights, int) and not isinstance(weights, bool):
         check_dense_fits(
             f"all-to-all weights for N={weights} (dense ({weights}, {weights}))",
             2 * weights * weights * dtype.itemsize,
             "pass sparse weights (BCOO or scipy.sparse) for large networks",
         )
-        weights = _all_to_all(weights, dtype)
-    model = _kuramoto_spec()
-    network = Network(weights, model.cvar_indices)
+        network = _all_to_all(weights, dtype, model.cvar_indices)
+    else:
+        network = Network(weights, model.cvar_indices)
     n = network.n_nodes
     if theta0 is None:
         theta0 = _even_phases(n, dtype)
