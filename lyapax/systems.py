@@ -169,15 +169,15 @@ def kuramoto_model() -> ModelSpec:
 _KEPT_WEIGHTS = 1 << 20
 
 
-def _all_to_all(n: int) -> jax.Array:
-    """``ones - eye`` of shape ``(n, n)``, built on the host and moved once
-    (eager ``jnp.ones - jnp.eye`` cost 0.34 ms at N = 20, a quarter of a warm
-    run); small ones are kept, so a problem rebuilt with new numbers reuses
-    them (arrays are immutable)."""
-    dtype = np.dtype(jnp.result_type(float))
+def _all_to_all(n: int, dtype: np.dtype, cvar_indices: tuple[int, ...]) -> Network:
+    """The network of ``ones - eye`` weights of shape ``(n, n)``, built on the
+    host and moved once (eager ``jnp.ones - jnp.eye`` cost 0.34 ms at N = 20,
+    a quarter of a warm run); small ones are kept, so a problem rebuilt with
+    new numbers reuses them (arrays and networks are immutable; building the
+    network again cost ~25 us)."""
     if n * n > _KEPT_WEIGHTS:
-        return _ones_minus_eye(n, dtype)
-    return _kept_all_to_all(n, dtype, placement())
+        return Network(_ones_minus_eye(n, dtype), cvar_indices)
+    return _kept_all_to_all(n, dtype, cvar_indices, placement())
 
 
 def _ones_minus_eye(n: int, dtype: np.dtype) -> jax.Array:
@@ -187,9 +187,38 @@ def _ones_minus_eye(n: int, dtype: np.dtype) -> jax.Array:
 
 
 @functools.lru_cache(maxsize=4)
-def _kept_all_to_all(n: int, dtype: np.dtype, where: Any) -> jax.Array:
+def _kept_all_to_all(
+    n: int, dtype: np.dtype, cvar_indices: tuple[int, ...], where: Any
+) -> Network:
     del where  # part of the key only: the array lives on that device
-    return _ones_minus_eye(n, dtype)
+    return Network(_ones_minus_eye(n, dtype), cvar_indices)
+
+
+def _even_phases(n: int, dtype: np.dtype) -> jax.Array:
+    """``n`` phases evenly spaced on ``[0, 2 pi)``, kept per size, dtype and
+    device as the all-to-all weights are (an eager ``jnp.linspace`` and its
+    first host read cost ~65 us at N = 20, a quarter of a rebuilt problem)."""
+    return _kept_phases(n, dtype, placement())
+
+
+@functools.lru_cache(maxsize=4)
+def _kept_phases(n: int, dtype: np.dtype, where: Any) -> jax.Array:
+    del where  # part of the key only: the array lives on that device
+    return jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False, dtype=dtype)
+
+
+def _phase_coupling(alpha: Any) -> Any:
+    """``kuramoto_coupling(alpha)``, kept for a Python number (modules are
+    immutable; building one per rebuilt problem cost ~14 us at N = 20)."""
+    if isinstance(alpha, int | float) and not isinstance(alpha, bool):
+        # The hex form tells -0.0 from 0.0, which hash alike.
+        return _kept_coupling(float(alpha).hex())
+    return kuramoto_coupling(alpha=alpha)
+
+
+@functools.lru_cache(maxsize=16)
+def _kept_coupling(alpha: str) -> Any:
+    return kuramoto_coupling(alpha=float.fromhex(alpha))
 
 
 @functools.cache
@@ -235,24 +264,25 @@ def kuramoto_network(
         MemoryError: an int ``N`` whose dense ``(N, N)`` weights (two copies
             while they are built) cannot fit in this machine's memory.
     """
+    dtype = np.dtype(jnp.result_type(float))
+    model = _kuramoto_spec()
     if isinstance(weights, int) and not isinstance(weights, bool):
-        itemsize = jnp.dtype(jnp.result_type(float)).itemsize
         check_dense_fits(
             f"all-to-all weights for N={weights} (dense ({weights}, {weights}))",
-            2 * weights * weights * itemsize,
+            2 * weights * weights * dtype.itemsize,
             "pass sparse weights (BCOO or scipy.sparse) for large networks",
         )
-        weights = _all_to_all(weights)
-    model = _kuramoto_spec()
-    network = Network(weights, model.cvar_indices)
+        network = _all_to_all(weights, dtype, model.cvar_indices)
+    else:
+        network = Network(weights, model.cvar_indices)
     n = network.n_nodes
     if theta0 is None:
-        theta0 = jnp.linspace(0.0, 2 * jnp.pi, n, endpoint=False)
+        theta0 = _even_phases(n, dtype)
     params = float_params(dict(omega=omega, G=K))
     return network_problem(
         build_jax_dfun(model),
         network,
-        kuramoto_coupling(alpha=alpha),
+        _phase_coupling(alpha),
         params,
         theta0,
         dt,

@@ -36,14 +36,19 @@ from scipy.special import digamma, polygamma
 
 import lyapax
 from lyapax import (
+    check_invariants,
     covariant_vectors,
     driven_problem,
+    expansion_entropy,
     finite_time_exponents,
+    gali,
     lyapunov_spectrum,
+    megno,
     random_problem,
     run_until_converged,
     sde_problem,
     sweep_lyapunov_spectrum,
+    two_trajectory_exponent,
 )
 
 
@@ -86,22 +91,31 @@ def test_driven_grad_reaches_inputs(gains):
     np.testing.assert_allclose(grad, expected, rtol=1e-10, atol=1e-15)
 
 
-def test_driven_pytree_inputs_and_resume(gains):
-    """Inputs as a dict of two leaves; a resumed run continues at slice 150."""
-    inputs = {"a": gains, "b": jnp.flip(gains)}
+def _pytree_problem(gains):
+    """Inputs as a dict of two leaves, one per coordinate."""
 
     def step(x, u):
         return jnp.stack([u["a"] * x[0], u["b"] * x[1]])
 
-    problem = driven_problem(step, jnp.ones(2), inputs)
-    whole = lyapunov_spectrum(problem, 300)
-    first = lyapunov_spectrum(problem, 150)
-    rest = lyapunov_spectrum(problem, 150, resume=first.checkpoint)
-    np.testing.assert_allclose(rest.exponents, whole.exponents, rtol=1e-12)
+    return driven_problem(step, jnp.ones(2), {"a": gains, "b": jnp.flip(gains)})
+
+
+def test_driven_pytree_inputs(gains):
+    whole = lyapunov_spectrum(_pytree_problem(gains), 300)
     # The sum is exact (the log-determinant of a diagonal product).
     logs = np.log(np.asarray(gains))
     expected = logs[:300].mean() + logs[::-1][:300].mean()
     np.testing.assert_allclose(np.sum(whole.exponents), expected, rtol=1e-12)
+
+
+@pytest.mark.slow  # three compiles; the plain run resumes random maps
+def test_driven_resume_continues_at_its_slice(gains):
+    """A resumed run continues at slice 150."""
+    problem = _pytree_problem(gains)
+    whole = lyapunov_spectrum(problem, 300)
+    first = lyapunov_spectrum(problem, 150)
+    rest = lyapunov_spectrum(problem, 150, resume=first.checkpoint)
+    np.testing.assert_allclose(rest.exponents, whole.exponents, rtol=1e-12)
 
 
 def test_driven_inputs_too_short(gains):
@@ -113,6 +127,36 @@ def test_driven_inputs_too_short(gains):
         lyapunov_spectrum(problem, 200, resume=first.checkpoint)
     with pytest.raises(ValueError, match="inputs"):
         covariant_vectors(problem, n_steps=500)
+
+
+def test_check_invariants_needs_the_inputs_of_its_window(gains):
+    """The window continues the run's counter: 380 + 30 steps need 410
+    slices; 380 + 20 fit exactly, and the window's exponent (no QR needed
+    in one dimension) is the mean log gain of slices 380..399."""
+    problem = driven_problem(scale, jnp.ones(1), gains)
+    result = lyapunov_spectrum(problem, 380)
+    with pytest.raises(ValueError, match=r"inputs has length 400.*needs 410 steps"):
+        check_invariants(problem, result, 30)
+    report = check_invariants(problem, result, 20)
+    expected = np.mean(np.log(np.asarray(gains)[380:400]))
+    np.testing.assert_allclose(report.window_exponents[0], expected, rtol=1e-12)
+
+
+def test_indicators_need_the_inputs_of_their_run(gains):
+    """Every indicator counts from step 0 (two_trajectory_exponent: its
+    transient first); the error comes before anything is compiled."""
+    problem = driven_problem(scale, jnp.ones(1), gains)
+    pair = driven_problem(lambda x, u: u * x, jnp.ones(2), jnp.stack([gains] * 2, 1))
+    calls = [
+        (lambda: megno(problem, 500), 500),
+        (lambda: gali(pair, 401), 401),
+        (lambda: two_trajectory_exponent(problem, 390, t_transient=20.0), 410),
+        (lambda: expansion_entropy(problem, np.ones((1, 2, 1)), n_steps=401), 401),
+    ]
+    for call, needed in calls:
+        match = rf"inputs has length 400.*needs {needed} steps"
+        with pytest.raises(ValueError, match=match):
+            call()
 
 
 def test_driven_bad_inputs():
@@ -143,6 +187,7 @@ def test_driven_finite_time_windows(gains):
     np.testing.assert_allclose(np.asarray(ftle.exponents)[:, 0], logs, rtol=1e-12)
 
 
+@pytest.mark.slow  # its own compiles; test_driven_inputs_too_short is the plain run's
 def test_driven_covariant_vectors_diagonal():
     """A diagonal driven map: the covariant vectors are the coordinate axes
     and the exponents the mean log gains."""
@@ -214,6 +259,7 @@ def test_random_same_realisation_chunks_and_checkpoint(tmp_path):
     np.testing.assert_allclose(resumed.result.exponents, whole.exponents, rtol=1e-12)
 
 
+@pytest.mark.slow  # two compiles; test_random_keys_same_numbers is the plain run's
 def test_random_sweep_of_keys_equals_single_runs():
     """A batch of typed keys in one program: row i is the run with key i."""
     keys = jax.random.split(jax.random.key(2), 3)
@@ -224,14 +270,19 @@ def test_random_sweep_of_keys_equals_single_runs():
         np.testing.assert_allclose(swept.exponents[i], single.exponents, rtol=1e-12)
 
 
-def test_random_raw_key_same_numbers_as_typed():
+def test_random_keys_same_numbers():
+    """A typed key, its legacy raw form and a sweep row (a typed key, or its
+    raw data) step with the same matrices: ``fold_in(key, n)`` of one key."""
+    x, n = jnp.arange(1.0, D + 1.0), jnp.int32(17)
+    expected = np.asarray(gaussian(x, jax.random.fold_in(jax.random.key(3), n)))
     typed = random_problem(gaussian, jnp.ones(D), jax.random.key(3))
     raw = random_problem(gaussian, jnp.ones(D), jax.random.PRNGKey(3))
-    np.testing.assert_allclose(
-        lyapunov_spectrum(typed, 50).exponents,
-        lyapunov_spectrum(raw, 50).exponents,
-        rtol=1e-14,
-    )
+    other = random_problem(gaussian, jnp.ones(D), jax.random.key(8))
+    rows = [other.with_params(jax.random.key(3))]
+    rows.append(other.with_params(jax.random.key_data(jax.random.key(3))))
+    for problem in (typed, raw, *rows):
+        got = problem.step_fn(x, n)
+        np.testing.assert_array_equal(np.asarray(got), expected)
 
 
 @pytest.mark.parametrize("key", [3, np.zeros(2), jnp.zeros(2, jnp.uint32)[:1]])
@@ -323,7 +374,13 @@ A = np.array([[-0.5, 1.0, 0.0], [0.0, -1.0, 0.3], [0.0, 0.0, -2.0]])
 
 
 @pytest.mark.parametrize(
-    ("scheme", "noise"), [("euler_maruyama", "general"), ("heun", "diagonal")]
+    ("scheme", "noise"),
+    [
+        # Slow: a compile of its own; general noise's plain test is
+        # test_sde_replayed_increments_general_noise.
+        pytest.param("euler_maruyama", "general", marks=pytest.mark.slow),
+        ("heun", "diagonal"),
+    ],
 )
 def test_additive_noise_linear(scheme, noise):
     """Exponents of the scheme's constant tangent map, exactly; Re eig(A) to

@@ -353,6 +353,41 @@ def test_gpu_example_problem_runs_and_hits_the_cache():
     assert np.all(np.diff(np.asarray(first.exponents)) <= 0)
 
 
+def test_rebuilt_problem_of_a_checked_structure_still_validates():
+    """A rebuilt problem of a structure already checked and compiled skips
+    the shape check (its structure key) and the compile, not the checks of
+    its values; a coupling of another shape is a new structure, checked."""
+
+    def run(problem):
+        return lyapunov_spectrum(problem, n_steps=20, k=2, renorm_every=10)
+
+    first = kuramoto_network(6)
+    run(first)
+    cached = run_benettin._cache_size()
+    with pytest.raises(ValueError, match=r"dt must be a finite number > 0; got dt=-0"):
+        kuramoto_network(6, dt=-0.01)
+    with pytest.raises(ValueError, match="state0 must be finite"):
+        run(kuramoto_network(6, theta0=jnp.full(6, jnp.nan)))
+    with pytest.raises(ValueError, match="coupling must return shape"):
+        network_problem(
+            first.step_fn.dfun,
+            Network(first.step_fn.weights, (0,)),
+            lambda x, w, p: x[:, :3],
+            first.step_fn.params,
+            first.state0,
+            0.01,
+        )
+    again = kuramoto_network(6, omega=0.5)
+    # The default phases and the coupling of a Python alpha are kept.
+    assert again.state0 is first.state0
+    assert again.step_fn.coupling is first.step_fn.coupling
+    np.testing.assert_array_equal(
+        again.state0, jnp.linspace(0.0, 2 * jnp.pi, 6, endpoint=False)
+    )
+    run(again)
+    assert run_benettin._cache_size() == cached
+
+
 # --- bad input ----------------------------------------------------------------
 
 

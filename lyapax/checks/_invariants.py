@@ -326,7 +326,8 @@ def check_invariants(
     Raises:
         TypeError: ``problem`` is not a problem, ``rhs`` not callable.
         ValueError: a result of another problem (its checkpoint does not fit),
-            of a sweep (check one row), or of a non-finite run.
+            of a sweep (check one row), or of a non-finite run; a driven
+            problem whose inputs end before the checking window does.
     """
     problem = as_problem(problem)
     view = problem.for_engine()
@@ -358,6 +359,9 @@ def check_invariants(
         )
     dt = float(np.asarray(view.dt))
     steps = _window_steps(result, dt, n_steps)
+    if view.check_steps is not None:
+        # The window continues the run's global step counter.
+        view.check_steps(int(np.asarray(step0)) + steps)
     rhs = rhs if rhs is not None else _vector_field(view.step)
     indexed = declares_step_index(view.step)
     full = k == d

@@ -69,17 +69,6 @@ class DrivenStep(AbstractStep):
         )
         return self.fn(z, u)
 
-    def tangent(self, z: Any, Y: Any, step: Any) -> tuple[Any, Any]:
-        """``(z_next, J Y)`` with the tangents batched along rows of ``Y^T``:
-        a dense layer's product then runs as ``Y^T W^T``, which XLA:CPU
-        runs with a faster kernel than ``W Y`` for wide layers."""
-
-        def one(v):
-            return jax.jvp(lambda x: self(x, step), (z,), (v,))
-
-        z_next, rows = jax.vmap(one, in_axes=0, out_axes=(None, 0))(Y.T)
-        return z_next, rows.T
-
 
 class RandomStep(AbstractStep):
     """``fn(z, fold_in(key, n))``."""

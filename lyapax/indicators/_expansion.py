@@ -100,7 +100,8 @@ def expansion_entropy(
 
     Raises:
         ValueError: ``points`` not ``(n_batches, n_points, d)`` or not finite,
-            a fit window of fewer than two steps, ``n_steps`` < 2.
+            a fit window of fewer than two steps, ``n_steps`` < 2, a driven
+            problem whose inputs are shorter than ``n_steps``.
         TypeError: ``inside`` not callable, or not returning a boolean scalar.
     """
     arr = np.asarray(points)
@@ -133,6 +134,7 @@ def expansion_entropy(
         0,
         (batch_size, devices, True),
     )
+    rows.check_length(n_steps)
     if inside is not None:
         out = jax.eval_shape(inside, jax.ShapeDtypeStruct((d,), rows.dtype))
         if getattr(out, "shape", None) != () or out.dtype != jnp.bool_:

@@ -143,7 +143,8 @@ def gali(
         :class:`GALIResult` (NumPy arrays).
 
     Raises:
-        TypeError / ValueError: a missing or out-of-range argument, naming it.
+        TypeError / ValueError: a missing or out-of-range argument, naming
+            it; a driven problem whose inputs are shorter than the run.
     """
     rows, n_steps = resolve_orbit_rows(
         "gali",
@@ -157,6 +158,7 @@ def gali(
         batch_size,
         devices,
     )
+    rows.check_length(n_steps)
     options = GALIOptions.of(k, threshold, record_every, rows.d)
     every = options.record_every
     n_records = n_steps // every if every else 0

@@ -122,7 +122,8 @@ def megno(
 
     Raises:
         TypeError / ValueError: a missing or out-of-range argument, naming
-            it; ``n_steps`` < :data:`MEGNO_MIN_STEPS`.
+            it; ``n_steps`` < :data:`MEGNO_MIN_STEPS`; a driven problem
+            whose inputs are shorter than ``n_steps``.
     """
     rows, n_steps = resolve_orbit_rows(
         "megno",
@@ -142,6 +143,7 @@ def megno(
             f"over the run; use n_steps >= {MEGNO_MIN_STEPS} (regular orbits "
             "settle near 0 or 2 only after many periods)"
         )
+    rows.check_length(n_steps)
     every = max(1, n_steps // 1000) if save_every is None else save_every
     every = validate.as_int("save_every", every, minimum=1)
     if every > n_steps:

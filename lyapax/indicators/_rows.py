@@ -20,6 +20,7 @@ indicator returns unbatched fields.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import equinox as eqx
@@ -62,12 +63,15 @@ def row_view(dynamic: Any, static: Any, params: Any, state: Any, dt: Any) -> Row
 
 
 class RowView(NamedTuple):
-    """One row as a kernel runs it: the step, its start point ``z0 (d,)``
-    and the model time per step."""
+    """One row as a kernel runs it: the step, its start point ``z0 (d,)``,
+    the model time per step and the problem's check of a run's length
+    (:attr:`~lyapax._engine.abstract.EngineView.check_steps`; None: no
+    limit)."""
 
     step: AbstractStep
     z0: Any
     dt: Any
+    check_steps: Callable[[int], None] | None = None
 
 
 class RowBuilder(eqx.Module):
@@ -88,14 +92,16 @@ class RowBuilder(eqx.Module):
             problem = self.target if params is None else self.target.with_params(params)
             problem = problem.with_state(state) if self.state_rows else problem
         engine = problem.for_engine()
-        return RowView(engine.step, engine.z0, engine.dt)
+        return RowView(engine.step, engine.z0, engine.dt, engine.check_steps)
 
 
 class Rows(NamedTuple):
     """A resolved input: ``builder``, the batched ``(params, states, seeds)``
     (host arrays with a leading axis of ``n``), phase-space size ``d``, dtype,
-    ``dt``, the :class:`~lyapax._internal.batching.Plan`, and ``batched``
-    (False: one row, fields are returned without the batch axis)."""
+    ``dt``, the :class:`~lyapax._internal.batching.Plan`, ``batched``
+    (False: one row, fields are returned without the batch axis) and the
+    first row's ``check_steps`` (see :class:`RowView`; the rows of a batch
+    share their shapes, so one row's limit is every row's)."""
 
     builder: RowBuilder
     batched_inputs: tuple
@@ -105,6 +111,14 @@ class Rows(NamedTuple):
     dt: Any
     plan: batching.Plan
     batched: bool
+    check_steps: Callable[[int], None] | None = None
+
+    def check_length(self, n_steps: int) -> None:
+        """Raise the problem's ``ValueError`` unless each row can run steps
+        ``0 .. n_steps - 1`` (a driven problem's inputs are finite: past their
+        end a step would read the last slice again)."""
+        if self.check_steps is not None:
+            self.check_steps(n_steps)
 
 
 def resolve_rows(
@@ -141,6 +155,7 @@ def resolve_rows(
                 f"{np.shape(seed)} (pass state0_batch or params_batch to batch)"
             )
     state_rows = state0_batch is not None
+    check_steps = None
     if isinstance(target, ProblemFamily) or is_problem(target):
         if state0 is not None:
             raise TypeError(
@@ -163,7 +178,7 @@ def resolve_rows(
         )
         view = builder.view(row0, jnp.asarray(states[0]), None)
         validate.same_dt(dt, view.dt)
-        dt = view.dt
+        dt, check_steps = view.dt, view.check_steps
         d, dtype = int(view.z0.shape[0]), view.z0.dtype
     elif callable(target):
         if dt is None:
@@ -185,7 +200,8 @@ def resolve_rows(
         )
     seeds = batching.seed_batch(seed, n)
     plan = batching.Plan(n, *plan_args)
-    return Rows(builder, (params_batch, states, seeds), n, d, dtype, dt, plan, batched)
+    inputs = (params_batch, states, seeds)
+    return Rows(builder, inputs, n, d, dtype, dt, plan, batched, check_steps)
 
 
 def resolve_orbit_rows(

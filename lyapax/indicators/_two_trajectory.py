@@ -149,7 +149,8 @@ def two_trajectory_exponent(
         :class:`TwoTrajectoryResult` (NumPy arrays).
 
     Raises:
-        TypeError / ValueError: a missing or out-of-range argument, naming it.
+        TypeError / ValueError: a missing or out-of-range argument, naming
+            it; a driven problem whose inputs are shorter than the run.
     """
     options = TwoTrajectoryOptions.of(d0, d_lower, d_upper, check_every)
     rows, n_steps = resolve_orbit_rows(
@@ -169,6 +170,7 @@ def two_trajectory_exponent(
         raise ValueError(f"n_steps={n_steps} must be a multiple of check_every={every}")
     _, n_tr_blocks = transient_blocks(t_transient, rows.dt, every)
     n_blocks = n_steps // every
+    rows.check_length(n_tr_blocks * every + n_steps)
     lengths = np.array([n_blocks, n_tr_blocks * every, every], np.int32)
     bounds = np.array([options.d0, options.d_lower, options.d_upper])
     raw = run_rows(rows, _kernel, (lengths, bounds), capacity=capacity(n_blocks))

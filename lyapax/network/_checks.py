@@ -31,7 +31,6 @@ def check_shapes(step: NetworkStep, n_sv: int | None, dtype: Any) -> None:
             parameter).
     """
     n = step.n_nodes
-    as_cvar_indices(step.cvar_indices, n_sv)
     dynamic, static = split_static(step)
     leaves = tuple(
         (np.shape(x), getattr(x, "dtype", type(x))) for x in dynamic if x is not None
@@ -42,6 +41,8 @@ def check_shapes(step: NetworkStep, n_sv: int | None, dtype: Any) -> None:
             return
     except TypeError:  # an unhashable static part: check every time
         key = None
+    # After the cache: the key holds cvar_indices (static) and n_sv.
+    as_cvar_indices(step.cvar_indices, n_sv)
     n_cvar = len(step.cvar_indices)
     cv = jax.ShapeDtypeStruct((n_cvar, n), dtype)
     c = jax.eval_shape(lambda x: step.coupling(x, step.weights, step.params), cv)
