@@ -145,7 +145,7 @@ def test_two_trajectory_bad_options(kwargs, match):
 def test_two_trajectory_bad_calls():
     with pytest.raises(TypeError, match="requires dt"):
         two_trajectory_exponent(tent_map(), jnp.array([0.1]), None, 100)
-    with pytest.raises(TypeError, match="expects a step function"):
+    with pytest.raises(TypeError, match="step_fn must be a step function"):
         two_trajectory_exponent(3.0, jnp.array([0.1]), 1.0, 100)
     with pytest.raises(TypeError, match="requires n_steps"):
         two_trajectory_exponent(tent_map(), jnp.array([0.1]), 1.0)

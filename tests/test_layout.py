@@ -179,6 +179,61 @@ def test_init_files_only_re_export(path):
         )
 
 
+#: What a module outside ``lyapax.sweep`` may take from the sweeps: their
+#: entry points. Batched rows (steps, problems, families resolved to rows of a
+#: plan) are ``lyapax._internal.rows``, shared by sweeps and indicators.
+SWEEP_ENTRY_POINTS = {"sweep_lyapunov_spectrum", "sweep_trajectory"}
+
+
+def taken_from_sweep(module: str, source: str, is_package: bool) -> set[str]:
+    """Names (or whole modules) that ``module`` imports from ``lyapax.sweep``."""
+    taken = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            taken.update(
+                a.name for a in node.names if a.name.startswith("lyapax.sweep")
+            )
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node.module or "", module, node.level, is_package)
+            if base == "lyapax.sweep" or base.startswith("lyapax.sweep."):
+                taken.update(f"{base}:{a.name}" for a in node.names)
+    return taken
+
+
+def test_the_sweep_import_rule_finds_rows_taken_from_sweeps():
+    source = "from lyapax.sweep import ProblemFamily, sweep_lyapunov_spectrum"
+    assert taken_from_sweep("lyapax.indicators._gali", source, False) == {
+        "lyapax.sweep:ProblemFamily",
+        "lyapax.sweep:sweep_lyapunov_spectrum",
+    }
+    assert taken_from_sweep("lyapax.x", "import lyapax.sweep._setup", False) == {
+        "lyapax.sweep._setup"
+    }
+
+
+def test_no_package_imports_the_sweeps_for_rows():
+    """Only the sweeps' entry points leave ``lyapax.sweep`` (the top-level
+    ``lyapax`` re-exports its public names); rows live in one shared layer."""
+    allowed = {f"lyapax.sweep:{name}" for name in SWEEP_ENTRY_POINTS}
+    found = {}
+    for module, path in MODULES.items():
+        if module == "lyapax" or module.startswith("lyapax.sweep"):
+            continue
+        taken = taken_from_sweep(module, path.read_text(), path.name == "__init__.py")
+        if taken - allowed:
+            found[module] = taken - allowed
+    assert found == {}
+
+
+def test_batched_rows_have_one_home():
+    import lyapax._internal.rows as rows
+    import lyapax.sweep
+
+    assert lyapax.sweep.ProblemFamily is rows.ProblemFamily
+    assert lyapax.sweep.problem_family is rows.problem_family
+    assert lyapax.problem_family is rows.problem_family
+
+
 #: Attribute names that say what a problem, step, coupling or integrator can do.
 CAPABILITIES = {
     "_lyapax_adaptive_ode_only",
