@@ -234,6 +234,16 @@ def test_batched_rows_have_one_home():
     assert lyapax.problem_family is rows.problem_family
 
 
+def test_the_checks_learn_a_vector_field_from_the_step_base():
+    """``check_invariants`` asks ``AbstractStep.vector_field``; it imports no
+    concrete step (ODE or network) to recognise one by its class."""
+    targets = import_graph()["lyapax.checks._invariants"]
+    concrete = {
+        t for t in targets if t.startswith(("lyapax.integrators", "lyapax.network"))
+    }
+    assert concrete == set()
+
+
 #: Attribute names that say what a problem, step, coupling or integrator can do.
 CAPABILITIES = {
     "_lyapax_adaptive_ode_only",
