@@ -16,7 +16,7 @@ import importlib
 from pathlib import Path
 
 import pytest
-from architecture_page import listed_modules
+from architecture_page import diagram_layers, listed_modules
 
 import lyapax
 
@@ -179,6 +179,50 @@ def test_init_files_only_re_export(path):
         )
 
 
+def unit_of(module: str) -> str:
+    """The top-level module or package ``module`` belongs to (``lyapax`` for
+    the root ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "lyapax"
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` between top-level modules and packages (no self edges)."""
+    units: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        edges = units.setdefault(unit_of(module), set())
+        edges.update(unit_of(t) for t in targets if unit_of(t) != unit_of(module))
+    return units
+
+
+def upward_edges(units: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
+    """Imports that do not point to a lower line of the diagram."""
+    line = {name: i for i, names in enumerate(layers) for name in names}
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in units.items()
+        for b in targets
+        if a in line and b in line and line[b] <= line[a]
+    )
+
+
+def test_the_diagram_check_finds_an_import_that_points_up():
+    layers = [["top"], ["mid", "side"], ["base"]]
+    units = {"top": {"mid"}, "mid": {"base", "side"}, "base": {"top"}, "side": set()}
+    assert upward_edges(units, layers) == ["base -> top", "mid -> side"]
+
+
+def test_the_layer_diagram_is_the_import_graph():
+    """docs/architecture.md, "Layers": every top-level module and package on
+    one line, every import between two of them pointing down."""
+    layers = diagram_layers()
+    drawn = [name for names in layers for name in names]
+    units = unit_graph(import_graph())
+    assert len(drawn) == len(set(drawn)), sorted(drawn)
+    assert set(drawn) == set(units)
+    assert upward_edges(units, layers) == []
+
+
 #: What a module outside ``lyapax.sweep`` may take from the sweeps: their
 #: entry points. Batched rows (steps, problems, families resolved to rows of a
 #: plan) are ``lyapax._internal.rows``, shared by sweeps and indicators.
@@ -334,3 +378,18 @@ def test_architecture_page_lists_every_subpackage_module():
         if (p / "__init__.py").exists()
     }
     assert listed == on_disk
+
+
+if __name__ == "__main__":
+    # The graph the Layers diagram is drawn from: who imports whom, and the
+    # lowest line each could sit on (0: imports nothing of lyapax).
+    from functools import cache
+
+    units = unit_graph(import_graph())
+
+    @cache
+    def lowest(unit: str) -> int:
+        return 1 + max((lowest(t) for t in units[unit]), default=-1)
+
+    for unit in sorted(units, key=lambda u: (-lowest(u), u)):
+        print(f"{lowest(unit)}  {unit} -> {' '.join(sorted(units[unit])) or '-'}")

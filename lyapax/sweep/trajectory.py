@@ -13,11 +13,11 @@ from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.options import RunOptions
 from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
+from lyapax._engine.trajectory import Trajectory
 from lyapax._engine.tree import split_static
 from lyapax._internal.rows import ProblemFamily, resolve
 from lyapax.sweep._kernels import trajectory_kernel
 from lyapax.sweep._setup import warn_trajectory
-from lyapax.utils import Trajectory
 
 __all__ = ["sweep_trajectory"]
 
