@@ -227,7 +227,8 @@ def resolve(
     if validate.is_traced((params_batch, state0, state0_batch, dt)):
         raise TypeError(
             f"{caller} is an eager entry point (it jits and batches internally); "
-            "call it outside jax.jit/vmap, or vmap lyapunov_spectrum yourself"
+            "call it outside jax.jit/vmap and pass the rows as params_batch or "
+            "state0_batch"
         )
     # Typed PRNG keys (a batch of realisations) travel as their raw data: the
     # batch is sliced and padded with NumPy, which cannot hold key arrays.
