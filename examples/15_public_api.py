@@ -23,6 +23,8 @@ jax.config.update("jax_enable_x64", True)  # before any array is created
 
 import jax.numpy as jnp
 
+import lyapax
+
 parser = argparse.ArgumentParser(description="public API tour")
 parser.add_argument("--quick", action="store_true", help="skip the slower items")
 parser.add_argument("--out", default=None, help="accepted; no figure")
@@ -33,21 +35,7 @@ args, _ = parser.parse_known_args()
 # ----------------
 # ``__all__`` of each public module is the contract; names starting with an
 # underscore are private and may change.
-MODULES = [
-    "lyapax",
-    "lyapax.systems",
-    "lyapax.network",
-    "lyapax.coupling",
-    "lyapax.simulator",
-    "lyapax.dde",
-    "lyapax.sweep",
-    "lyapax.converge",
-    "lyapax.covariant",
-    "lyapax.checks",
-    "lyapax.finite_time",
-    "lyapax.indicators",
-]
-for name in MODULES:
+for name in ("lyapax", *lyapax.PUBLIC_MODULES):
     module = importlib.import_module(name)
     print(f"\n{name} -- {(module.__doc__ or '').strip().splitlines()[0]}")
     for attr in sorted(getattr(module, "__all__", [])):

@@ -2,6 +2,7 @@
 
 from lyapax import coupling
 from lyapax.__version__ import __version__
+from lyapax._public import PUBLIC_MODULES
 from lyapax.checks import Check, InvariantReport, check_invariants
 from lyapax.converge import (
     CheckpointError,
@@ -87,6 +88,7 @@ from lyapax.utils import simulate_trajectory
 
 __all__ = [
     "__version__",
+    "PUBLIC_MODULES",
     "ConvergenceDrift",
     "LyapunovCheckpoint",
     "LyapunovResult",

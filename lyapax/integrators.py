@@ -157,6 +157,10 @@ class ODEStep(AbstractStep):
         tableau = TABLEAUS[self.method]
         return rk_stage_update(tableau, lambda y, _i: self.rhs(y), state, self.dt)
 
+    def vector_field(self) -> Callable[[Any], Any]:
+        """``rhs``, the field this step integrates."""
+        return self.rhs
+
     def __repr__(self) -> str:
         return f"ODEStep(rhs={self.rhs!r}, dt={self.dt!r}, method={self.method!r})"
 

@@ -3,56 +3,17 @@
 from __future__ import annotations
 
 from functools import partial
-from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jaxtyping import Array, Float
 
 from lyapax._engine import validate
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import StateLike, StepFn
-from lyapax._engine.trajectory import iterate
+from lyapax._engine.trajectory import Trajectory, iterate
 from lyapax._engine.tree import merge_static, split_static
 
 __all__ = ["Trajectory", "simulate_trajectory"]
-
-
-class Trajectory(NamedTuple):
-    """``times (n,)`` and ``states (n, d)``; unpacks as ``times, states``.
-
-    Indexing and array conversion act on ``states``, so code written for
-    lyapax 0.3.0 (which returned the state array) keeps working:
-    ``traj[a:b, 0]``, ``traj.shape``, ``np.asarray(traj)``.
-    """
-
-    times: Float[Array, "*batch n_saved"]
-    states: Float[Array, "*batch n_saved d"] | np.ndarray
-
-    def __getitem__(self, index: Any) -> Any:
-        return self.states[index]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        """Shape of ``states``."""
-        return self.states.shape
-
-    @property
-    def ndim(self) -> int:
-        """Number of dimensions of ``states``."""
-        return self.states.ndim
-
-    @property
-    def dtype(self) -> Any:
-        """dtype of ``states``."""
-        return self.states.dtype
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        return np.asarray(self.states, dtype=dtype)
-
-    def __jax_array__(self) -> jax.Array:
-        return jnp.asarray(self.states)
 
 
 @partial(jax.jit, static_argnames=("static", "n_saved", "decimate", "n_transient"))

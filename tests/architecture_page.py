@@ -26,3 +26,25 @@ def listed_modules(heading: str) -> dict[str, set[str]]:
             folder = ""
         listed.setdefault(folder, set()).update(re.findall(r"(\w+)\.py", line))
     return listed
+
+
+def diagram_layers() -> list[list[str]]:
+    """The layers of the ``## Layers`` diagram, top first: each line's leading
+    names (``core.py`` -> ``core``, ``sweep/`` -> ``sweep``,
+    ``lyapax/__init__.py`` -> ``lyapax``); the rest of a line describes it."""
+    page = PAGE.read_text()
+    section = page.split("## Layers\n", 1)[1].split("\n## ", 1)[0]
+    tree = re.search(r"```text\n(.*?)```", section, flags=re.S).group(1)
+    layers = []
+    for line in tree.splitlines():
+        names = []
+        for token in line.split():
+            if token == "lyapax/__init__.py":
+                names.append("lyapax")
+            elif m := re.fullmatch(r"(\w+)(?:\.py|/)", token):
+                names.append(m.group(1))
+            else:
+                break
+        if names:
+            layers.append(names)
+    return layers

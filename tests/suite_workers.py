@@ -2,8 +2,8 @@
 
 Each of the suite's two runs of the whole folder (``python -m pytest`` and
 ``python -m pytest -m slow``) spreads its test files over pytest-xdist
-workers, one per CPU: measured on 2 cores in docs/architecture.md, "The two
-test runs". Anything narrower runs in one process.
+workers, one per CPU: measured on 2 cores in docs/testing.md, "The two test
+runs". Anything narrower runs in one process.
 ``LYAPAX_TEST_WORKERS=N`` sets the count for any run (0: one process), and a
 ``-n``/``--dist`` of the run's own always wins, as does ``--jax-backend``
 (the plugin's workers, one per backend).

@@ -21,7 +21,7 @@ import lyapax
 from lyapax import lyapunov_spectrum, ode_problem
 from lyapax._engine import stats
 from lyapax.indicators import expansion_entropy, gali, two_trajectory_exponent
-from lyapax.sweep import problem_family
+from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
 from lyapax.systems import linear_system, logistic_map, lorenz, tent_map
 
 jax.config.update("jax_enable_x64", True)
@@ -128,6 +128,26 @@ def test_lorenz_agrees_with_the_spectrum_within_its_stderr():
 
 
 @pytest.mark.parametrize(
+    "entry",
+    [sweep_lyapunov_spectrum, sweep_trajectory, two_trajectory_exponent, gali],
+    ids=lambda f: f.__name__,
+)
+def test_batched_entry_points_check_their_rows_with_one_set_of_messages(entry):
+    """Sweeps and indicators resolve their rows in one layer
+    (lyapax._internal.rows): the same input error reads the same, naming the
+    entry point."""
+    name = entry.__name__
+    rows = dict(params_batch=None, state0_batch=jnp.full((2, 1), 0.1), n_steps=10)
+    with pytest.raises(TypeError, match=rf"^{name}\(step_fn, \.\.\.\) requires dt"):
+        entry(tent_map(), state0=None, dt=None, **rows)
+    with pytest.raises(TypeError, match=rf"^{name}: step_fn must be a step function"):
+        entry(3.0, state0=None, dt=1.0, **rows)
+    problem = ode_problem(lambda x: -x, jnp.ones(1), dt=0.01)
+    with pytest.raises(TypeError, match=rf"^{name}: a problem .* carries its own"):
+        entry(problem, state0=jnp.ones(1), dt=None, **rows)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "match"),
     [
         (dict(d0=0.0), "d0 must be a finite number > 0"),
@@ -145,7 +165,7 @@ def test_two_trajectory_bad_options(kwargs, match):
 def test_two_trajectory_bad_calls():
     with pytest.raises(TypeError, match="requires dt"):
         two_trajectory_exponent(tent_map(), jnp.array([0.1]), None, 100)
-    with pytest.raises(TypeError, match="expects a step function"):
+    with pytest.raises(TypeError, match="step_fn must be a step function"):
         two_trajectory_exponent(3.0, jnp.array([0.1]), 1.0, 100)
     with pytest.raises(TypeError, match="requires n_steps"):
         two_trajectory_exponent(tent_map(), jnp.array([0.1]), 1.0)

@@ -163,6 +163,41 @@ def test_zero_exponent_passes_rossler():
     assert report.passed
 
 
+def _linear_field(z):
+    return jnp.array([-z[0] + 0.5 * z[1], -2.0 * z[1]])
+
+
+class _LinearFlowStep(AbstractStep):
+    """RK4 on z' = A z, A = [[-1, 0.5], [0, -2]], written by a user."""
+
+    uses_step_index: ClassVar[bool] = False
+    dt: float
+
+    def __call__(self, z):
+        return rk4_step(_linear_field, self.dt)(z)
+
+
+class _DeclaredLinearFlowStep(_LinearFlowStep):
+    def vector_field(self):
+        return _linear_field
+
+
+def test_a_step_declaring_its_vector_field_gets_the_continuous_checks():
+    """The checks learn the vector field from the step's declaration
+    (``AbstractStep.vector_field``), not from its concrete class."""
+    reports = {}
+    for cls in (_LinearFlowStep, _DeclaredLinearFlowStep):
+        problem = ODEProblem(cls(0.01), jnp.array([1.0, 1.0]), 0.01)
+        result = lyapunov_spectrum(problem, 2_000, renorm_every=10)
+        reports[cls] = check_invariants(problem, result)
+    assert reports[_LinearFlowStep]["continuous_qr"].passed is None
+    declared = reports[_DeclaredLinearFlowStep]
+    assert declared["continuous_qr"].passed
+    # tr A = -3 exactly: the sum rule reads the declared field's trace
+    assert declared["sum_rule"].expected == pytest.approx(-3.0, abs=1e-9)
+    assert declared["sum_rule"].passed
+
+
 class _ForcedOscillator(AbstractStep):
     """x'' + 0.2 x' + x = cos(t), the time read from the step counter: a
     forced system presented as a flow of (x, x') alone."""

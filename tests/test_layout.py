@@ -16,7 +16,7 @@ import importlib
 from pathlib import Path
 
 import pytest
-from architecture_page import listed_modules
+from architecture_page import diagram_layers, listed_modules
 
 import lyapax
 
@@ -179,6 +179,115 @@ def test_init_files_only_re_export(path):
         )
 
 
+def unit_of(module: str) -> str:
+    """The top-level module or package ``module`` belongs to (``lyapax`` for
+    the root ``__init__``)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "lyapax"
+
+
+def unit_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """``graph`` between top-level modules and packages (no self edges)."""
+    units: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        edges = units.setdefault(unit_of(module), set())
+        edges.update(unit_of(t) for t in targets if unit_of(t) != unit_of(module))
+    return units
+
+
+def upward_edges(units: dict[str, set[str]], layers: list[list[str]]) -> list[str]:
+    """Imports that do not point to a lower line of the diagram."""
+    line = {name: i for i, names in enumerate(layers) for name in names}
+    return sorted(
+        f"{a} -> {b}"
+        for a, targets in units.items()
+        for b in targets
+        if a in line and b in line and line[b] <= line[a]
+    )
+
+
+def test_the_diagram_check_finds_an_import_that_points_up():
+    layers = [["top"], ["mid", "side"], ["base"]]
+    units = {"top": {"mid"}, "mid": {"base", "side"}, "base": {"top"}, "side": set()}
+    assert upward_edges(units, layers) == ["base -> top", "mid -> side"]
+
+
+def test_the_layer_diagram_is_the_import_graph():
+    """docs/architecture.md, "Layers": every top-level module and package on
+    one line, every import between two of them pointing down."""
+    layers = diagram_layers()
+    drawn = [name for names in layers for name in names]
+    units = unit_graph(import_graph())
+    assert len(drawn) == len(set(drawn)), sorted(drawn)
+    assert set(drawn) == set(units)
+    assert upward_edges(units, layers) == []
+
+
+#: What a module outside ``lyapax.sweep`` may take from the sweeps: their
+#: entry points. Batched rows (steps, problems, families resolved to rows of a
+#: plan) are ``lyapax._internal.rows``, shared by sweeps and indicators.
+SWEEP_ENTRY_POINTS = {"sweep_lyapunov_spectrum", "sweep_trajectory"}
+
+
+def taken_from_sweep(module: str, source: str, is_package: bool) -> set[str]:
+    """Names (or whole modules) that ``module`` imports from ``lyapax.sweep``."""
+    taken = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            taken.update(
+                a.name for a in node.names if a.name.startswith("lyapax.sweep")
+            )
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node.module or "", module, node.level, is_package)
+            if base == "lyapax.sweep" or base.startswith("lyapax.sweep."):
+                taken.update(f"{base}:{a.name}" for a in node.names)
+    return taken
+
+
+def test_the_sweep_import_rule_finds_rows_taken_from_sweeps():
+    source = "from lyapax.sweep import ProblemFamily, sweep_lyapunov_spectrum"
+    assert taken_from_sweep("lyapax.indicators._gali", source, False) == {
+        "lyapax.sweep:ProblemFamily",
+        "lyapax.sweep:sweep_lyapunov_spectrum",
+    }
+    assert taken_from_sweep("lyapax.x", "import lyapax.sweep._setup", False) == {
+        "lyapax.sweep._setup"
+    }
+
+
+def test_no_package_imports_the_sweeps_for_rows():
+    """Only the sweeps' entry points leave ``lyapax.sweep`` (the top-level
+    ``lyapax`` re-exports its public names); rows live in one shared layer."""
+    allowed = {f"lyapax.sweep:{name}" for name in SWEEP_ENTRY_POINTS}
+    found = {}
+    for module, path in MODULES.items():
+        if module == "lyapax" or module.startswith("lyapax.sweep"):
+            continue
+        taken = taken_from_sweep(module, path.read_text(), path.name == "__init__.py")
+        if taken - allowed:
+            found[module] = taken - allowed
+    assert found == {}
+
+
+def test_batched_rows_have_one_home():
+    import lyapax._internal.rows as rows
+    import lyapax.sweep
+
+    assert lyapax.sweep.ProblemFamily is rows.ProblemFamily
+    assert lyapax.sweep.problem_family is rows.problem_family
+    assert lyapax.problem_family is rows.problem_family
+
+
+def test_the_checks_learn_a_vector_field_from_the_step_base():
+    """``check_invariants`` asks ``AbstractStep.vector_field``; it imports no
+    concrete step (ODE or network) to recognise one by its class."""
+    targets = import_graph()["lyapax.checks._invariants"]
+    concrete = {
+        t for t in targets if t.startswith(("lyapax.integrators", "lyapax.network"))
+    }
+    assert concrete == set()
+
+
 #: Attribute names that say what a problem, step, coupling or integrator can do.
 CAPABILITIES = {
     "_lyapax_adaptive_ode_only",
@@ -269,3 +378,18 @@ def test_architecture_page_lists_every_subpackage_module():
         if (p / "__init__.py").exists()
     }
     assert listed == on_disk
+
+
+if __name__ == "__main__":
+    # The graph the Layers diagram is drawn from: who imports whom, and the
+    # lowest line each could sit on (0: imports nothing of lyapax).
+    from functools import cache
+
+    units = unit_graph(import_graph())
+
+    @cache
+    def lowest(unit: str) -> int:
+        return 1 + max((lowest(t) for t in units[unit]), default=-1)
+
+    for unit in sorted(units, key=lambda u: (-lowest(u), u)):
+        print(f"{lowest(unit)}  {unit} -> {' '.join(sorted(units[unit])) or '-'}")

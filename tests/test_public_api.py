@@ -2,33 +2,26 @@
 
 import importlib
 import importlib.metadata
+import pkgutil
 
 import pytest
 
 import lyapax
 
-PUBLIC_MODULES = [
-    "lyapax.core",
-    "lyapax.integrators",
-    "lyapax.systems",
-    "lyapax.utils",
-    "lyapax.diagnostics",
-    "lyapax.network",
-    "lyapax.coupling",
-    "lyapax.simulator",
-    "lyapax.dde",
-    "lyapax.sweep",
-    "lyapax.converge",
-    "lyapax.covariant",
-    "lyapax.checks",
-    "lyapax.finite_time",
-    "lyapax.indicators",
-    "lyapax.distributed",
-    "lyapax.hamiltonian",
-    "lyapax.hybrid",
-    "lyapax.pde",
-    "lyapax.shadowing",
-]
+PUBLIC_MODULES = lyapax.PUBLIC_MODULES
+
+
+def test_the_public_modules_are_those_named_without_an_underscore():
+    """One convention: a module of lyapax is public when its name has no
+    leading underscore, and ``lyapax.PUBLIC_MODULES`` lists every such module
+    and subpackage once."""
+    on_disk = {
+        f"lyapax.{m.name}"
+        for m in pkgutil.iter_modules(lyapax.__path__)
+        if not m.name.startswith("_")
+    }
+    assert len(set(PUBLIC_MODULES)) == len(PUBLIC_MODULES)
+    assert set(PUBLIC_MODULES) == on_disk
 
 
 @pytest.mark.parametrize("name", lyapax.__all__)

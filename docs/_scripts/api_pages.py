@@ -14,28 +14,9 @@ import importlib
 import inspect
 from pathlib import Path
 
-PUBLIC_MODULES = (
-    "lyapax.core",
-    "lyapax.integrators",
-    "lyapax.diagnostics",
-    "lyapax.systems",
-    "lyapax.network",
-    "lyapax.coupling",
-    "lyapax.simulator",
-    "lyapax.dde",
-    "lyapax.sweep",
-    "lyapax.converge",
-    "lyapax.covariant",
-    "lyapax.checks",
-    "lyapax.finite_time",
-    "lyapax.indicators",
-    "lyapax.hamiltonian",
-    "lyapax.hybrid",
-    "lyapax.utils",
-    "lyapax.distributed",
-    "lyapax.pde",
-    "lyapax.shadowing",
-)
+import lyapax
+
+PUBLIC_MODULES = lyapax.PUBLIC_MODULES
 
 
 def _public_names(module) -> list[str]:

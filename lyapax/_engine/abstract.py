@@ -75,6 +75,14 @@ class AbstractStep(eqx.Module):
         """The next point, called the way the step declares."""
         return self(z, step) if self.uses_step_index else self(z)
 
+    def vector_field(self) -> Callable[[Any], Any] | None:
+        """The autonomous vector field ``f(z (d,)) -> (d,)`` whose flow over
+        one step this step follows, or None (a map, a time-dependent or driven
+        step, or a step that does not say). Continuous-time checks
+        (:func:`lyapax.checks.check_invariants`) read it; a pytree, so its
+        numbers stay traced."""
+        return None
+
     def tangent(
         self, z: Float[Array, " d"], Y: Float[Array, "d k"], step: Int[Array, ""]
     ) -> tuple[Float[Array, " d"], Float[Array, "d k"]]:

@@ -247,23 +247,35 @@ def setup_run(
     options: RunOptions,
     view: EngineView | None,
     *,
-    d: int,
-    dt: Any,
     n_steps: Any,
-    dtype: Any,
-    min_transient_steps: int,
     batched: bool,
     stacklevel: int,
+    d: int | None = None,
+    dt: Any = None,
+    dtype: Any = None,
+    min_transient_steps: int | None = None,
 ) -> RunSetup:
     """The set-up every spectrum-like run makes: ``k`` defaulted
     (:func:`default_k` from ``view`` and ``options.resume``; ``d`` without a
     view), the renormalisation's QR method, the checked run sizes
-    (:func:`run_args`). ``stacklevel`` is that of a warning raised in the
-    caller of this function.
+    (:func:`run_args`). ``d``, ``dt``, ``dtype`` and ``min_transient_steps``
+    default to the view's (a run without a view passes all four).
+    ``stacklevel`` is that of a warning raised in the caller of this function.
 
     Raises:
-        TypeError / ValueError: as :func:`run_args`.
+        TypeError / ValueError: as :func:`run_args`; no view and no ``d`` or
+            ``min_transient_steps``.
     """
+    if view is not None:
+        d = int(view.z0.shape[0]) if d is None else d
+        dt = view.dt if dt is None else dt
+        dtype = view.z0.dtype if dtype is None else dtype
+        if min_transient_steps is None:
+            min_transient_steps = view.min_transient_steps
+    if d is None or min_transient_steps is None:
+        raise TypeError(
+            "setup_run without a view needs d, dt, dtype and min_transient_steps"
+        )
     k = options.k
     if k is None:
         k = d if view is None else default_k(view, k, options.resume, stacklevel + 1)
@@ -332,11 +344,8 @@ def spectrum(
     args, method = setup_run(
         options,
         view,
-        d=d,
-        dt=view.dt,
         n_steps=n_steps,
-        dtype=view.z0.dtype,
-        min_transient_steps=0 if resume is not None else view.min_transient_steps,
+        min_transient_steps=0 if resume is not None else None,
         batched=False,
         stacklevel=stacklevel + 1,
     )

@@ -48,8 +48,6 @@ from lyapax._engine.benettin import tangent_step
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem
 from lyapax._engine.tree import merge_static, split_static
-from lyapax.integrators import ODEStep
-from lyapax.network import NetworkStep
 
 __all__ = ["Check", "InvariantReport", "check_invariants"]
 
@@ -241,30 +239,6 @@ def _window(
     return {"sums": sums, "first": first, "last": last}
 
 
-def _vector_field(step: Any) -> Any:
-    """The flow's ``f(z)`` behind a step, when the step says what it is."""
-    if isinstance(step, ODEStep):
-        return step.rhs
-    if isinstance(step, NetworkStep):
-        return _FlatNetworkRhs(step)
-    return None
-
-
-class _FlatNetworkRhs:
-    """A network's vector field on the flat state ``(n_sv * n,)``."""
-
-    def __init__(self, step: NetworkStep) -> None:
-        self.step = step
-
-    def __call__(self, z):
-        return self.step.rhs(z.reshape(-1, self.step.n_nodes)).reshape(z.shape)
-
-
-jax.tree_util.register_pytree_node(
-    _FlatNetworkRhs, lambda t: ((t.step,), None), lambda _, c: _FlatNetworkRhs(*c)
-)
-
-
 #: The default window is the run's length divided by this (at least
 #: ``MIN_WINDOW`` steps, at most ``MAX_WINDOW``): a checked step costs ~5x a
 #: run's step (two finite-difference frames and a QR per step), so checking a
@@ -362,7 +336,7 @@ def check_invariants(
     if view.check_steps is not None:
         # The window continues the run's global step counter.
         view.check_steps(int(np.asarray(step0)) + steps)
-    rhs = rhs if rhs is not None else _vector_field(view.step)
+    rhs = rhs if rhs is not None else view.step.vector_field()
     indexed = declares_step_index(view.step)
     full = k == d
     trace = "none"

@@ -166,15 +166,7 @@ def covariant_vectors(
         )
     )
     args, method = run.setup_run(
-        options,
-        view,
-        d=d,
-        dt=view.dt,
-        n_steps=n_steps,
-        dtype=z0.dtype,
-        min_transient_steps=view.min_transient_steps,
-        batched=False,
-        stacklevel=2,
+        options, view, n_steps=n_steps, batched=False, stacklevel=2
     )
     plan = _plan(args, d, view.dt, t_backward, save_every)
     Y0, _ = fresh_frame(seed, d=d, k=plan.k, dtype=z0.dtype)

@@ -12,6 +12,7 @@ import numpy as np
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._internal import batching
+from lyapax._internal.rows import problem_family
 from lyapax.covariant import _memory as memory
 from lyapax.covariant._run import CovariantResult, covariant_vectors
 
@@ -51,14 +52,12 @@ def sweep_covariant_vectors(
         batch_size: rows per program call (the last chunk is padded).
 
     Raises:
+        TypeError: ``make_problem`` is not callable.
         ValueError: no leaves, a scalar leaf, leaves of different batch
             sizes (each named), an empty batch, a bad ``batch_size``.
         MemoryError: a chunk whose vectors cannot fit in free memory.
     """
-    if not callable(make_problem):
-        raise TypeError(
-            f"make_problem must be callable; got {type(make_problem).__name__}"
-        )
+    make_problem = problem_family(make_problem).make_problem  # checked once
     if not jax.tree.leaves(params_batch):
         raise ValueError(
             "params_batch must be a pytree of arrays with a leading batch axis "

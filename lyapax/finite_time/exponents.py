@@ -21,8 +21,9 @@ from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem, is_problem
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
 from lyapax._internal.batching import host_array
+from lyapax._internal.rows import ProblemFamily
 from lyapax.core import lyapunov_spectrum
-from lyapax.sweep import ProblemFamily, sweep_lyapunov_spectrum
+from lyapax.sweep import sweep_lyapunov_spectrum
 
 __all__ = ["FiniteTimeResult", "finite_time_exponents"]
 

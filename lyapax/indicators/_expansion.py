@@ -35,8 +35,7 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, StepFn
-from lyapax.indicators._rows import resolve_rows, row_view, run_rows
-from lyapax.sweep import ProblemFamily
+from lyapax._internal.rows import ProblemFamily, resolve, row_view, run_rows
 
 __all__ = ["ExpansionEntropy", "expansion_entropy"]
 
@@ -124,7 +123,7 @@ def expansion_entropy(
         raise TypeError(
             f"inside must be a function state -> bool; got {type(inside).__name__}"
         )
-    rows = resolve_rows(
+    rows = resolve(
         "expansion_entropy",
         step_fn_or_problem,
         None,

@@ -32,13 +32,8 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis, qr_factor
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
-from lyapax.indicators._rows import (
-    resolve_orbit_rows,
-    row_view,
-    run_rows,
-    unbatch,
-)
-from lyapax.sweep import ProblemFamily
+from lyapax._internal.rows import ProblemFamily, row_view, run_rows, unbatch
+from lyapax.indicators._orbits import resolve_orbit_rows
 
 __all__ = ["GALIOptions", "GALIResult", "gali"]
 

@@ -46,13 +46,8 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
-from lyapax.indicators._rows import (
-    resolve_orbit_rows,
-    row_view,
-    run_rows,
-    unbatch,
-)
-from lyapax.sweep import ProblemFamily
+from lyapax._internal.rows import ProblemFamily, row_view, run_rows, unbatch
+from lyapax.indicators._orbits import resolve_orbit_rows
 
 __all__ = ["MEGNO_MIN_STEPS", "MEGNOResult", "megno"]
 

@@ -40,13 +40,8 @@ from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
-from lyapax.indicators._rows import (
-    resolve_orbit_rows,
-    row_view,
-    run_rows,
-    unbatch,
-)
-from lyapax.sweep import ProblemFamily
+from lyapax._internal.rows import ProblemFamily, row_view, run_rows, unbatch
+from lyapax.indicators._orbits import resolve_orbit_rows
 
 __all__ = ["TwoTrajectoryOptions", "TwoTrajectoryResult", "two_trajectory_exponent"]
 

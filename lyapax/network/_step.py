@@ -132,8 +132,21 @@ class NetworkStep(_Network, AbstractStep):
         """The engine's tangent step: :meth:`tangent_step`."""
         return self.tangent_step(z, Y)
 
+    def vector_field(self) -> Callable[[Any], Any]:
+        """:meth:`rhs` on the flat state ``(n_sv * n,)``."""
+        return _FlatRhs(self)
+
     def __repr__(self) -> str:
         return f"NetworkStep({self._describe()})"
+
+
+class _FlatRhs(eqx.Module):
+    """A network's vector field on the flat state ``(n_sv * n,)``."""
+
+    step: NetworkStep
+
+    def __call__(self, z: Float[Array, " d"]) -> Float[Array, " d"]:
+        return self.step.rhs(z.reshape(-1, self.step.n_nodes)).reshape(z.shape)
 
 
 class ParametrizedNetworkStep(_Network):

@@ -2,10 +2,11 @@
 
 - :mod:`~lyapax.sweep.spectrum`: :func:`sweep_lyapunov_spectrum`;
 - :mod:`~lyapax.sweep.trajectory`: :func:`sweep_trajectory`;
-- :mod:`~lyapax.sweep._setup` (what both share), ``_rows`` (what a row runs),
-  ``_kernels`` (the vmapped programs); chunks, padding and devices are
-  :mod:`lyapax._internal.batching` (shared with the master stability function
-  and FTLE fields).
+- :mod:`~lyapax.sweep._setup` (the large-trajectory warning both share),
+  ``_kernels`` (the vmapped programs); what a row runs is
+  :mod:`lyapax._internal.rows` (shared with the indicators), chunks, padding
+  and devices :mod:`lyapax._internal.batching` (shared with the master
+  stability function, FTLE fields and covariant sweeps).
 
 ``sweep_lyapunov_spectrum`` runs the Benettin/QR engine for a whole batch of
 parameters (a pytree whose leaves share a leading batch axis) and/or initial
@@ -32,7 +33,7 @@ them is padded), and the returned arrays are global ``jax.Array`` s, which
     lam = gather(res.exponents)         # (n, k) NumPy in every process
 """
 
-from lyapax.sweep._rows import ProblemFamily, problem_family
+from lyapax._internal.rows import ProblemFamily, problem_family
 from lyapax.sweep._setup import TRAJECTORY_WARN_BYTES
 from lyapax.sweep.spectrum import sweep_lyapunov_spectrum
 from lyapax.sweep.trajectory import sweep_trajectory

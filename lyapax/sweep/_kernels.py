@@ -20,10 +20,9 @@ from jax.sharding import PartitionSpec
 from lyapax._engine.benettin import Lengths, initial_frame, run_benettin
 from lyapax._engine.run import LyapunovResult
 from lyapax._engine.summary import finish
-from lyapax._engine.trajectory import iterate
+from lyapax._engine.trajectory import Trajectory, iterate
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal.batching import BATCH_AXIS
-from lyapax.utils import Trajectory
 
 
 def _spread(f, mesh, n_shared: int = 1):

@@ -25,10 +25,10 @@ from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.summary import keep_rows
 from lyapax._engine.tree import split_static
 from lyapax._internal import batching
+from lyapax._internal.rows import ProblemFamily, resolve
 from lyapax.sweep._checkpoint import chunk_hook
 from lyapax.sweep._kernels import spectrum_kernel
-from lyapax.sweep._rows import ProblemFamily
-from lyapax.sweep._setup import min_transient, setup, warn_trajectory
+from lyapax.sweep._setup import warn_trajectory
 
 __all__ = ["sweep_lyapunov_spectrum"]
 
@@ -153,24 +153,25 @@ def sweep_lyapunov_spectrum(
         saved trajectory.
     """
     options = RunOptions.of(locals())
-    batch = setup(
+    batch = resolve(
+        "sweep_lyapunov_spectrum",
         step_fn,
         state0,
-        params_batch,
         dt,
+        params_batch,
         state0_batch,
         seed,
         (batch_size, devices, pad),
     )
-    found, plan = batch.probe, batch.plan
+    plan = batch.plan
     args, method = run.setup_run(
         options,
-        found.view,
-        d=found.d,
+        batch.view,
+        d=batch.d,
         dt=batch.dt,
         n_steps=n_steps,
-        dtype=found.dtype,
-        min_transient_steps=min_transient(found),
+        dtype=batch.dtype,
+        min_transient_steps=batch.min_transient_steps,
         batched=True,
         stacklevel=2,
     )
@@ -179,7 +180,7 @@ def sweep_lyapunov_spectrum(
     if save_states:
         # The device holds the kernel's buffer, rounded up (see kernel_lengths).
         n_rows = sizes["save_capacity"]
-        warn_trajectory(plan, n_rows, found.n_state, found.dtype, trajectory_to_host)
+        warn_trajectory(plan, n_rows, batch.n_state, batch.dtype, trajectory_to_host)
     dynamic, static = split_static(batch.builder)
 
     def kernel_of(dyn: Any) -> Any:
@@ -195,21 +196,21 @@ def sweep_lyapunov_spectrum(
         ) as bar,
         contextlib.ExitStack() as owner,
     ):
-        first = batching.take(batch.batched, 0, plan.chunk, plan.padded)
+        first = batching.take(batch.batched_inputs, 0, plan.chunk, plan.padded)
         hook = chunk_hook(
             checkpoint,
             bar,
             plan,
             lambda dyn, *rows: kernel_of(dyn)(*rows, batch.dt, lengths, **sizes),
             (dynamic, *first),
-            batch.batched,
+            batch.batched_inputs,
             {"kind": "spectrum", "to_host": bool(to_host)},
             to_host,
             owner,
         )
         raw = plan.run(
             lambda *rows: kernel(*rows, batch.dt, lengths, **sizes),
-            batch.batched,
+            batch.batched_inputs,
             to_host,
             hook,
         )

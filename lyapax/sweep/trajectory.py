@@ -13,11 +13,11 @@ from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.options import RunOptions
 from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.shapes import Scalar, StateLike, StepFn
+from lyapax._engine.trajectory import Trajectory
 from lyapax._engine.tree import split_static
+from lyapax._internal.rows import ProblemFamily, resolve
 from lyapax.sweep._kernels import trajectory_kernel
-from lyapax.sweep._rows import ProblemFamily
-from lyapax.sweep._setup import min_transient, setup, warn_trajectory
-from lyapax.utils import Trajectory
+from lyapax.sweep._setup import warn_trajectory
 
 __all__ = ["sweep_trajectory"]
 
@@ -66,19 +66,26 @@ def sweep_trajectory(
         UserWarning: before allocating more than ``TRAJECTORY_WARN_BYTES``.
     """
     renorm = RunOptions.of(locals()).renorm
-    batch = setup(
-        step_fn, state0, params_batch, dt, state0_batch, 0, (batch_size, devices, pad)
+    batch = resolve(
+        "sweep_trajectory",
+        step_fn,
+        state0,
+        dt,
+        params_batch,
+        state0_batch,
+        0,
+        (batch_size, devices, pad),
     )
-    found, plan = batch.probe, batch.plan
+    plan = batch.plan
     n_steps = validate.as_int("n_steps", n_steps, minimum=1)
     decimate = validate.as_int("decimate", decimate, minimum=1)
     if n_steps % decimate:
         raise ValueError(f"decimate={decimate} must divide n_steps={n_steps}")
     _, n_tr = run.transient_blocks(
-        t_transient, batch.dt, renorm.every, min_transient(found)
+        t_transient, batch.dt, renorm.every, batch.min_transient_steps
     )
     n_saved = n_steps // decimate
-    warn_trajectory(plan, n_saved, found.n_state, found.dtype, trajectory_to_host)
+    warn_trajectory(plan, n_saved, batch.n_state, batch.dtype, trajectory_to_host)
     dynamic, static = split_static(batch.builder)
     kernel = partial(
         trajectory_kernel,
@@ -93,5 +100,5 @@ def sweep_trajectory(
     with Bar(progress, plan.n, "sweep_trajectory", "row") as bar:
         hook = chunks_hook(bar)
         return plan.run(
-            lambda *rows: kernel(*rows, batch.dt), batch.batched, to_host, hook
+            lambda *rows: kernel(*rows, batch.dt), batch.batched_inputs, to_host, hook
         )
