@@ -42,7 +42,7 @@ from pytest_lyapax.backends.labels import (
     PARTIAL,
     RUNNABLE,
 )
-from pytest_lyapax.report import analysis, busy, roofline, stats
+from pytest_lyapax.report import ab, analysis, busy, roofline, stats
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
@@ -153,6 +153,16 @@ def dispatch_only(session: LyapaxSession) -> list[str]:
     return [str(r["fullname"]) for r in session.records if no_array_leaves(r)]
 
 
+def ab_section(session: LyapaxSession) -> dict[str, Any]:
+    """The A/B of the run (--jax-ab): what A and B are, and each benchmark's
+    B/A verdict (report/ab.py)."""
+    twins = {b.label: b.ab_of for b in session.settings.backends if b.ab_of}
+    return {
+        **(session.ab or {}),
+        "comparisons": ab.compare(session.records, twins, session.settings.busy),
+    }
+
+
 def compose(
     session: LyapaxSession,
     info: dict[str, Any] | None,
@@ -195,6 +205,7 @@ def compose(
                 if any(b.rerun_of for b in session.settings.backends)
                 else {}
             ),
+            **({"ab": ab_section(session)} if session.ab is not None else {}),
             "results": list(session.recorded),
             "machines": roofline.machines(session.records),
             "comparison": None

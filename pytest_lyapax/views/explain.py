@@ -355,6 +355,27 @@ def _determinism(view: ReportView, run: RunFacts | None) -> list[Section]:
     return [Section(title, blocks)]
 
 
+def _ab(view: ReportView, run: RunFacts | None) -> list[Section]:
+    """An A/B run's B/A verdicts (--jax-ab): what A and B are, one row per
+    benchmark, size and backend."""
+    section = view.key.get("ab")
+    if not isinstance(section, Mapping):
+        return []
+    entries = [e for e in section.get("comparisons") or [] if isinstance(e, Mapping)]
+    rows = agreement_tables.ab_rows(entries)
+    blocks: list[Block] = [Lines(agreement_tables.ab_lines(section))]
+    if not rows:
+        blocks.append(Lines(("no benchmark measured on both sides",)))
+    elif run is None:
+        blocks.append(Table(agreement_tables.AB_HEADER, tuple(rows[:200])))
+    else:
+        header = agreement_tables.AB_HEADER
+        blocks.append(Table(header, tuple(rows), left=3, ruled=False))
+    return [
+        Section("A/B" if run else "A/B: the other version against this one", blocks)
+    ]
+
+
 def _counters(view: ReportView, text: bool) -> Section | None:
     """The exact counters per call of every benchmark that recorded them
     (the terminal shows the first rows, the files all)."""
@@ -458,6 +479,7 @@ def report_sections(
     if text and view.benches and len(view.order) > 1:
         rule = f"faster / within noise: {stats.rule_text()}"
         sections[-1].blocks.append(Lines((rule,)))
+    sections += _ab(view, run)
     optional_sections = (
         None if text else _resources(view),
         roundchecks.recompile_section(view, text),
