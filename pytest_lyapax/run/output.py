@@ -61,6 +61,7 @@ from pytest_lyapax.views.render import (
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
 ROOFLINE_NAME = "roofline.png"
+AB_FIGURE_NAME = "ab.png"
 RUNS_DIR = "runs"
 _RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
@@ -291,6 +292,7 @@ def write_reports(
     else:
         written.append(report_dir / FIGURE_NAME)
         written += _write_roofline(report_dir, view, session)
+        written += _write_ab_figure(report_dir, view, session)
     written += write_readable(report_dir, view, figure, session)
     return view, written
 
@@ -309,6 +311,22 @@ def _write_roofline(
         return []
     atomic_write(report_dir / ROOFLINE_NAME, png)
     return [report_dir / ROOFLINE_NAME]
+
+
+def _write_ab_figure(
+    report_dir: Path, view: ReportView, session: LyapaxSession
+) -> list[Path]:
+    """``ab.png`` when an A/B compared sized benchmarks (a failure is noted)."""
+    try:
+        png = view.ab_png()
+    except Exception as exc:  # noqa: BLE001 - must not cost the other files
+        problem = f"no {AB_FIGURE_NAME}: {type(exc).__name__}: {exc}"
+        session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
+        return []
+    if png is None:
+        return []
+    atomic_write(report_dir / AB_FIGURE_NAME, png)
+    return [report_dir / AB_FIGURE_NAME]
 
 
 def write_readable(

@@ -355,9 +355,9 @@ def _determinism(view: ReportView, run: RunFacts | None) -> list[Section]:
     return [Section(title, blocks)]
 
 
-def _ab(view: ReportView, run: RunFacts | None) -> list[Section]:
+def _ab(view: ReportView, run: RunFacts | None, draw: bool) -> list[Section]:
     """An A/B run's B/A verdicts (--jax-ab): what A and B are, one row per
-    benchmark, size and backend."""
+    benchmark, size and backend; with ``draw``, ab.png (or why not)."""
     section = view.key.get("ab")
     if not isinstance(section, Mapping):
         return []
@@ -371,9 +371,17 @@ def _ab(view: ReportView, run: RunFacts | None) -> list[Section]:
     else:
         header = agreement_tables.AB_HEADER
         blocks.append(Table(header, tuple(rows), left=3, ruled=False))
-    return [
-        Section("A/B" if run else "A/B: the other version against this one", blocks)
-    ]
+    if draw and run is None:
+        try:
+            png = view.ab_png()
+        except ImportError as exc:  # matplotlib is optional
+            blocks.append(Lines((f"no A/B figure: {exc}",)))
+        else:
+            if png is not None:
+                alt = "B/A per-call time against problem size, with its interval"
+                blocks.append(Figure(png, alt, "ab-figure"))
+    title = "A/B" if run else "A/B: the other version against this one"
+    return [Section(title, blocks)]
 
 
 def _counters(view: ReportView, text: bool) -> Section | None:
@@ -479,7 +487,7 @@ def report_sections(
     if text and view.benches and len(view.order) > 1:
         rule = f"faster / within noise: {stats.rule_text()}"
         sections[-1].blocks.append(Lines((rule,)))
-    sections += _ab(view, run)
+    sections += _ab(view, run, figure is not None)
     optional_sections = (
         None if text else _resources(view),
         roundchecks.recompile_section(view, text),

@@ -258,6 +258,7 @@ def same(x):
 
 PERF_TESTS = """\
 import jax.numpy as jnp
+import pytest
 import tinypkg
 
 
@@ -266,8 +267,9 @@ def test_work(benchmark):
     benchmark(tinypkg.work, x)
 
 
-def test_same(benchmark):
-    x = jnp.ones((512, 512), jnp.float32) / 512
+@pytest.mark.jax_sizes(256, 512)
+def test_same(benchmark, jax_size):
+    x = jnp.ones((jax_size, jax_size), jnp.float32) / jax_size
     benchmark(tinypkg.same, x)
 
 
@@ -304,24 +306,33 @@ def ab_run(run_pytest, tmp_path_factory):
 def test_ab_finds_b_twice_as_slow_and_the_unchanged_function_alike(ab_run):
     proc, data, report = ab_run
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "6 passed" in proc.stdout  # test_version: B's worker ran B's code
+    assert "8 passed" in proc.stdout  # test_version: B's worker ran B's code
     section = data["pytest_lyapax"]["ab"]
     assert section["b"]["what"] == "revision HEAD~1"
     assert section["a"]["commit"] != section["b"]["commit"]
     assert section["code"] == ["tinypkg"]
-    found = {e["benchmark"].split("::")[1]: e for e in section["comparisons"]}
-    work, same = found["test_work"], found["test_same"]
+    found = {
+        (e["benchmark"].split("::")[1], e["size"]): e for e in section["comparisons"]
+    }
+    assert set(found) == {("test_work", None), ("test_same", 256), ("test_same", 512)}
+    work = found["test_work", None]
     # Exact: the compiled programs.
     assert work["counters"]["b"]["flops"] == 2 * work["counters"]["a"]["flops"]
-    assert same["counters"]["b"]["flops"] == same["counters"]["a"]["flops"]
     # Timed: the sign and a generous band, never a wall-clock bound.
     assert work["verdict"] == "slower", work
     assert 1.3 < work["ratio"] < 3.0 and work["interval"][0] > 1.0, work
-    assert same["verdict"] not in ("slower", "faster") or same["unreliable"], same
+    for size in (256, 512):
+        same = found["test_same", size]
+        assert same["counters"]["b"]["flops"] == same["counters"]["a"]["flops"]
+        # Unchanged: not called different, unless on a busy machine.
+        assert same["verdict"] not in ("slower", "faster") or same["unreliable"], same
     out = proc.stdout
     assert "A/B" in out and "verdict (B vs A)" in out
     for name in ("summary.md", "report.html"):
         assert "A/B: the other version against this one" in (report / name).read_text()
+    # The ratio per size of the sized benchmark, drawn.
+    assert (report / "ab.png").read_bytes().startswith(b"\x89PNG")
+    assert 'id="ab-figure"' in (report / "report.html").read_text()
     # The temporary worktree is removed at the end.
     assert not Path(section["b"]["path"]).exists()
 
@@ -343,3 +354,20 @@ def test_ab_rounds_alternate_turn_by_turn(ab_run):
     sides = ["a" if t in a else "b" for t in shared]
     repeats = sum(x == y for x, y in zip(sides, sides[1:], strict=False))
     assert len(shared) >= 2 * stats.MIN_PAIRS and repeats <= len(shared) // 4, sides
+
+
+def test_the_figure_draws_the_ratio_per_size_of_sized_benchmarks():
+    pytest.importorskip("matplotlib")
+    from pytest_lyapax.views.abfigure import ratio_series, render_ab_png
+
+    entries = [
+        {"benchmark": "t.py::test_f", "backend": "cpu", "size": 64, "ratio": 2.0,
+         "interval": [1.8, 2.3]},
+        {"benchmark": "t.py::test_f", "backend": "cpu", "size": 8, "ratio": 1.5,
+         "interval": None},
+        {"benchmark": "t.py::test_g", "backend": "cpu", "size": None, "ratio": 1.0},
+    ]  # fmt: skip
+    series = ratio_series(entries)
+    assert series == {"test_f [cpu]": [(8, 1.5, 1.5, 1.5), (64, 2.0, 1.8, 2.3)]}
+    assert render_ab_png(series).startswith(b"\x89PNG")
+    assert ratio_series(entries[2:]) == {}
