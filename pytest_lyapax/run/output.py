@@ -29,7 +29,7 @@ import json
 import os
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -291,42 +291,31 @@ def write_reports(
         session.figure_error = f"no {FIGURE_NAME}: {figure}"
     else:
         written.append(report_dir / FIGURE_NAME)
-        written += _write_roofline(report_dir, view, session)
-        written += _write_ab_figure(report_dir, view, session)
+        written += _write_figure(report_dir, ROOFLINE_NAME, view.roofline_png, session)
+        written += _write_figure(report_dir, AB_FIGURE_NAME, view.ab_png, session)
     written += write_readable(report_dir, view, figure, session)
     return view, written
 
 
-def _write_roofline(
-    report_dir: Path, view: ReportView, session: LyapaxSession
+def _write_figure(
+    report_dir: Path,
+    name: str,
+    draw: Callable[[], bytes | None],
+    session: LyapaxSession,
 ) -> list[Path]:
-    """``roofline.png`` when some point has its work (a failure is noted)."""
+    """An optional figure (``roofline.png``: some point has its work;
+    ``ab.png``: an A/B of sized benchmarks) when ``draw`` gives one; a
+    failure is noted."""
     try:
-        png = view.roofline_png()
+        png = draw()
     except Exception as exc:  # noqa: BLE001 - must not cost the other files
-        problem = f"no {ROOFLINE_NAME}: {type(exc).__name__}: {exc}"
+        problem = f"no {name}: {type(exc).__name__}: {exc}"
         session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
         return []
     if png is None:
         return []
-    atomic_write(report_dir / ROOFLINE_NAME, png)
-    return [report_dir / ROOFLINE_NAME]
-
-
-def _write_ab_figure(
-    report_dir: Path, view: ReportView, session: LyapaxSession
-) -> list[Path]:
-    """``ab.png`` when an A/B compared sized benchmarks (a failure is noted)."""
-    try:
-        png = view.ab_png()
-    except Exception as exc:  # noqa: BLE001 - must not cost the other files
-        problem = f"no {AB_FIGURE_NAME}: {type(exc).__name__}: {exc}"
-        session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
-        return []
-    if png is None:
-        return []
-    atomic_write(report_dir / AB_FIGURE_NAME, png)
-    return [report_dir / AB_FIGURE_NAME]
+    atomic_write(report_dir / name, png)
+    return [report_dir / name]
 
 
 def write_readable(

@@ -372,14 +372,8 @@ def _ab(view: ReportView, run: RunFacts | None, draw: bool) -> list[Section]:
         header = agreement_tables.AB_HEADER
         blocks.append(Table(header, tuple(rows), left=3, ruled=False))
     if draw and run is None:
-        try:
-            png = view.ab_png()
-        except ImportError as exc:  # matplotlib is optional
-            blocks.append(Lines((f"no A/B figure: {exc}",)))
-        else:
-            if png is not None:
-                alt = "B/A per-call time against problem size, with its interval"
-                blocks.append(Figure(png, alt, "ab-figure"))
+        alt = "B/A per-call time against problem size, with its interval"
+        blocks += _drawn(view.ab_png, "A/B", alt, "ab-figure")
     title = "A/B" if run else "A/B: the other version against this one"
     return [Section(title, blocks)]
 
@@ -433,15 +427,21 @@ def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
     if text:
         return Section("pytest-lyapax: roofline (XLA cost analysis)", blocks)
     if draw:
-        try:
-            png = view.roofline_png()
-        except ImportError as exc:  # matplotlib is optional
-            blocks.append(Lines((f"no roofline figure: {exc}",)))
-        else:
-            if png is not None:
-                alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
-                blocks.append(Figure(png, alt, "roofline-figure"))
+        alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
+        blocks += _drawn(view.roofline_png, "roofline", alt, "roofline-figure")
     return Section("Roofline (XLA cost analysis)", blocks)
+
+
+def _drawn(
+    draw: Callable[[], bytes | None], what: str, alt: str, ident: str
+) -> list[Block]:
+    """An optional figure of a section: none when ``draw`` gives none, the
+    reason when matplotlib is missing."""
+    try:
+        png = draw()
+    except ImportError as exc:  # matplotlib is optional
+        return [Lines((f"no {what} figure: {exc}",))]
+    return [] if png is None else [Figure(png, alt, ident)]
 
 
 def _machine(view: ReportView) -> Section:
