@@ -264,7 +264,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests() -> None:
-    # B's worker of an A/B run (--jax-ab) imports the other version: its path
+    # A worker of an A/B run (--jax-ab) imports its side's code: the path
     # must be in place before any conftest imports the code under test.
     if os.environ.get(abside.ROOT_ENV):
         abside.enter_from_environment()

@@ -11,13 +11,14 @@ The code under test is every top-level package (a folder with
 ``__init__.py``) and module (``*.py``) of the working tree's import root
 (``src/`` when the rootdir has one, else the rootdir itself), except
 ``conftest``, ``setup``, ``noxfile`` and names that start with ``test`` or
-``_``.  In B's worker, before pytest loads any conftest, B's import root goes
-first on ``sys.path`` and ``PYTHONPATH``, and a finder placed first on
-``sys.meta_path`` resolves those names from B's import root only: neither the
-rootdir that pytest's ``prepend`` import mode puts at ``sys.path[0]`` nor an
-editable install can shadow them.  Before its first test, the worker imports
-every one of them and fails its tests (nothing timed) if one cannot be
-imported or comes from elsewhere; the controller does the same in a
+``_``.  In each worker, before pytest loads any conftest, its side's import
+root (B's, or the working tree's for A) goes first on ``sys.path`` and
+``PYTHONPATH``, and a finder placed first on ``sys.meta_path`` resolves those
+names from there only: neither the rootdir that pytest's ``prepend`` import
+mode puts at ``sys.path[0]`` (in B) nor an installed or editable copy can
+shadow them.  Before its first test, the worker imports every one of them and
+fails its tests (nothing timed) if one cannot be imported or comes from
+elsewhere; the controller does the same in a
 subprocess first (:func:`preflight`), so that a B that cannot be imported is
 a usage error before any worker starts.  Names already imported when the
 worker starts (a package that is itself a pytest plugin) stay as they are.
@@ -117,9 +118,16 @@ class OtherVersion:
     worktree: Path | None = None  # the temporary git worktree, to remove
     repo: Path | None = None
 
-    def spec_env(self) -> str:
-        """The variables of B's worker, as ``--tx`` spec parts."""
-        return f"//env:{ROOT_ENV}={self.root}//env:{NAMES_ENV}={','.join(self.names)}"
+    @property
+    def a_root(self) -> Path:
+        """A's import root: the working tree's."""
+        return import_root(Path(self.a["path"]), Path(self.a["path"]))
+
+    def spec_env(self, b: bool) -> str:
+        """The variables of a worker of side B (else A), as ``--tx`` spec
+        parts: where it imports the code under test from."""
+        root = self.root if b else self.a_root
+        return f"//env:{ROOT_ENV}={root}//env:{NAMES_ENV}={','.join(self.names)}"
 
     def to_json(self) -> dict[str, Any]:
         return {"option": self.value, "a": self.a, "b": self.b, "code": self.names}
@@ -205,7 +213,7 @@ def other_version(value: str, rootdir: Path, invocation_dir: Path) -> OtherVersi
     )
 
 
-# ------------------------------------------------------------ B's worker
+# ------------------------------------------------------------ a side's worker
 
 
 class _OtherVersionFinder(importlib.abc.MetaPathFinder):
@@ -233,7 +241,7 @@ def enter(root: str, names: Sequence[str]) -> list[str]:
     return [n for n in names if n in sys.modules]
 
 
-# B's worker: the names imported before B's path took effect (plugins).
+# A side's worker: the names imported before its path took effect (plugins).
 _KEPT: list[str] = []
 
 
@@ -242,7 +250,7 @@ def _env_names() -> list[str]:
 
 
 def enter_from_environment() -> None:
-    """In B's worker (its variables set), before any conftest is loaded."""
+    """In a side's worker (its variables set), before any conftest loads."""
     root = os.environ.get(ROOT_ENV)
     if root and not _KEPT:
         _KEPT.extend(enter(root, _env_names()) or [""])
@@ -306,9 +314,10 @@ def preflight(side: OtherVersion, env: dict[str, str]) -> None:
         )
 
 
-class OtherVersionCheck:
-    """B's worker: before its first test, every name of the code under test
-    must import from B (else every test fails in set-up, nothing timed)."""
+class SideCheck:
+    """A worker of an A/B: before its first test, every name of the code
+    under test must import from its side's tree (else every test fails in
+    set-up, nothing timed)."""
 
     def __init__(self) -> None:
         self.problems: list[str] | None = None
@@ -323,7 +332,7 @@ class OtherVersionCheck:
             ]  # fmt: skip
         if self.problems:
             pytest.fail(
-                f"{AB_OPTION}: this worker does not run the other version: "
+                f"{AB_OPTION}: this worker does not run its side's code: "
                 + "; ".join(self.problems),
                 pytrace=False,
             )

@@ -85,10 +85,8 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     # The option itself arrived as the controller left it (disabled).
     benchmarks.set_user_disabled(config, session.benchmark_disabled)
     remoteworker.configure_worker_link(config)
-    if session.own_label and session.backend(session.own_label).ab_of:
-        config.pluginmanager.register(
-            abside.OtherVersionCheck(), "pytest-lyapax-other-version"
-        )
+    if os.environ.get(abside.ROOT_ENV):
+        config.pluginmanager.register(abside.SideCheck(), "pytest-lyapax-ab-side")
     from pytest_lyapax.run.timeleft import WorkerTimeLeft
 
     hooks = WorkerTimeLeft(config, session.own_label, session.settings.budget_s)
@@ -97,10 +95,11 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
 
 
 def _spec(session: LyapaxSession, label: str, other: abside.OtherVersion | None) -> str:
-    """A worker's ``--tx`` spec; B's (--jax-ab) also names the other version."""
+    """A worker's ``--tx`` spec; in an A/B (--jax-ab) it also names where
+    the worker imports the code under test from."""
     spec = remote.worker_spec(session.backend(label))
-    if other is not None and session.backend(label).ab_of:
-        spec += other.spec_env()
+    if other is not None:
+        spec += other.spec_env(bool(session.backend(label).ab_of))
     return spec
 
 

@@ -209,7 +209,7 @@ def test_a_b_that_cannot_be_imported_is_an_error_before_anything_runs(pytester):
 
 
 @pytest.mark.slow
-def test_a_directory_is_b_and_its_worker_imports_it_despite_the_rootdir(pytester):
+def test_a_directory_is_b_and_each_worker_imports_its_side(pytester):
     # The conftest imports the package (before any test), and the test module
     # sits in the rootdir, which pytest puts first on sys.path.
     other = pytester.path / "other"
@@ -228,7 +228,8 @@ def test_a_directory_is_b_and_its_worker_imports_it_despite_the_rootdir(pytester
             def test_version(jax_backend):
                 b = jax_backend.endswith("_b")
                 assert tinypkg.VERSION == ("b" if b else "a")
-                assert tinypkg.__file__.startswith({str(other)!r}) == b
+                side = {str(other)!r} if b else {str(pytester.path / "work")!r}
+                assert tinypkg.__file__.startswith(side)
             """
         )
     )
@@ -238,6 +239,30 @@ def test_a_directory_is_b_and_its_worker_imports_it_despite_the_rootdir(pytester
     )
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["*B: directory at *other (--jax-ab=*other)*"])
+
+
+@pytest.mark.slow
+def test_a_side_whose_code_does_not_import_fails_its_tests_in_set_up(pytester):
+    # B (a directory) imports; the working tree's package does not: A's tests
+    # fail before anything runs, with the import's error, and B's pass.
+    other = pytester.path / "other"
+    (other / "tinypkg").mkdir(parents=True)
+    (other / "tinypkg" / "__init__.py").write_text("VERSION = 'b'\n")
+    pytester.makepyfile(
+        **{
+            "tinypkg/__init__.py": "raise ImportError('half-written ab52')\n",
+            "test_v": "def test_v(jax_backend):\n    import tinypkg\n",
+        }
+    )
+    result = pytester.runpytest_subprocess("--jax-backend=cpu", f"--jax-ab={other}")
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ERROR at setup of test_v?cpu?*",
+            "*--jax-ab: this worker does not run its side's code: import tinypkg "
+            "failed: ImportError: half-written ab52*",
+        ]
+    )
 
 
 SLOW_VERSION = """\
