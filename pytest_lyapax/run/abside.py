@@ -286,13 +286,16 @@ def preflight(side: OtherVersion, env: dict[str, str]) -> None:
     """Import B's code in a fresh interpreter (``env``: a worker's
     variables); a usage error naming the option when that fails."""
     names = ",".join(side.names)
+    # A local worker starts with this process's sys.path (pytest's
+    # ``pythonpath`` ini entries included): so does the check.
+    path = os.pathsep.join(p for p in sys.path if p)
     try:
         done = subprocess.run(
             [sys.executable, "-c", _PREFLIGHT, str(side.root), names],
             capture_output=True,
             text=True,
             timeout=_PREFLIGHT_TIMEOUT_S,
-            env={**os.environ, **env},
+            env={**os.environ, **env, "PYTHONPATH": path},
             cwd=side.checkout,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
