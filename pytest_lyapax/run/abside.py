@@ -216,8 +216,8 @@ def other_version(value: str, rootdir: Path, invocation_dir: Path) -> OtherVersi
 # ------------------------------------------------------------ a side's worker
 
 
-class _OtherVersionFinder(importlib.abc.MetaPathFinder):
-    """Finds the code under test in B's import root only."""
+class _SideFinder(importlib.abc.MetaPathFinder):
+    """Finds the code under test in one side's import root only."""
 
     def __init__(self, root: str, names: set[str]) -> None:
         self.root, self.names = root, names
@@ -237,12 +237,13 @@ def enter(root: str, names: Sequence[str]) -> list[str]:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [root, *filter(None, [os.environ.get("PYTHONPATH")])]
     )
-    sys.meta_path.insert(0, _OtherVersionFinder(root, set(names)))
+    sys.meta_path.insert(0, _SideFinder(root, set(names)))
     return [n for n in names if n in sys.modules]
 
 
-# A side's worker: the names imported before its path took effect (plugins).
-_KEPT: list[str] = []
+# A side's worker: the names imported before its path took effect (plugins),
+# None until then.
+_KEPT: list[str] | None = None
 
 
 def _env_names() -> list[str]:
@@ -251,20 +252,21 @@ def _env_names() -> list[str]:
 
 def enter_from_environment() -> None:
     """In a side's worker (its variables set), before any conftest loads."""
+    global _KEPT
     root = os.environ.get(ROOT_ENV)
-    if root and not _KEPT:
-        _KEPT.extend(enter(root, _env_names()) or [""])
+    if root and _KEPT is None:
+        _KEPT = enter(root, _env_names())
 
 
 def import_problems(root: str, names: Sequence[str]) -> list[str]:
     """Import each name; one phrase per name that fails or comes from
-    outside ``root`` (empty: every name is B's)."""
+    outside ``root`` (empty: every name is that side's)."""
     base = Path(root).resolve()
     out = []
     for name in names:
         try:
             module = importlib.import_module(name)
-        except Exception as exc:  # any failure of the other version's import
+        except Exception as exc:  # any failure of that side's import
             out.append(f"import {name} failed: {type(exc).__name__}: {exc}")
             continue
         where = getattr(module, "__file__", None)
@@ -329,7 +331,7 @@ class SideCheck:
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
         if self.problems is None:
             root = os.environ.get(ROOT_ENV, "")
-            names = [n for n in _env_names() if n not in _KEPT]
+            names = [n for n in _env_names() if n not in (_KEPT or [])]
             self.problems = import_problems(root, names) if root else [
                 f"{ROOT_ENV} is not set in this worker"
             ]  # fmt: skip
