@@ -9,12 +9,14 @@ pytest-benchmark and merged into one report.  Without ``--jax-backend`` (or the
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from pytest_lyapax.measuring.results import ResultsRecorder, recorder_for
 from pytest_lyapax.report import busy
 from pytest_lyapax.report.gates import add_gate_options
-from pytest_lyapax.run import agree
+from pytest_lyapax.run import abside, agree
 from pytest_lyapax.run.items import item_label
 from pytest_lyapax.run.options import (
     informational,
@@ -74,6 +76,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "platform, host and variables; comma list or repeatable): its recorded "
         "results are compared with LABEL's bit for bit (run-to-run "
         "determinism), and its timings are an A/A run.",
+    )
+    group.addoption(
+        "--jax-ab",
+        dest="jax_ab",
+        default=None,
+        metavar="REV",
+        help="A/B: run every backend LABEL also as LABEL_b on another version of "
+        "the code under test, a git revision (checked out into a temporary git "
+        "worktree) or the path of another checkout; rounds interleaved, each "
+        "benchmark's B/A time ratio judged and reported.",
     )
     group.addoption(
         "--jax-sizes",
@@ -248,6 +260,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "Report directory, relative to the ini file (see --jax-report-dir).",
         default="",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests() -> None:
+    # A worker of an A/B run (--jax-ab) imports its side's code: the path
+    # must be in place before any conftest imports the code under test.
+    if os.environ.get(abside.ROOT_ENV):
+        abside.enter_from_environment()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -129,6 +129,9 @@ class Backend:
     # The label this one runs a second time (--jax-rerun): same platform,
     # host and variables, so its results must equal that label's bit for bit.
     rerun_of: str = ""
+    # The label whose tests this one runs on the other version of the code
+    # (--jax-ab): B of an A/B, its worker importing that version.
+    ab_of: str = ""
 
     @property
     def env_text(self) -> str:

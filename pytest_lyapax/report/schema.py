@@ -153,6 +153,26 @@ _DETERMINISM_FIELDS: dict[str, Any] = {
     "identical": _is(bool),
     "names": _is(list),
 }
+# An entry of the ``ab`` section's comparisons (--jax-ab, report/ab.py).
+_AB_FIELDS: dict[str, Any] = {
+    "benchmark": _is(str),
+    "size": _maybe(_count_ok),
+    "backend": _is(str),
+    "b_label": _is(str),
+    "ratio": _maybe(_seconds_ok),
+    "interval": _maybe(
+        lambda value: (
+            isinstance(value, list) and len(value) == 2 and all(map(_seconds_ok, value))
+        )
+    ),
+    "verdict": _one_of("faster", "slower", "noise", "few-rounds"),
+    "unreliable": _is(str),
+    "counters": lambda value: (
+        isinstance(value, dict)
+        and isinstance(value.get("a"), dict)
+        and isinstance(value.get("b"), dict)
+    ),
+}
 # Schema 4: the prediction an over_budget point carries.
 _PREDICTION_FIELDS: dict[str, Any] = {
     "predicted_s": _seconds_ok,
@@ -199,6 +219,18 @@ def _listed(key: object, name: str, what: str) -> list[tuple[Any, str]]:
     return [(e, f"{what}: {REPORT_KEY}.{name} #{i}") for i, e in enumerate(entries)]
 
 
+def _check_ab(ab: object, what: str) -> None:
+    """The ``ab`` section (--jax-ab), when present: an object whose
+    ``comparisons`` list holds well-formed entries."""
+    if ab is None:
+        return
+    where = f"{what}: '{REPORT_KEY}.ab'"
+    if not isinstance(ab, dict) or not isinstance(ab.get("comparisons"), list):
+        raise ReportError(f"{where} is not an object with a 'comparisons' list")
+    for i, entry in enumerate(ab["comparisons"]):
+        _check_fields(entry, _AB_FIELDS, f"{what}: {REPORT_KEY}.ab.comparisons #{i}")
+
+
 def check_report(data: object, what: str) -> list[dict[str, Any]]:
     """Validate an untrusted report; return its benchmarks or raise ReportError.
 
@@ -228,6 +260,7 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
             _check_fields(entry, _AGREEMENT_FIELDS, where)
         for entry, where in _listed(key, "determinism", what):
             _check_fields(entry, _DETERMINISM_FIELDS, where)
+        _check_ab(key.get("ab") if isinstance(key, dict) else None, what)
         for point, where in _listed(key, "points", what):
             _check_fields(point, _POINT_FIELDS, where)
             if point["status"] == "over_budget":

@@ -243,3 +243,28 @@ def _judge_blocked(
     if p >= ALPHA or abs(ratio - 1.0) <= MIN_EFFECT:
         return Verdict(NOISE, ratio, p, rounds, len(ratios))
     return Verdict(SLOWER if ratio > 1.0 else FASTER, ratio, p, rounds, len(ratios))
+
+
+def ratio_interval(
+    before: Sequence[float],
+    after: Sequence[float],
+    turns: tuple[Sequence[int], Sequence[int]],
+) -> tuple[float, float] | None:
+    """The confidence interval, at level ``1 - ALPHA``, of the median ratio
+    after/before of interleaved rounds: order statistics of the turn pairs'
+    ratios, distribution-free and dual to the sign test of :func:`judge`
+    (it excludes 1 where that test rejects).  None without turns or with too
+    few pairs."""
+    if not (turns[0] and turns[1]):
+        return None
+    pairs = turn_pairs(turn_medians(before, turns[0]), turn_medians(after, turns[1]))
+    ratios = sorted(b / a for a, b in pairs if a > 0)
+    n = len(ratios)
+    # The k-th smallest and k-th largest ratio bound the median with
+    # confidence 1 - sign_test_p(k - 1, n): the largest k that reaches the level.
+    k = 0
+    while k + 1 <= n // 2 and sign_test_p(k, n) <= ALPHA:
+        k += 1
+    if k == 0:
+        return None
+    return ratios[k - 1], ratios[n - k]

@@ -30,6 +30,7 @@ from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
+from pytest_lyapax.run.abside import AB_OPTION, add_ab_twins
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,7 @@ NEED_BACKEND = {
     "jax_recompile": "--jax-recompile",
     "jax_busy": "--jax-busy",
     "jax_rerun": RERUN_OPTION,
+    "jax_ab": AB_OPTION,
 }
 
 
@@ -436,6 +438,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         env_lines += config.getoption("jax_backend_env") or []
         backends = parse_backend_envs(env_lines, backends)
         backends = add_reruns(config.getoption("jax_rerun") or [], backends)
+        backends = add_ab_twins(config.getoption("jax_ab"), backends)
     timeout_text = config.getoption("jax_backend_host_timeout")
     if timeout_text is None:
         timeout_text = str(config.getini("jax_backend_host_timeout") or "").strip()

@@ -29,7 +29,7 @@ import json
 import os
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from pytest_lyapax.backends.labels import (
     PARTIAL,
     RUNNABLE,
 )
-from pytest_lyapax.report import analysis, busy, roofline, stats
+from pytest_lyapax.report import ab, analysis, busy, roofline, stats
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
@@ -61,6 +61,7 @@ from pytest_lyapax.views.render import (
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
 ROOFLINE_NAME = "roofline.png"
+AB_FIGURE_NAME = "ab.png"
 RUNS_DIR = "runs"
 _RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
@@ -153,6 +154,16 @@ def dispatch_only(session: LyapaxSession) -> list[str]:
     return [str(r["fullname"]) for r in session.records if no_array_leaves(r)]
 
 
+def ab_section(session: LyapaxSession) -> dict[str, Any]:
+    """The A/B of the run (--jax-ab): what A and B are, and each benchmark's
+    B/A verdict (report/ab.py)."""
+    twins = {b.label: b.ab_of for b in session.settings.backends if b.ab_of}
+    return {
+        **(session.ab or {}),
+        "comparisons": ab.compare(session.records, twins, session.settings.busy),
+    }
+
+
 def compose(
     session: LyapaxSession,
     info: dict[str, Any] | None,
@@ -195,6 +206,7 @@ def compose(
                 if any(b.rerun_of for b in session.settings.backends)
                 else {}
             ),
+            **({"ab": ab_section(session)} if session.ab is not None else {}),
             "results": list(session.recorded),
             "machines": roofline.machines(session.records),
             "comparison": None
@@ -279,25 +291,31 @@ def write_reports(
         session.figure_error = f"no {FIGURE_NAME}: {figure}"
     else:
         written.append(report_dir / FIGURE_NAME)
-        written += _write_roofline(report_dir, view, session)
+        written += _write_figure(report_dir, ROOFLINE_NAME, view.roofline_png, session)
+        written += _write_figure(report_dir, AB_FIGURE_NAME, view.ab_png, session)
     written += write_readable(report_dir, view, figure, session)
     return view, written
 
 
-def _write_roofline(
-    report_dir: Path, view: ReportView, session: LyapaxSession
+def _write_figure(
+    report_dir: Path,
+    name: str,
+    draw: Callable[[], bytes | None],
+    session: LyapaxSession,
 ) -> list[Path]:
-    """``roofline.png`` when some point has its work (a failure is noted)."""
+    """An optional figure (``roofline.png``: some point has its work;
+    ``ab.png``: an A/B of sized benchmarks) when ``draw`` gives one; a
+    failure is noted."""
     try:
-        png = view.roofline_png()
+        png = draw()
     except Exception as exc:  # noqa: BLE001 - must not cost the other files
-        problem = f"no {ROOFLINE_NAME}: {type(exc).__name__}: {exc}"
+        problem = f"no {name}: {type(exc).__name__}: {exc}"
         session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
         return []
     if png is None:
         return []
-    atomic_write(report_dir / ROOFLINE_NAME, png)
-    return [report_dir / ROOFLINE_NAME]
+    atomic_write(report_dir / name, png)
+    return [report_dir / name]
 
 
 def write_readable(

@@ -17,7 +17,7 @@ import pytest
 from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.run import remote, roles
+from pytest_lyapax.run import abside, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -85,6 +85,8 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     # The option itself arrived as the controller left it (disabled).
     benchmarks.set_user_disabled(config, session.benchmark_disabled)
     remoteworker.configure_worker_link(config)
+    if os.environ.get(abside.ROOT_ENV):
+        config.pluginmanager.register(abside.SideCheck(), "pytest-lyapax-ab-side")
     from pytest_lyapax.run.timeleft import WorkerTimeLeft
 
     hooks = WorkerTimeLeft(config, session.own_label, session.settings.budget_s)
@@ -92,8 +94,37 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     return session
 
 
+def _spec(session: LyapaxSession, label: str, other: abside.OtherVersion | None) -> str:
+    """A worker's ``--tx`` spec; in an A/B (--jax-ab) it also names where
+    the worker imports the code under test from."""
+    spec = remote.worker_spec(session.backend(label))
+    if other is not None:
+        spec += other.spec_env(bool(session.backend(label).ab_of))
+    return spec
+
+
+def _other_version(
+    config: pytest.Config, session: LyapaxSession
+) -> abside.OtherVersion | None:
+    """B of an A/B run (--jax-ab), checked out and importable, removed when
+    the session ends; None without the option."""
+    value = config.getoption("jax_ab")
+    firsts = [b for b in session.settings.backends if b.ab_of]
+    if not value or not firsts:
+        return None
+    other = abside.other_version(value, config.rootpath, config.invocation_params.dir)
+    config.add_cleanup(other.remove)
+    env = {"JAX_PLATFORMS": firsts[0].platform, **dict(firsts[0].env)}
+    abside.preflight(other, env)
+    session.ab = other.to_json()
+    return other
+
+
 def _start_workers(
-    config: pytest.Config, session: LyapaxSession, order: list[str]
+    config: pytest.Config,
+    session: LyapaxSession,
+    order: list[str],
+    other: abside.OtherVersion | None = None,
 ) -> None:
     opt = config.option
     if opt.tx or opt.numprocesses is not None or opt.dist != "no":
@@ -115,7 +146,7 @@ def _start_workers(
     # the backends take turns (cpu, gpu, cpu, gpu, ...), so a drift of the
     # machine's state over the run reaches every backend alike.
     phases = [label for _ in range(session.settings.processes) for label in order]
-    opt.tx = [remote.worker_spec(session.backend(label)) for label in phases]
+    opt.tx = [_spec(session, label, other) for label in phases]
     opt.dist = "load"  # any mode other than "no"; our scheduler replaces it
     opt.numprocesses = None
     if opt.maxworkerrestart is None:
@@ -142,6 +173,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     remote.check_typed_xdist(config, _xdist_flags_on_command_line(config))
     reason = why_not_xdist(config)
     if reason is None:
+        other = _other_version(config, session)
         local = [b for b in settings.backends if b.host is None]
         results = {**probe_backends(local), **remote.probe_remote(session)}
         for label, result in results.items():
@@ -152,7 +184,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         order = [label for label, state in states.items() if state.runnable]
         if order:
             session.role = CONTROLLER
-            _start_workers(config, session, order)
+            _start_workers(config, session, order, other)
             if any(b.host for b in settings.backends):
                 hooks = remote.RemoteHooks(config, session)
                 config.pluginmanager.register(hooks, "pytest-lyapax-remote")
@@ -166,6 +198,11 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             raise pytest.UsageError(
                 f"--jax-backend-env (for {variants[0]!r}) needs each backend in "
                 f"its own worker process, and this run has none: {reason}"
+            )
+        if any(b.ab_of for b in settings.backends):
+            raise pytest.UsageError(
+                f"{abside.AB_OPTION}={config.getoption('jax_ab')} needs each "
+                f"backend in its own worker process, and this run has none: {reason}"
             )
         reruns = [b.rerun_of for b in settings.backends if b.rerun_of]
         if reruns:

@@ -59,6 +59,7 @@ class BackendState:
             "platform": self.backend.platform,
             **({"env": dict(self.backend.env)} if self.backend.env else {}),
             **({"rerun_of": self.backend.rerun_of} if self.backend.rerun_of else {}),
+            **({"ab_of": self.backend.ab_of} if self.backend.ab_of else {}),
             "expected_backend": self.backend.expected,
             "status": self.status,
             "reason": self.reason,
@@ -99,6 +100,8 @@ class LyapaxSession:
     agreement: list[dict[str, Any]] = field(default_factory=list)
     # Controller: each label's results against its rerun's (--jax-rerun).
     determinism: list[dict[str, Any]] = field(default_factory=list)
+    # Controller: A and B of an A/B run (--jax-ab; run/abside.OtherVersion).
+    ab: dict[str, Any] | None = None
     recorded: list[dict[str, Any]] = field(default_factory=list)  # their entries
     # Controller: what agreement and remote hosts tell at the end of the run;
     # the terminal summary's composer (views/explain.report_sections) shows it.
@@ -129,9 +132,12 @@ class LyapaxSession:
 
     def marked_as(self, label: str) -> str:
         """The label that ``jax_backend`` markers name for ``label``'s tests:
-        a rerun (--jax-rerun) runs exactly its original's."""
+        a rerun (--jax-rerun) and a B side (--jax-ab) run exactly their
+        original's."""
         state = self.states.get(label)
-        return (state.backend.rerun_of if state else "") or label
+        if state is None:
+            return label
+        return state.backend.rerun_of or state.backend.ab_of or label
 
     def runs_here(self, label: str) -> bool:
         """Whether this worker runs (or, for a backend that cannot run, skips
@@ -179,6 +185,7 @@ class LyapaxSession:
                         "platform": s.backend.platform,
                         "env": [list(pair) for pair in s.backend.env],
                         "rerun_of": s.backend.rerun_of,
+                        "ab_of": s.backend.ab_of,
                         "status": s.status,
                         "reason": s.reason,
                     }
@@ -197,6 +204,7 @@ class LyapaxSession:
                     s["platform"],
                     env=tuple((str(k), str(v)) for k, v in s.get("env", [])),
                     rerun_of=str(s.get("rerun_of", "")),
+                    ab_of=str(s.get("ab_of", "")),
                 ),
                 s["status"],
                 s["reason"],

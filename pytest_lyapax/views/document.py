@@ -148,6 +148,19 @@ class ReportView:
         machines = machines if isinstance(machines, Mapping) else {}
         return render_roofline_png(points, machines, self.machine)
 
+    def ab_png(self) -> bytes | None:
+        """``ab.png`` (None: no sized benchmark in an A/B's comparisons)."""
+        from pytest_lyapax.views.abfigure import ratio_series, render_ab_png
+
+        section = self.key.get("ab")
+        entries = section.get("comparisons") if isinstance(section, Mapping) else None
+        found = ratio_series(
+            [e for e in entries if isinstance(e, Mapping)]
+            if isinstance(entries, list)
+            else []
+        )
+        return render_ab_png(found) if found else None
+
     def figure_png(self) -> bytes:
         from pytest_lyapax.views.figure import render_png
 

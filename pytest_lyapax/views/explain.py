@@ -355,6 +355,29 @@ def _determinism(view: ReportView, run: RunFacts | None) -> list[Section]:
     return [Section(title, blocks)]
 
 
+def _ab(view: ReportView, run: RunFacts | None, draw: bool) -> list[Section]:
+    """An A/B run's B/A verdicts (--jax-ab): what A and B are, one row per
+    benchmark, size and backend; with ``draw``, ab.png (or why not)."""
+    section = view.key.get("ab")
+    if not isinstance(section, Mapping):
+        return []
+    entries = [e for e in section.get("comparisons") or [] if isinstance(e, Mapping)]
+    rows = agreement_tables.ab_rows(entries)
+    blocks: list[Block] = [Lines(agreement_tables.ab_lines(section))]
+    if not rows:
+        blocks.append(Lines(("no benchmark measured on both sides",)))
+    elif run is None:
+        blocks.append(Table(agreement_tables.AB_HEADER, tuple(rows[:200])))
+    else:
+        header = agreement_tables.AB_HEADER
+        blocks.append(Table(header, tuple(rows), left=3, ruled=False))
+    if draw and run is None:
+        alt = "B/A per-call time against problem size, with its interval"
+        blocks += _drawn(view.ab_png, "A/B", alt, "ab-figure")
+    title = "A/B" if run else "A/B: the other version against this one"
+    return [Section(title, blocks)]
+
+
 def _counters(view: ReportView, text: bool) -> Section | None:
     """The exact counters per call of every benchmark that recorded them
     (the terminal shows the first rows, the files all)."""
@@ -404,15 +427,21 @@ def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
     if text:
         return Section("pytest-lyapax: roofline (XLA cost analysis)", blocks)
     if draw:
-        try:
-            png = view.roofline_png()
-        except ImportError as exc:  # matplotlib is optional
-            blocks.append(Lines((f"no roofline figure: {exc}",)))
-        else:
-            if png is not None:
-                alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
-                blocks.append(Figure(png, alt, "roofline-figure"))
+        alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
+        blocks += _drawn(view.roofline_png, "roofline", alt, "roofline-figure")
     return Section("Roofline (XLA cost analysis)", blocks)
+
+
+def _drawn(
+    draw: Callable[[], bytes | None], what: str, alt: str, ident: str
+) -> list[Block]:
+    """An optional figure of a section: none when ``draw`` gives none, the
+    reason when matplotlib is missing."""
+    try:
+        png = draw()
+    except ImportError as exc:  # matplotlib is optional
+        return [Lines((f"no {what} figure: {exc}",))]
+    return [] if png is None else [Figure(png, alt, ident)]
 
 
 def _machine(view: ReportView) -> Section:
@@ -458,6 +487,7 @@ def report_sections(
     if text and view.benches and len(view.order) > 1:
         rule = f"faster / within noise: {stats.rule_text()}"
         sections[-1].blocks.append(Lines((rule,)))
+    sections += _ab(view, run, figure is not None)
     optional_sections = (
         None if text else _resources(view),
         roundchecks.recompile_section(view, text),
