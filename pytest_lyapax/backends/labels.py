@@ -129,6 +129,10 @@ class Backend:
     # The label this one runs a second time (--jax-rerun): same platform,
     # host and variables, so its results must equal that label's bit for bit.
     rerun_of: str = ""
+    # A device-count worker (--jax-devices): the label it splits and how many
+    # devices its jax_mesh holds (0: not a device-count worker).
+    devices_of: str = ""
+    devices: int = 0
 
     @property
     def env_text(self) -> str:
@@ -139,6 +143,11 @@ class Backend:
     def expected(self) -> str:
         """The ``jax.default_backend()`` a process with this platform must report."""
         return PLATFORM_BACKENDS[self.platform.split(",")[0]]
+
+
+# XLA's flag that splits the host platform into that many CPU devices; read
+# once, when JAX starts its CPU backend.
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
 # Set in GPU workers unless the user set it: a correctness run starts child

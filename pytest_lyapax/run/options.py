@@ -30,6 +30,7 @@ from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
+from pytest_lyapax.run import devices
 
 
 @dataclass(frozen=True)
@@ -354,6 +355,7 @@ NEED_BACKEND = {
     "jax_recompile": "--jax-recompile",
     "jax_busy": "--jax-busy",
     "jax_rerun": RERUN_OPTION,
+    "jax_devices": devices.DEVICES_OPTION,
 }
 
 
@@ -435,6 +437,14 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         env_lines = list(config.getini("jax_backend_env") or [])
         env_lines += config.getoption("jax_backend_env") or []
         backends = parse_backend_envs(env_lines, backends)
+        counts_text = config.getoption("jax_devices")
+        where = devices.DEVICES_OPTION
+        if counts_text is None:
+            counts_text = str(config.getini("jax_devices") or "").strip() or None
+            where = "jax_devices (ini)"
+        if counts_text is not None:
+            counts = devices.parse_counts(counts_text, where)
+            backends = devices.add_device_labels(counts, backends)
         backends = add_reruns(config.getoption("jax_rerun") or [], backends)
     timeout_text = config.getoption("jax_backend_host_timeout")
     if timeout_text is None:

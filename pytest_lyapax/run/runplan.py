@@ -15,9 +15,10 @@ from collections.abc import Callable
 import pytest
 
 from pytest_lyapax.backends import remoteworker
+from pytest_lyapax.backends.labels import RUNNABLE
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.run import remote, roles
+from pytest_lyapax.run import devices, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -148,6 +149,8 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             state = states[label]
             state.status, state.reason = result.status, result.reason
             state.info = result.info
+            if result.status in RUNNABLE:
+                devices.check_probed(state.backend, result.info)
         check_required(session)
         order = [label for label, state in states.items() if state.runnable]
         if order:
@@ -166,6 +169,12 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             raise pytest.UsageError(
                 f"--jax-backend-env (for {variants[0]!r}) needs each backend in "
                 f"its own worker process, and this run has none: {reason}"
+            )
+        split = [b.devices for b in settings.backends if b.devices]
+        if split:
+            raise pytest.UsageError(
+                f"{devices.DEVICES_OPTION}={split[0]} needs each device count in its "
+                f"own worker process, and this run has none: {reason}"
             )
         reruns = [b.rerun_of for b in settings.backends if b.rerun_of]
         if reruns:

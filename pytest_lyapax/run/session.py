@@ -29,6 +29,7 @@ from pytest_lyapax.backends.labels import (
     Backend,
 )
 from pytest_lyapax.measuring.rounds import NoTurns, Turns
+from pytest_lyapax.run import devices
 from pytest_lyapax.run.options import Settings
 
 if TYPE_CHECKING:
@@ -59,6 +60,15 @@ class BackendState:
             "platform": self.backend.platform,
             **({"env": dict(self.backend.env)} if self.backend.env else {}),
             **({"rerun_of": self.backend.rerun_of} if self.backend.rerun_of else {}),
+            **(
+                {
+                    "devices": self.backend.devices,
+                    "devices_of": self.backend.devices_of,
+                    **devices.hardware(self.backend, self.info),
+                }
+                if self.backend.devices
+                else {}
+            ),
             "expected_backend": self.backend.expected,
             "status": self.status,
             "reason": self.reason,
@@ -129,9 +139,15 @@ class LyapaxSession:
 
     def marked_as(self, label: str) -> str:
         """The label that ``jax_backend`` markers name for ``label``'s tests:
-        a rerun (--jax-rerun) runs exactly its original's."""
+        a rerun (--jax-rerun) runs exactly its original's, a device-count
+        label (--jax-devices) those of the label it splits."""
         state = self.states.get(label)
-        return (state.backend.rerun_of if state else "") or label
+        if state is None:
+            return label
+        backend = state.backend
+        if backend.rerun_of:
+            return self.marked_as(backend.rerun_of)
+        return backend.devices_of or label
 
     def runs_here(self, label: str) -> bool:
         """Whether this worker runs (or, for a backend that cannot run, skips
@@ -179,6 +195,8 @@ class LyapaxSession:
                         "platform": s.backend.platform,
                         "env": [list(pair) for pair in s.backend.env],
                         "rerun_of": s.backend.rerun_of,
+                        "devices_of": s.backend.devices_of,
+                        "devices": s.backend.devices,
                         "status": s.status,
                         "reason": s.reason,
                     }
@@ -197,6 +215,8 @@ class LyapaxSession:
                     s["platform"],
                     env=tuple((str(k), str(v)) for k, v in s.get("env", [])),
                     rerun_of=str(s.get("rerun_of", "")),
+                    devices_of=str(s.get("devices_of", "")),
+                    devices=int(s.get("devices", 0)),
                 ),
                 s["status"],
                 s["reason"],
