@@ -5,7 +5,8 @@ least one benchmark; a run that measured nothing writes and creates nothing):
 
 ``benchmark.json``   the latest run (replaced by each run that measured)
 ``crossover.png``    its figure (written after the JSON; a figure failure
-                     never costs the JSON)
+                     never costs the JSON); ``roofline.png`` and
+                     ``scaling.png`` (``--jax-devices``) where they apply
 ``summary.md``       the report in GitHub-flavoured markdown, and
 ``report.html``      as one self-contained page (figure embedded); both are
                      drawn from the JSON alone, so ``pytest-lyapax summary``
@@ -29,7 +30,7 @@ import json
 import os
 import platform
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,7 @@ from pytest_lyapax.views.render import (
 JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
 ROOFLINE_NAME = "roofline.png"
+SCALING_NAME = "scaling.png"
 RUNS_DIR = "runs"
 _RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
@@ -217,6 +219,11 @@ def compose(
             for c in analysis.crossovers(b)
         ],
         "cost_model": [m.to_json() for m in view.models],
+        **(
+            {"scaling": view.scaling()}
+            if any(b.devices for b in session.settings.backends)
+            else {}
+        ),
     }
     document[REPORT_KEY].update(analysed)
     text = json.dumps(document, indent=2, default=repr).encode()
@@ -279,25 +286,30 @@ def write_reports(
         session.figure_error = f"no {FIGURE_NAME}: {figure}"
     else:
         written.append(report_dir / FIGURE_NAME)
-        written += _write_roofline(report_dir, view, session)
+        written += _write_figure(report_dir, ROOFLINE_NAME, view.roofline_png, session)
+        written += _write_figure(report_dir, SCALING_NAME, view.scaling_png, session)
     written += write_readable(report_dir, view, figure, session)
     return view, written
 
 
-def _write_roofline(
-    report_dir: Path, view: ReportView, session: LyapaxSession
+def _write_figure(
+    report_dir: Path,
+    name: str,
+    draw: Callable[[], bytes | None],
+    session: LyapaxSession,
 ) -> list[Path]:
-    """``roofline.png`` when some point has its work (a failure is noted)."""
+    """A further figure (``roofline.png`` when some point has its work,
+    ``scaling.png`` with device counts); a failure is noted."""
     try:
-        png = view.roofline_png()
+        png = draw()
     except Exception as exc:  # noqa: BLE001 - must not cost the other files
-        problem = f"no {ROOFLINE_NAME}: {type(exc).__name__}: {exc}"
+        problem = f"no {name}: {type(exc).__name__}: {exc}"
         session.figure_error = "; ".join(filter(None, [session.figure_error, problem]))
         return []
     if png is None:
         return []
-    atomic_write(report_dir / ROOFLINE_NAME, png)
-    return [report_dir / ROOFLINE_NAME]
+    atomic_write(report_dir / name, png)
+    return [report_dir / name]
 
 
 def write_readable(

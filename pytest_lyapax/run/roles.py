@@ -115,7 +115,8 @@ def _deselect_other_counts(
     a marked test leaves the plain labels that are split, an unmarked one
     the device-count labels."""
     split = {b.devices_of for b in session.settings.backends if b.devices}
-    kept, dropped = [], []
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
     for item in items:
         label = item_label(item)
         state = session.states.get(label) if label is not None else None

@@ -28,6 +28,7 @@ from pytest_lyapax.report import (
     details,
     roofline,
     rooftext,
+    scaling,
     stats,
     units,
 )
@@ -415,6 +416,64 @@ def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
     return Section("Roofline (XLA cost analysis)", blocks)
 
 
+SCALING_HEADER = (
+    "test",
+    "backend",
+    "scaling",
+    "p",
+    "size",
+    "time",
+    "speedup",
+    "efficiency",
+    "devices on",
+)
+
+
+def _scaling(view: ReportView, draw: bool, text: bool) -> Section | None:
+    """Speedup and efficiency per device count (--jax-devices), what the
+    devices run on next to each; with ``draw``, scaling.png (or why not)."""
+    rows = view.scaling()
+    if not rows:
+        return None
+
+    def ratio(value: object) -> str:
+        return f"{value:.2f}" if isinstance(value, float) else "-"
+
+    table = tuple(
+        (
+            str(r["test"]),
+            str(r["backend"]),
+            str(r["scaling"]),
+            str(r["devices"]),
+            _text(r["size"]),
+            units.format_seconds(r["median_s"]),
+            ratio(r["speedup"]),
+            ratio(r["efficiency"]),
+            str(r["on"]),
+        )
+        for r in rows
+    )
+    notes = [
+        "strong: same size on every p, speedup t1/tp, efficiency t1/(p tp); "
+        "weak: size per device (the test scales it with p), efficiency t1/tp, "
+        "speedup p t1/tp; t = median per call",
+        *scaling.oversubscribed(rows),
+    ]
+    blocks: list[Block] = [Table(SCALING_HEADER, table), Lines(tuple(notes))]
+    if text:
+        return Section("pytest-lyapax: device scaling", blocks)
+    if draw:
+        try:
+            png = view.scaling_png()
+        except ImportError as exc:  # matplotlib is optional
+            blocks.append(Lines((f"no scaling figure: {exc}",)))
+        else:
+            if png is not None:
+                alt = "speedup and efficiency against the number of devices"
+                blocks.append(Figure(png, alt, "scaling-figure"))
+    return Section("Device scaling", blocks)
+
+
 def _machine(view: ReportView) -> Section:
     rows = []
     for name, value in view.machine_info.items():
@@ -465,6 +524,7 @@ def report_sections(
         _counters(view, text),
         _machine_state(view, text),
         _roofline(view, figure is not None, text),
+        _scaling(view, figure is not None, text),
     )
     sections += [s for s in optional_sections if s is not None]
     if text:
