@@ -81,8 +81,8 @@ def add_device_labels(
 
     Raises ``pytest.UsageError`` for a CPU count above
     :func:`cpu_device_limit` or a label the new one would collide with.
-    (A GPU count above the GPUs present is refused once probed, see
-    :func:`check_probed`.)
+    (A GPU label asking more GPUs than present is unavailable once probed,
+    see :func:`missing_devices`.)
     """
     environ = os.environ if environ is None else environ
     limit = cpu_device_limit()
@@ -121,18 +121,16 @@ def add_device_labels(
     return tuple(out)
 
 
-def check_probed(backend: Backend, info: Mapping[str, Any]) -> None:
-    """Refuse a device-count label whose probe found fewer devices.
-
-    Raises ``pytest.UsageError`` naming the option and the count.
-    """
+def missing_devices(backend: Backend, info: Mapping[str, Any]) -> str | None:
+    """Why a device-count label cannot run: its probe found fewer devices
+    (a GPU machine with fewer GPUs; None: it can)."""
     found = info.get("device_count")
     if backend.devices and isinstance(found, int) and found < backend.devices:
-        raise pytest.UsageError(
-            f"{DEVICES_OPTION}: {backend.devices} devices is more than the "
-            f"{backend.devices_of!r} platform gives here ({found} "
-            f"{'GPUs' if backend.expected == 'gpu' else 'devices'})"
+        return (
+            f"{DEVICES_OPTION}: {backend.devices} devices asked, and the "
+            f"{backend.devices_of!r} platform has {found} here"
         )
+    return None
 
 
 def marker_of(item: pytest.Item) -> tuple[tuple[int, ...], str] | None:
