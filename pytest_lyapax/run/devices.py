@@ -44,34 +44,6 @@ def cpu_device_limit() -> int:
     return CPU_DEVICES_PER_CORE * (os.cpu_count() or 1)
 
 
-def parse_counts(text: str, where: str = DEVICES_OPTION) -> tuple[int, ...]:
-    """Parse ``1,2,4``: distinct positive device counts, in the order given.
-
-    Raises ``pytest.UsageError`` naming ``where`` and the bad value.
-    """
-    counts: list[int] = []
-    for entry in str(text).replace(" ", ",").split(","):
-        if not entry.strip():
-            continue
-        try:
-            value = int(entry)
-        except ValueError:
-            value = 0
-        if value < 1:
-            raise pytest.UsageError(
-                f"{where}: {entry.strip()!r} is not a positive integer device "
-                f"count; write it like {DEVICES_OPTION}=1,2,4"
-            )
-        if value not in counts:
-            counts.append(value)
-    if not counts:
-        raise pytest.UsageError(
-            f"{where}: {text!r} names no device count; write it like "
-            f"{DEVICES_OPTION}=1,2,4"
-        )
-    return tuple(counts)
-
-
 def add_device_labels(
     counts: Sequence[int],
     backends: Sequence[Backend],

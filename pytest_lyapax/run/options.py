@@ -236,8 +236,11 @@ def add_reruns(
     return tuple(out)
 
 
-def parse_sizes(text: str, option: str = "--jax-sizes") -> tuple[int, ...]:
-    """Parse a comma-separated list of distinct positive integer sizes."""
+def parse_sizes(
+    text: str, option: str = "--jax-sizes", noun: str = "size", example: str = ""
+) -> tuple[int, ...]:
+    """Parse a comma-separated list of distinct positive integer sizes (or
+    other ``noun``: device counts, ``--jax-devices``)."""
     sizes: list[int] = []
     for entry in text.split(","):
         entry = entry.strip()
@@ -248,10 +251,10 @@ def parse_sizes(text: str, option: str = "--jax-sizes") -> tuple[int, ...]:
         if size <= 0:
             raise pytest.UsageError(
                 f"{option}: {entry!r} is not a positive integer; give a comma-"
-                f"separated list of sizes, e.g. {option}=20,50,100"
+                f"separated list of {noun}s, e.g. {option}={example or '20,50,100'}"
             )
         if size in sizes:
-            raise pytest.UsageError(f"{option}: size {size} is listed twice")
+            raise pytest.UsageError(f"{option}: {noun} {size} is listed twice")
         sizes.append(size)
     return tuple(sizes)
 
@@ -443,7 +446,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             counts_text = str(config.getini("jax_devices") or "").strip() or None
             where = "jax_devices (ini)"
         if counts_text is not None:
-            counts = devices.parse_counts(counts_text, where)
+            counts = parse_sizes(counts_text, where, "device count", "1,2,4")
             backends = devices.add_device_labels(counts, backends)
         backends = add_reruns(config.getoption("jax_rerun") or [], backends)
     timeout_text = config.getoption("jax_backend_host_timeout")

@@ -401,19 +401,31 @@ def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
     lines = roofline.series_lines(view.records)
     if not lines:
         return None
-    blocks: list[Block] = [Lines(tuple(lines))]
+    alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
+    figure = (view.roofline_png, "roofline", alt) if draw else None
+    return _titled("roofline (XLA cost analysis)", [Lines(tuple(lines))], text, figure)
+
+
+def _titled(
+    title: str,
+    blocks: list[Block],
+    text: bool,
+    figure: tuple[Callable[[], bytes | None], str, str] | None,
+) -> Section:
+    """A section in the terminal (``pytest-lyapax: title``) or the files
+    (``Title``, with the figure ``(draw, name, alt)`` if any, or why none)."""
     if text:
-        return Section("pytest-lyapax: roofline (XLA cost analysis)", blocks)
-    if draw:
+        return Section(f"pytest-lyapax: {title}", blocks)
+    if figure is not None:
+        draw, name, alt = figure
         try:
-            png = view.roofline_png()
+            png = draw()
         except ImportError as exc:  # matplotlib is optional
-            blocks.append(Lines((f"no roofline figure: {exc}",)))
+            blocks.append(Lines((f"no {name} figure: {exc}",)))
         else:
             if png is not None:
-                alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
-                blocks.append(Figure(png, alt, "roofline-figure"))
-    return Section("Roofline (XLA cost analysis)", blocks)
+                blocks.append(Figure(png, alt, f"{name}-figure"))
+    return Section(title[0].upper() + title[1:], blocks)
 
 
 SCALING_HEADER = (
@@ -460,18 +472,9 @@ def _scaling(view: ReportView, draw: bool, text: bool) -> Section | None:
         *scaling.oversubscribed(rows),
     ]
     blocks: list[Block] = [Table(SCALING_HEADER, table), Lines(tuple(notes))]
-    if text:
-        return Section("pytest-lyapax: device scaling", blocks)
-    if draw:
-        try:
-            png = view.scaling_png()
-        except ImportError as exc:  # matplotlib is optional
-            blocks.append(Lines((f"no scaling figure: {exc}",)))
-        else:
-            if png is not None:
-                alt = "speedup and efficiency against the number of devices"
-                blocks.append(Figure(png, alt, "scaling-figure"))
-    return Section("Device scaling", blocks)
+    alt = "speedup and efficiency against the number of devices"
+    figure = (view.scaling_png, "scaling", alt) if draw else None
+    return _titled("device scaling", blocks, text, figure)
 
 
 def _machine(view: ReportView) -> Section:

@@ -15,6 +15,7 @@ from pytest_lyapax.backends.labels import DEVICE_COUNT_FLAG, Backend
 from pytest_lyapax.report import scaling
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.run import devices
+from pytest_lyapax.run.options import parse_sizes
 
 CPU, GPU = Backend("cpu", "cpu"), Backend("gpu", "cuda")
 
@@ -54,19 +55,15 @@ def test_each_local_cpu_and_gpu_label_gets_one_label_per_count():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("two", "--jax-devices: 'two' is not a positive integer device count"),
-        ("1,0", "--jax-devices: '0' is not a positive integer device count"),
-        ("-2", "--jax-devices: '-2' is not a positive integer device count"),
-        (",", "--jax-devices: ',' names no device count"),
+        ("two", "--jax-devices: 'two' is not a positive integer; give a comma-sep"),
+        ("1,0", "--jax-devices: '0' is not a positive integer"),
+        ("-2", "--jax-devices: '-2' is not a positive integer"),
+        ("1,2,1", "--jax-devices: device count 1 is listed twice"),
     ],
 )
 def test_bad_counts_are_usage_errors_naming_the_option_and_value(text, message):
     with pytest.raises(pytest.UsageError, match=message):
-        devices.parse_counts(text)
-
-
-def test_counts_are_distinct_in_the_order_given():
-    assert devices.parse_counts("4, 1,2,4") == (4, 1, 2)
+        parse_sizes(text, "--jax-devices", "device count", "1,2,4")
 
 
 def test_a_cpu_count_above_what_the_platform_gives_is_refused():
@@ -252,7 +249,11 @@ def test_without_the_option_a_marked_test_says_how_to_run_it(pytester):
     ("args", "message"),
     [
         (("--jax-devices=1,100000",), "*--jax-devices: 100000 devices is more than*"),
-        (("--jax-devices=1,x",), "*--jax-devices: 'x' is not a positive integer*"),
+        (
+            ("--jax-devices=1,x",),
+            "*--jax-devices: 'x' is not a positive integer; give a comma-separated"
+            " list of device counts, e.g. --jax-devices=1,2,4",
+        ),
         (("-p", "no:xdist", "--jax-devices=2"), "*--jax-devices=2 needs each device*"),
     ],
 )
