@@ -163,13 +163,20 @@ def _count(label):
 
 
 @pytest.mark.jax_devices(1, 2, 4)
-def test_mesh(jax_mesh, jax_backend):
+def test_mesh(jax_mesh, jax_backend, jax_results):
     import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding, PartitionSpec
 
     p = _count(jax_backend)
     assert len(jax.devices()) == p and jax_mesh.size == p
     assert jax_mesh.axis_names == ("devices",)
     assert "--xla_force_host_platform_device_count=%d" % p in os.environ["XLA_FLAGS"]
+    x = jax.device_put(
+        jnp.arange(8.0), NamedSharding(jax_mesh, PartitionSpec("devices"))
+    )
+    assert len(x.addressable_shards) == p
+    jax_results.record("cumsum", jnp.cumsum(x * x))
 
 
 @pytest.mark.jax_devices(1, 2)
@@ -312,6 +319,14 @@ def test_each_worker_sees_its_count_of_devices_and_plain_tests_run_once(
     assert backends["cpu"]["outcomes"] == {"passed": 1}
     assert backends["cpu_1dev"]["outcomes"] == {"passed": 4}
     assert backends["cpu_4dev"]["outcomes"] == {"passed": 3}
+    # Each count's results against the first count's: the sharded sum agrees.
+    agreed = {
+        (e["test"].split("::")[1], e["backend"]): e
+        for e in data["pytest_lyapax"]["agreement"]
+    }
+    for p in (2, 4):
+        entry = agreed[("test_mesh", f"cpu_{p}dev")]
+        assert entry["reference"] == "cpu_1dev" and entry["agree"] is True, entry
 
 
 @pytest.mark.slow
