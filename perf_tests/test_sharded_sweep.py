@@ -7,7 +7,9 @@ spreads its batch over the ``jax_mesh`` devices with ``jax.sharding``.  The
 report's device scaling table gives speedup and efficiency per count, with the
 physical cores behind the devices: on a CPU, the devices share its cores.
 Each result is checked against the Lorenz sum rule, so a fast but wrong
-computation cannot pass.
+computation cannot pass, and each count's exponents are compared with one
+device's.  Its roofline says "not available", as test_sweep_perf.py explains
+(the sweep is a host-side driver that cannot be wrapped in ``jax.jit``).
 """
 
 import jax.numpy as jnp
@@ -25,6 +27,11 @@ def lorenz_step(x, rho):
     return rk4_step(lorenz(SIGMA, rho, BETA), DT)(x)
 
 
+# Each count's exponents are compared with one device's: rows split over
+# devices run in batches of another length, which XLA vectorises differently,
+# so the last bits of a chaotic run differ (about 5e-12 relative measured);
+# 1e-8 is the sweep's own contract (equal to a loop of single runs).
+@pytest.mark.jax_agree(rtol=1e-8)
 @pytest.mark.jax_devices(1, 2, 4)
 @pytest.mark.jax_sizes(64, 256, label="sweep batch size (Lorenz systems)")
 def test_lorenz_sweep_sharded(benchmark, jax_mesh, jax_size):
