@@ -329,8 +329,19 @@ def test_each_worker_sees_its_count_of_devices_and_plain_tests_run_once(
         assert entry["reference"] == "cpu_1dev" and entry["agree"] is True, entry
 
 
+def test_without_an_active_run_the_mesh_holds_every_device(pytester):
+    pytester.makepyfile(
+        "import jax, pytest\n\n@pytest.mark.jax_devices(1, 2)\n"
+        "def test_x(jax_mesh):\n"
+        "    assert jax_mesh.size == len(jax.devices())\n"
+        "    assert jax_mesh.axis_names == ('devices',)\n"
+    )
+    result = pytester.runpytest_subprocess("-p", "no:xdist")
+    result.assert_outcomes(passed=1)
+
+
 @pytest.mark.slow
-def test_the_scaling_table_states_the_physical_cores(devices_run):
+def test_the_scaling_table_states_the_physical_cores(devices_run, tmp_path):
     proc, data, report = devices_run
     medians = {
         (r["name"].split("[")[0], r["extra_info"]["devices"]): r["stats"]["median"]
@@ -355,3 +366,11 @@ def test_the_scaling_table_states_the_physical_cores(devices_run):
     assert f"| 4 CPU devices on {cores} physical core" in summary
     assert "Device scaling" in (report / "report.html").read_text()
     assert (report / "scaling.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Drawn from the JSON alone: the report tools regenerate the same bytes.
+    from pytest_lyapax.cli import main
+
+    saved = str(report / "benchmark.json")
+    assert main(["html", saved, "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_bytes()
+    assert page == (report / "report.html").read_bytes()
+    assert b'<img id="scaling-figure"' in page
