@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 
 from pytest_lyapax.backends.labels import DEVICE_COUNT_FLAG, Backend
+from pytest_lyapax.report.scaling import STRONG, WEAK
 
 DEVICES_OPTION = "--jax-devices"
 MARKER = "jax_devices"
-STRONG, WEAK = "strong", "weak"
 SCALINGS = (STRONG, WEAK)
 # Beyond a few devices per core a split CPU measures the threads' switching
 # rather than the sharding; XLA itself sets no bound.
