@@ -10,6 +10,7 @@ pytest-benchmark and merged into one report.  Without ``--jax-backend`` (or the
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
@@ -86,6 +87,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "the code under test, a git revision (checked out into a temporary git "
         "worktree) or the path of another checkout; rounds interleaved, each "
         "benchmark's B/A time ratio judged and reported.",
+    )
+    group.addoption(
+        "--jax-devices",
+        dest="jax_devices",
+        default=None,
+        metavar="LIST",
+        help="Device counts (e.g. 1,2,4): each local CPU/GPU backend LABEL also "
+        "runs as LABEL_<p>dev with p devices (CPU: the host platform split "
+        "before JAX starts), for the tests marked jax_devices; the report "
+        "gains a device scaling table. Ini: jax_devices.",
     )
     group.addoption(
         "--jax-sizes",
@@ -256,6 +267,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
     )
     parser.addini(
+        "jax_devices",
+        "Device counts, e.g. 1,2,4 (see --jax-devices).",
+        default="",
+    )
+    parser.addini(
         "jax_report_dir",
         "Report directory, relative to the ini file (see --jax-report-dir).",
         default="",
@@ -281,6 +297,13 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "jax_sizes(*sizes, label=None): default problem sizes for the jax_size "
         "fixture (overridden by --jax-sizes); label names the size axis",
+    )
+    config.addinivalue_line(
+        "markers",
+        "jax_devices(*counts, scaling='strong'): run this test once per device "
+        "count given by --jax-devices, on the workers of that many devices "
+        "(jax_mesh fixture); scaling='weak' when the test scales its size with "
+        "the count",
     )
     config.addinivalue_line("markers", agree.marker_line())
     workerinput = getattr(config, "workerinput", None)
@@ -356,6 +379,19 @@ def jax_results(request: pytest.FixtureRequest) -> ResultsRecorder:
     ``jax_results.record(name, value, stderr=None)`` (see ``docs/pytest_lyapax.md``).
     """
     return recorder_for(request.node)
+
+
+@pytest.fixture
+def jax_mesh(request: pytest.FixtureRequest) -> Any:
+    """A 1-D ``jax.sharding.Mesh`` (axis ``"devices"``) of this worker's
+    device count (``@pytest.mark.jax_devices``, ``--jax-devices``); without
+    an active run, of every device of this process."""
+    from pytest_lyapax.run import devices
+
+    session = get_session(request.config)
+    label = item_label(request.node)
+    backend = session.backend(label) if session and label in session.states else None
+    return devices.mesh(backend)
 
 
 @pytest.fixture

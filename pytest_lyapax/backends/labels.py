@@ -132,6 +132,10 @@ class Backend:
     # The label whose tests this one runs on the other version of the code
     # (--jax-ab): B of an A/B, its worker importing that version.
     ab_of: str = ""
+    # A device-count worker (--jax-devices): the label it splits and how many
+    # devices its jax_mesh holds (0: not a device-count worker).
+    devices_of: str = ""
+    devices: int = 0
 
     @property
     def env_text(self) -> str:
@@ -142,6 +146,11 @@ class Backend:
     def expected(self) -> str:
         """The ``jax.default_backend()`` a process with this platform must report."""
         return PLATFORM_BACKENDS[self.platform.split(",")[0]]
+
+
+# XLA's flag that splits the host platform into that many CPU devices; read
+# once, when JAX starts its CPU backend.
+DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
 # Set in GPU workers unless the user set it: a correctness run starts child

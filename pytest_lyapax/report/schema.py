@@ -146,6 +146,18 @@ _AGREEMENT_FIELDS: dict[str, Any] = {
     "agree": _is(bool),
     "names": _is(list),
 }
+# An entry of the ``scaling`` section (--jax-devices, report/scaling.py).
+_SCALING_FIELDS: dict[str, Any] = {
+    "test": _is(str),
+    "backend": _is(str),
+    "scaling": _one_of("strong", "weak"),
+    "devices": lambda value: _count_ok(value) and value > 0,
+    "size": _maybe(lambda value: _count_ok(value) and value > 0),
+    "median_s": _seconds_ok,
+    "speedup": _maybe(_seconds_ok),
+    "efficiency": _maybe(_seconds_ok),
+    "on": _is(str),
+}
 _DETERMINISM_FIELDS: dict[str, Any] = {
     "test": _is(str),
     "backend": _is(str),
@@ -261,6 +273,8 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
         for entry, where in _listed(key, "determinism", what):
             _check_fields(entry, _DETERMINISM_FIELDS, where)
         _check_ab(key.get("ab") if isinstance(key, dict) else None, what)
+        for entry, where in _listed(key, "scaling", what):
+            _check_fields(entry, _SCALING_FIELDS, where)
         for point, where in _listed(key, "points", what):
             _check_fields(point, _POINT_FIELDS, where)
             if point["status"] == "over_budget":

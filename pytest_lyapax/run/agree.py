@@ -206,11 +206,25 @@ class AgreeController:
             }
         )
 
+    def _reference(self, label: str) -> str:
+        """The label whose results ``label``'s are compared with: the
+        reference, or for a device-count label (--jax-devices) the
+        reference's first device-count label, which runs the same tests."""
+        ref = self.settings.reference
+        if not self.session.backend(label).devices:
+            return ref
+        split = [
+            b.label
+            for b in self.session.settings.backends
+            if b.devices_of == ref and not b.rerun_of
+        ]
+        return split[0] if split else ref
+
     def _ran_before(self, label: str) -> bool:
         """Whether the reference's phase came before ``label``'s (never, when
         the backends' tests interleave: the reference's report may come later)."""
         order = self.session.order
-        ref = self.settings.reference
+        ref = self._reference(label)
         if not self.session.settings.sequential:
             return False
         return ref in order and label in order and order.index(ref) < order.index(label)
@@ -237,7 +251,7 @@ class AgreeController:
             # In the report too, so runs of two machines can be compared later.
             self.session.recorded.append({"test": key, "backend": label, **data})
         self._compare_rerun(key, label)
-        ref = self.settings.reference
+        ref = self._reference(label)
         if label == ref:
             for other in self.pending.pop(key, []):
                 self._compare(key, other, None)
@@ -269,7 +283,8 @@ class AgreeController:
         )
 
     def _compare(self, key: str, label: str, report: pytest.TestReport | None) -> None:
-        ref, other = self.seen[key][self.settings.reference], self.seen[key][label]
+        reference = self._reference(label)
+        ref, other = self.seen[key][reference], self.seen[key][label]
         if not ref.entries and not other.entries:
             return
         if not (ref.passed and other.passed):
@@ -280,7 +295,7 @@ class AgreeController:
             other.tolerance,
             agreement.load_file,
             widths_may_differ=agreement.precision_differs(
-                self.session.backend(self.settings.reference).env,
+                self.session.backend(reference).env,
                 self.session.backend(label).env,
             ),
         )
@@ -293,7 +308,7 @@ class AgreeController:
         self.session.agreement.append(
             {
                 "test": key,
-                "reference": self.settings.reference,
+                "reference": reference,
                 "backend": label,
                 "agree": all(v.ok for v in verdicts),
                 "failed": bool(failing),
@@ -303,16 +318,14 @@ class AgreeController:
         where = f"{key} on {label!r}"
         self.warnings += [
             f"{where}: benchmark result {v.name!r} disagrees with "
-            f"{self.settings.reference!r} (--jax-agree-strict fails it)"
+            f"{reference!r} (--jax-agree-strict fails it)"
             for v in warned
         ]
         if not failing:
             return
         from pytest_lyapax.views import agreement_tables
 
-        text = agreement_tables.failure_text(
-            key, label, self.settings.reference, failing
-        )
+        text = agreement_tables.failure_text(key, label, reference, failing)
         if report is not None:
             report.outcome = "failed"
             report.longrepr = text

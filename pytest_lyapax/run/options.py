@@ -30,6 +30,7 @@ from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
+from pytest_lyapax.run import devices
 from pytest_lyapax.run.abside import AB_OPTION, add_ab_twins
 
 
@@ -236,8 +237,11 @@ def add_reruns(
     return tuple(out)
 
 
-def parse_sizes(text: str, option: str = "--jax-sizes") -> tuple[int, ...]:
-    """Parse a comma-separated list of distinct positive integer sizes."""
+def parse_sizes(
+    text: str, option: str = "--jax-sizes", noun: str = "size", example: str = ""
+) -> tuple[int, ...]:
+    """Parse a comma-separated list of distinct positive integer sizes (or
+    other ``noun``: device counts, ``--jax-devices``)."""
     sizes: list[int] = []
     for entry in text.split(","):
         entry = entry.strip()
@@ -248,10 +252,10 @@ def parse_sizes(text: str, option: str = "--jax-sizes") -> tuple[int, ...]:
         if size <= 0:
             raise pytest.UsageError(
                 f"{option}: {entry!r} is not a positive integer; give a comma-"
-                f"separated list of sizes, e.g. {option}=20,50,100"
+                f"separated list of {noun}s, e.g. {option}={example or '20,50,100'}"
             )
         if size in sizes:
-            raise pytest.UsageError(f"{option}: size {size} is listed twice")
+            raise pytest.UsageError(f"{option}: {noun} {size} is listed twice")
         sizes.append(size)
     return tuple(sizes)
 
@@ -356,6 +360,7 @@ NEED_BACKEND = {
     "jax_busy": "--jax-busy",
     "jax_rerun": RERUN_OPTION,
     "jax_ab": AB_OPTION,
+    "jax_devices": devices.DEVICES_OPTION,
 }
 
 
@@ -437,6 +442,14 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         env_lines = list(config.getini("jax_backend_env") or [])
         env_lines += config.getoption("jax_backend_env") or []
         backends = parse_backend_envs(env_lines, backends)
+        counts_text = config.getoption("jax_devices")
+        where = devices.DEVICES_OPTION
+        if counts_text is None:
+            counts_text = str(config.getini("jax_devices") or "").strip() or None
+            where = "jax_devices (ini)"
+        if counts_text is not None:
+            counts = parse_sizes(counts_text, where, "device count", "1,2,4")
+            backends = devices.add_device_labels(counts, backends)
         backends = add_reruns(config.getoption("jax_rerun") or [], backends)
         backends = add_ab_twins(config.getoption("jax_ab"), backends)
     timeout_text = config.getoption("jax_backend_host_timeout")

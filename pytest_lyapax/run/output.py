@@ -5,7 +5,8 @@ least one benchmark; a run that measured nothing writes and creates nothing):
 
 ``benchmark.json``   the latest run (replaced by each run that measured)
 ``crossover.png``    its figure (written after the JSON; a figure failure
-                     never costs the JSON)
+                     never costs the JSON); ``roofline.png`` and
+                     ``scaling.png`` (``--jax-devices``) where they apply
 ``summary.md``       the report in GitHub-flavoured markdown, and
 ``report.html``      as one self-contained page (figure embedded); both are
                      drawn from the JSON alone, so ``pytest-lyapax summary``
@@ -62,6 +63,7 @@ JSON_NAME = "benchmark.json"
 FIGURE_NAME = "crossover.png"
 ROOFLINE_NAME = "roofline.png"
 AB_FIGURE_NAME = "ab.png"
+SCALING_NAME = "scaling.png"
 RUNS_DIR = "runs"
 _RUN_NAME = re.compile(r"^(\d{4,})\.json$")
 
@@ -229,6 +231,11 @@ def compose(
             for c in analysis.crossovers(b)
         ],
         "cost_model": [m.to_json() for m in view.models],
+        **(
+            {"scaling": view.scaling()}
+            if any(b.devices for b in session.settings.backends)
+            else {}
+        ),
     }
     document[REPORT_KEY].update(analysed)
     text = json.dumps(document, indent=2, default=repr).encode()
@@ -293,6 +300,7 @@ def write_reports(
         written.append(report_dir / FIGURE_NAME)
         written += _write_figure(report_dir, ROOFLINE_NAME, view.roofline_png, session)
         written += _write_figure(report_dir, AB_FIGURE_NAME, view.ab_png, session)
+        written += _write_figure(report_dir, SCALING_NAME, view.scaling_png, session)
     written += write_readable(report_dir, view, figure, session)
     return view, written
 
@@ -304,8 +312,8 @@ def _write_figure(
     session: LyapaxSession,
 ) -> list[Path]:
     """An optional figure (``roofline.png``: some point has its work;
-    ``ab.png``: an A/B of sized benchmarks) when ``draw`` gives one; a
-    failure is noted."""
+    ``ab.png``: an A/B of sized benchmarks; ``scaling.png``: device counts)
+    when ``draw`` gives one; a failure is noted."""
     try:
         png = draw()
     except Exception as exc:  # noqa: BLE001 - must not cost the other files

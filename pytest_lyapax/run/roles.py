@@ -25,7 +25,7 @@ import pytest
 from pytest_lyapax.measuring import benchmarks
 from pytest_lyapax.measuring.observers import observers_for
 from pytest_lyapax.measuring.rounds import RoundsWatch
-from pytest_lyapax.run import budget
+from pytest_lyapax.run import budget, devices
 from pytest_lyapax.run.items import (
     LABEL_ATTR,
     count_copies,
@@ -67,6 +67,7 @@ class PerBackendCollection:
         where = metafunc.definition.nodeid
         try:
             marker_labels(metafunc.definition, self.session.settings.known_labels)
+            devices.marker_of(metafunc.definition)
         except ValueError as exc:
             raise pytest.Collector.CollectError(f"{where}: {exc}") from None
         # Every requested label, also those a marker excludes: those items
@@ -83,6 +84,7 @@ class PerBackendCollection:
             items, session.labels, session.settings.known_labels
         )
         count_copies(self.config, len(items) - collected)
+        _deselect_other_counts(self.config, session, items)
         if self.runs_tests and session.limits.active:
             # The budget predicts a size from the smaller ones: they run first.
             budget.ascending_sizes(items)
@@ -95,6 +97,8 @@ class PerBackendCollection:
                     f"marked jax_backend({', '.join(sorted(wanted))}): not run on "
                     f"backend {label!r}"
                 )
+            if reason is None and label in session.states:
+                reason = devices.unrun_reason(item, session.backend(label))
             if reason is not None and _has_line(item):
                 item.add_marker(pytest.mark.skip(reason=reason))
             elif reason is not None:
@@ -102,6 +106,30 @@ class PerBackendCollection:
                 # (INTERNALERROR) for an item without one (pytest-mypy's, a
                 # custom collector's): skipped at set-up instead.
                 item.stash[SKIP_KEY] = reason
+
+
+def _deselect_other_counts(
+    config: pytest.Config, session: LyapaxSession, items: list[pytest.Item]
+) -> None:
+    """Keep each test's copies for its device counts only (--jax-devices):
+    a marked test leaves the plain labels that are split, an unmarked one
+    the device-count labels."""
+    split = {b.devices_of for b in session.settings.backends if b.devices}
+    kept: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        label = item_label(item)
+        state = session.states.get(label) if label is not None else None
+        try:
+            keep = state is None or devices.runs_on(
+                item, state.backend, state.backend.label in split
+            )
+        except ValueError as exc:  # a copied item's marker (functions: above)
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        (kept if keep else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 def _has_line(item: pytest.Item) -> bool:
@@ -141,6 +169,8 @@ class _TestRunner(PerBackendCollection):
                 watch,
                 env=state.backend.env if state else (),
             )
+            if state is not None and state.backend.devices:
+                devices.record(item, state.backend)
         return result
 
     @pytest.hookimpl(wrapper=True)

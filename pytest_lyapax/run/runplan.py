@@ -15,9 +15,10 @@ from collections.abc import Callable
 import pytest
 
 from pytest_lyapax.backends import remoteworker
+from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.run import abside, remote, roles
+from pytest_lyapax.run import abside, devices, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -180,6 +181,9 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             state = states[label]
             state.status, state.reason = result.status, result.reason
             state.info = result.info
+            missing = devices.missing_devices(state.backend, result.info)
+            if result.status in RUNNABLE and missing:
+                state.status, state.reason = UNAVAILABLE, missing
         check_required(session)
         order = [label for label, state in states.items() if state.runnable]
         if order:
@@ -191,6 +195,12 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         else:
             session.role = INPROCESS  # nothing can run: every backend is skipped
     else:
+        split = [b.devices for b in settings.backends if b.devices]
+        if split:
+            raise pytest.UsageError(
+                f"{devices.DEVICES_OPTION}={split[0]} needs each device count in its "
+                f"own worker process, and this run has none: {reason}"
+            )
         variants = [b.label for b in settings.backends if b.env]
         if variants:
             # This process's JAX may have started already: its variables

@@ -29,6 +29,7 @@ from pytest_lyapax.backends.labels import (
     Backend,
 )
 from pytest_lyapax.measuring.rounds import NoTurns, Turns
+from pytest_lyapax.run import devices
 from pytest_lyapax.run.options import Settings
 
 if TYPE_CHECKING:
@@ -60,6 +61,15 @@ class BackendState:
             **({"env": dict(self.backend.env)} if self.backend.env else {}),
             **({"rerun_of": self.backend.rerun_of} if self.backend.rerun_of else {}),
             **({"ab_of": self.backend.ab_of} if self.backend.ab_of else {}),
+            **(
+                {
+                    "devices": self.backend.devices,
+                    "devices_of": self.backend.devices_of,
+                    **devices.hardware(self.backend, self.info),
+                }
+                if self.backend.devices
+                else {}
+            ),
             "expected_backend": self.backend.expected,
             "status": self.status,
             "reason": self.reason,
@@ -133,11 +143,15 @@ class LyapaxSession:
     def marked_as(self, label: str) -> str:
         """The label that ``jax_backend`` markers name for ``label``'s tests:
         a rerun (--jax-rerun) and a B side (--jax-ab) run exactly their
-        original's."""
+        original's, a device-count label (--jax-devices) those of the label it
+        splits."""
         state = self.states.get(label)
         if state is None:
             return label
-        return state.backend.rerun_of or state.backend.ab_of or label
+        backend = state.backend
+        if backend.rerun_of or backend.ab_of:
+            return self.marked_as(backend.rerun_of or backend.ab_of)
+        return backend.devices_of or label
 
     def runs_here(self, label: str) -> bool:
         """Whether this worker runs (or, for a backend that cannot run, skips
@@ -186,6 +200,8 @@ class LyapaxSession:
                         "env": [list(pair) for pair in s.backend.env],
                         "rerun_of": s.backend.rerun_of,
                         "ab_of": s.backend.ab_of,
+                        "devices_of": s.backend.devices_of,
+                        "devices": s.backend.devices,
                         "status": s.status,
                         "reason": s.reason,
                     }
@@ -205,6 +221,8 @@ class LyapaxSession:
                     env=tuple((str(k), str(v)) for k, v in s.get("env", [])),
                     rerun_of=str(s.get("rerun_of", "")),
                     ab_of=str(s.get("ab_of", "")),
+                    devices_of=str(s.get("devices_of", "")),
+                    devices=int(s.get("devices", 0)),
                 ),
                 s["status"],
                 s["reason"],

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_lyapax.report import analysis, costmodel, details, roofline
+from pytest_lyapax.report import analysis, costmodel, details, roofline, scaling
 from pytest_lyapax.report.identity import machine_of, record_label
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.views.figure import BackendLegend
@@ -160,6 +160,19 @@ class ReportView:
             else []
         )
         return render_ab_png(found) if found else None
+
+    def scaling(self) -> list[dict[str, Any]]:
+        """The device scaling rows (``--jax-devices``, report/scaling.py)."""
+        return scaling.scaling_rows(self.records, self.backends, self.machine_info)
+
+    def scaling_png(self) -> bytes | None:
+        """``scaling.png`` (None: no device scaling row)."""
+        rows = self.scaling()
+        if not rows:
+            return None
+        from pytest_lyapax.views.scalefigure import render_scaling_png
+
+        return render_scaling_png(rows)
 
     def figure_png(self) -> bytes:
         from pytest_lyapax.views.figure import render_png

@@ -28,6 +28,7 @@ from pytest_lyapax.report import (
     details,
     roofline,
     rooftext,
+    scaling,
     stats,
     units,
 )
@@ -423,13 +424,74 @@ def _roofline(view: ReportView, draw: bool, text: bool) -> Section | None:
     lines = roofline.series_lines(view.records)
     if not lines:
         return None
-    blocks: list[Block] = [Lines(tuple(lines))]
+    alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
+    figure = (view.roofline_png, "roofline", alt) if draw else None
+    return _titled("roofline (XLA cost analysis)", [Lines(tuple(lines))], text, figure)
+
+
+def _titled(
+    title: str,
+    blocks: list[Block],
+    text: bool,
+    figure: tuple[Callable[[], bytes | None], str, str] | None,
+) -> Section:
+    """A section in the terminal (``pytest-lyapax: title``) or the files
+    (``Title``, with the figure ``(draw, name, alt)`` if any, or why none)."""
     if text:
-        return Section("pytest-lyapax: roofline (XLA cost analysis)", blocks)
-    if draw:
-        alt = "achieved FLOP/s against arithmetic intensity, measured roofs"
-        blocks += _drawn(view.roofline_png, "roofline", alt, "roofline-figure")
-    return Section("Roofline (XLA cost analysis)", blocks)
+        return Section(f"pytest-lyapax: {title}", blocks)
+    if figure is not None:
+        draw, name, alt = figure
+        blocks = blocks + _drawn(draw, name, alt, f"{name}-figure")
+    return Section(title[0].upper() + title[1:], blocks)
+
+
+SCALING_HEADER = (
+    "test",
+    "backend",
+    "scaling",
+    "p",
+    "size",
+    "time",
+    "speedup",
+    "efficiency",
+    "devices on",
+)
+
+
+def _scaling(view: ReportView, draw: bool, text: bool) -> Section | None:
+    """Speedup and efficiency per device count (--jax-devices), what the
+    devices run on next to each; with ``draw``, scaling.png (or why not)."""
+    rows = view.scaling()
+    if not rows:
+        return None
+
+    def ratio(value: object) -> str:
+        return f"{value:.2f}" if isinstance(value, float) else "-"
+
+    table = tuple(
+        (
+            str(r["test"]),
+            str(r["backend"]),
+            str(r["scaling"]),
+            str(r["devices"]),
+            _text(r["size"]),
+            units.format_seconds(r["median_s"]),
+            ratio(r["speedup"]),
+            ratio(r["efficiency"]),
+            str(r["on"]),
+        )
+        for r in rows
+    )
+    notes = [
+        "strong: same size on every p, speedup t1/tp, efficiency t1/(p tp); "
+        "weak: size per device (the test scales it with p), efficiency t1/tp, "
+        "speedup p t1/tp; t = median per call",
+        *scaling.oversubscribed(rows),
+    ]
+    blocks: list[Block] = [Table(SCALING_HEADER, table), Lines(tuple(notes))]
+    alt = "speedup and efficiency against the number of devices"
+    figure = (view.scaling_png, "scaling", alt) if draw else None
+    return _titled("device scaling", blocks, text, figure)
 
 
 def _drawn(
@@ -495,6 +557,7 @@ def report_sections(
         _counters(view, text),
         _machine_state(view, text),
         _roofline(view, figure is not None, text),
+        _scaling(view, figure is not None, text),
     )
     sections += [s for s in optional_sections if s is not None]
     if text:
