@@ -1,4 +1,4 @@
-"""Cost of the self-checks of issue 24, measured side by side in one process.
+"""Cost of the run's self-checks (non-finite rows), side by side in one process.
 
 1. Non-finite detection on the warm path. Every ``lyapunov_spectrum`` call now
    reads its per-block rows and final state for nan/inf (no kernel change).

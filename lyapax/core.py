@@ -92,7 +92,7 @@ def ode_problem(
     if validate.is_traced(dt) or not (backward or time_dependent or float(dt) < 0):
         validate.positive_dt(dt)
         return ODEProblem(ode_step(rhs, dt, integrator), state0, dt)
-    # --- time-dependent or backward (issue 23) ---
+    # --- time-dependent or backward ---
     step_size = abs(float(dt))
     validate.positive_dt(step_size if dt != 0 else dt)
     signed = -step_size if (backward or float(dt) < 0) else step_size

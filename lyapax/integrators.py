@@ -165,7 +165,7 @@ class ODEStep(AbstractStep):
         return f"ODEStep(rhs={self.rhs!r}, dt={self.dt!r}, method={self.method!r})"
 
 
-# --- time-dependent right-hand sides (issue 23) -------------------------------
+# --- time-dependent right-hand sides -------------------------------
 class TimedODEStep(AbstractStep):
     """``(state, step_index) -> state``: one step of ``tableau`` on ``rhs(t, x)``
     from ``t = t0 + step_index * dt``, each stage at its own time ``t + c_i dt``.

@@ -1,4 +1,4 @@
-"""Driven and random problems (issue 53): exact oracles and every entry point.
+"""Driven and random problems: exact oracles and every entry point.
 
 Oracles (each against an exact reference, float64):
 

@@ -1,4 +1,4 @@
-"""Separable Hamiltonians on symplectic steps against exact references (issue 38).
+"""Separable Hamiltonians on symplectic steps against exact references.
 
 Orders 2, 4 and 6 measured from two step sizes on the harmonic oscillator
 (exact solution: a rotation) and the Kepler problem (after one period the

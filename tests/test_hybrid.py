@@ -1,4 +1,4 @@
-"""Hybrid systems (impacts, switches) against exact references (issue 54).
+"""Hybrid systems (impacts, switches) against exact references.
 
 Impact oscillator ``x'' = -x`` with a wall at ``x = 0`` and restitution
 ``r``: state ``(x, v)``, event ``x`` (from ``> 0`` to ``<= 0`` at the wall),

@@ -1,4 +1,4 @@
-"""Chaos indicators against exact references (issue 28).
+"""Chaos indicators against exact references.
 
 Two-trajectory exponent: linear maps (ln p) and flows (p), the tent map
 (ln 2, not differentiable at 1/2), the asymmetric tent map (its entropy), a

@@ -393,3 +393,43 @@ if __name__ == "__main__":
 
     for unit in sorted(units, key=lambda u: (-lowest(u), u)):
         print(f"{lowest(unit)}  {unit} -> {' '.join(sorted(units[unit])) or '-'}")
+
+
+_ISSUE_NUMBER = r"\b[Ii]ssue \d+"
+
+
+def _issue_numbers(text: str) -> list[int]:
+    """Lines (1-based) of ``text`` that name a tracker issue by number."""
+    import re
+
+    return [
+        i
+        for i, line in enumerate(text.splitlines(), 1)
+        if re.search(_ISSUE_NUMBER, line)
+    ]
+
+
+def test_the_issue_number_rule_finds_one():
+    word = "Issue"  # not written next to a number here, or this file would match
+    assert _issue_numbers(f'"""Doc."""\nx = 1  # {word} 24\n') == [2]
+    assert _issue_numbers("# an issue with the input\n") == []
+
+
+def test_no_issue_numbers_in_code():
+    # Comments and docstrings say why, not which tracker entry asked for it:
+    # the history lives in git.
+    top = ROOT.parent
+    found = [
+        f"{path.relative_to(top)}:{line}"
+        for folder in (
+            "lyapax",
+            "pytest_lyapax",
+            "tests",
+            "perf_tests",
+            "benchmarks",
+            "examples",
+        )
+        for path in sorted((top / folder).rglob("*.py"))
+        for line in _issue_numbers(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []

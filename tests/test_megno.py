@@ -1,4 +1,4 @@
-"""MEGNO against its exact limits (issue 38).
+"""MEGNO against its exact limits.
 
 Cincotta & Simó (2000): ``<Y>`` -> 0 on the harmonic oscillator (isochronous:
 deviations stay bounded), -> 2 on a libration of the pendulum (quasi-periodic

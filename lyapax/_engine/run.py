@@ -399,7 +399,7 @@ def spectrum(
     if args.save_states:
         trajectory = keep_rows(out["saved"], n_saved, axis=-2, cols=view.n_state)
         save_at = save_times(view.dt, args.decimate, t0, n_saved)
-    # -- non-finite runs (issue 24): read from the rows the run returns --
+    # -- non-finite runs: read from the rows the run returns --
     nonfinite = finite.nonfinite_report(
         history,
         times,

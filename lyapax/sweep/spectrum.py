@@ -234,7 +234,7 @@ def _finish(
         "history": keep_rows(raw.history, n, axis=-2),
         "times": keep_rows(raw.times, n, axis=-1),
     }
-    finite.warn_nonfinite_rows(rows["history"], stacklevel=3)  # issue 24
+    finite.warn_nonfinite_rows(rows["history"], stacklevel=3)
     trajectory = save_times = None
     if args.save_states:
         trajectory = keep_rows(raw.trajectory, args.n_saved, axis=-2)

@@ -1,4 +1,4 @@
-"""``python -m pytest_lyapax`` on real reports (issue 15).
+"""``python -m pytest_lyapax`` on real reports.
 
 One real plugin run (CPU, in a subprocess) makes the report every test starts
 from.  A "second machine" is that report with its machine_info relabelled,
@@ -48,7 +48,7 @@ def cli(*args, cwd, env):
 def real_run(tmp_path_factory, clean_environment):
     """A report written by a real (small, CPU-only) pytest-lyapax run."""
     path = tmp_path_factory.mktemp("real_run")
-    # Two modules with the same test names (issue 20: one must not hide the other).
+    # Two modules with the same test names (one must not hide the other).
     (path / "test_perf.py").write_text(SUITE)
     (path / "test_other.py").write_text(SUITE)
     proc = subprocess.run(
@@ -235,7 +235,7 @@ def test_compare_exit_codes(real_run, tmp_path, clean_environment):
     assert allowed.returncode == 0
     absolute = cli("compare", base, slow, "--fail=median:1s", cwd=tmp_path, env=env)
     assert absolute.returncode == 0 and " s" in absolute.stdout
-    # Issue 20: a bare number meant seconds; now it is a usage error showing
+    # A bare number meant seconds; now it is a usage error showing
     # both forms.
     bare = cli("compare", base, slow, "--fail=median:25", cwd=tmp_path, env=env)
     assert bare.returncode == 2 and "has no unit" in bare.stderr
@@ -256,7 +256,7 @@ def test_compare_exit_codes(real_run, tmp_path, clean_environment):
 
 
 def test_same_named_tests_of_two_modules_stay_apart(real_run):
-    # Issue 20: the unsized table and the bar chart showed one test_sin.
+    # The unsized table and the bar chart showed one test_sin.
     from pytest_lyapax.report import analysis
     from pytest_lyapax.views.figure import BackendLegend, build_figure
 
@@ -297,7 +297,7 @@ def test_same_named_tests_of_two_modules_stay_apart(real_run):
 def test_history_keeps_machines_apart_unless_joined(
     real_run, tmp_path, clean_environment
 ):
-    # Issue 20: runs of two hosts were one series, and the machine change
+    # Runs of two hosts were one series, and the machine change
     # was flagged as a regression.
     _, report = real_run
     laptop = quiet(report)
@@ -332,7 +332,7 @@ def with_device(report, device):
 
 
 def test_compare_knows_what_it_compares(real_run, tmp_path, clean_environment):
-    # Issue 20: another host, device or jax version used to pass or fail as
+    # Another host, device or jax version used to pass or fail as
     # if it were the same machine.
     _, report = real_run
     env = clean_environment

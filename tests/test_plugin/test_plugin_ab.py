@@ -1,4 +1,4 @@
-"""A/B of two versions of the code under test: ``--jax-ab=REV`` (issue 52).
+"""A/B of two versions of the code under test: ``--jax-ab=REV``.
 
 Unit tests of the option, of the code-under-test rule, of the B/A verdict and
 its interval; usage errors of real runs (a missing revision, no git, a B that

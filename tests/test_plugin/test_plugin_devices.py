@@ -1,4 +1,4 @@
-"""Devices as an axis: ``--jax-devices`` and ``@pytest.mark.jax_devices`` (issue 52).
+"""Devices as an axis: ``--jax-devices`` and ``@pytest.mark.jax_devices``.
 
 Unit tests of the option, the marker, the routing of each test's copies and
 the scaling arithmetic; collect-only runs (no JAX started) for which copies

@@ -1,4 +1,4 @@
-"""The cost model, summary.md and report.html (issue 21, items 4-6).
+"""The cost model, summary.md and report.html.
 
 Timings here are synthetic, drawn in the test from a known ``a + b*n^p`` with
 seeded log-normal noise, so the fit can be checked against the truth; no

@@ -1,4 +1,4 @@
-"""Issue 20: a measurement is always the same thing; verdicts need the rounds.
+"""A measurement is always the same thing; verdicts need the rounds.
 
 Every run here is a pytest subprocess (``runpytest_subprocess``): a backend's
 JAX is fixed per process.  Assertions are structural (rows, ids, labels,
@@ -237,7 +237,7 @@ def test_compare_reports_and_stores_the_machines(few_rounds, pytester):
 
 @pytest.mark.slow
 def test_plugin_state_lives_on_the_stash_only(pytester):
-    # Issue 20: benchmarks.py kept flags as attributes of pytest's Config.
+    # Benchmarks.py kept flags as attributes of pytest's Config.
     pytester.makeconftest(
         """
         import json

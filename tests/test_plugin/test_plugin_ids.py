@@ -1,4 +1,4 @@
-"""Every per-backend copy is named by its backend (issue 40).
+"""Every per-backend copy is named by its backend.
 
 Each test runs pytest in a subprocess (``runpytest_subprocess``) with two
 backends, ``cpu`` and ``cpu2`` (mapped to ``JAX_PLATFORMS=cpu``), and checks

@@ -124,7 +124,7 @@ class TestCompareFail:
         assert [str(g) for g in gates] == ["median:10%", "max:50%"]
 
     def test_a_bare_number_shows_both_forms(self):
-        # Issue 20: median:25 used to mean 25 seconds.
+        # Median:25 used to mean 25 seconds.
         with pytest.raises(pytest.UsageError) as info:
             parse_compare_fail(["median:25"])
         message = str(info.value)

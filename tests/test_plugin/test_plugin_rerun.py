@@ -1,4 +1,4 @@
-"""Run-to-run determinism: ``--jax-rerun=LABEL`` runs a label twice (issue 52).
+"""Run-to-run determinism: ``--jax-rerun=LABEL`` runs a label twice.
 
 Unit tests of the option and of the bit-for-bit comparison, and one real run
 of ``cpu`` with its rerun, in which one test's results differ between the two

@@ -133,7 +133,7 @@ def test_each_test_ran_in_its_own_backends_worker(two_backends):
     )
     assert {e[2] for e in events} == {"cpu"}  # JAX_PLATFORMS of both backends
     assert {e[4] for e in events} == {"cpu"}  # jax.default_backend()
-    # Issue 20: the label is not sent through the environment (workerinput).
+    # The label is not sent through the environment (workerinput).
     assert {e[7] for e in events} == {"False"}
     workers = {
         label: {e[3] for e in events if e[0] == label} for label in ("cpu", "cpu2")

@@ -1,4 +1,4 @@
-"""The plugin pointed at suites as real projects write them (issue 9).
+"""The plugin pointed at suites as real projects write them.
 
 Every test here runs pytest in a subprocess (``runpytest_subprocess``): a
 backend's JAX is fixed per process.  Two backends without a GPU: ``cpu`` and
@@ -21,7 +21,7 @@ TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
 
 # The worker's backend label, exported for the suites below to log: the
-# plugin sends it in workerinput only (issue 20), no variable carries it.
+# plugin sends it in workerinput only, no variable carries it.
 LABEL_CONFTEST = """
 import json
 import os

@@ -1,5 +1,5 @@
 """Rounds interleaved across backends: the turn server, the blocked verdict,
-the concurrent scheduler and a run with two labels of one CPU (issue 51)."""
+the concurrent scheduler and a run with two labels of one CPU."""
 
 import threading
 import time

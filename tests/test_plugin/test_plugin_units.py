@@ -69,7 +69,7 @@ def started(order=("cpu", "gpu")):
 
 
 def test_worker_spec_sets_only_jax_platforms():
-    # Issue 20: the label travels once, in workerinput; JAX_PLATFORMS is the
+    # The label travels once, in workerinput; JAX_PLATFORMS is the
     # only environment channel.
     spec = worker_spec(Backend("cpu", "cpu"), {})
     assert spec == "popen//env:JAX_PLATFORMS=cpu"
@@ -91,7 +91,7 @@ def test_a_worker_label_comes_from_the_position_of_its_spec():
 
 
 def test_gpu_workers_do_not_preallocate_unless_the_user_chose():
-    # Issue 9 item 15: child JAX processes of a GPU correctness run need memory.
+    # Child JAX processes of a GPU correctness run need memory.
     spec = worker_spec(Backend("gpu", "cuda"), {})
     assert spec.endswith("//env:XLA_PYTHON_CLIENT_PREALLOCATE=false")
     chosen = worker_spec(Backend("gpu", "cuda"), {GPU_MEMORY_ENV: "true"})
@@ -155,7 +155,7 @@ def test_scheduler_waits_for_replacement_of_an_idle_crashed_worker():
 
 
 def test_scheduler_gives_up_a_backend_whose_worker_dies_while_collecting():
-    # Issue 9 item 3: the other backends still run, and no replacement is
+    # The other backends still run, and no replacement is
     # awaited for a worker that cannot even collect.
     log = []
     sched = BackendScheduling(["cpu", "gpu"], label_of)
@@ -270,7 +270,7 @@ def test_crossover_is_interpolated_in_log_log():
 
 
 def test_every_crossing_is_reported():
-    # Issue 9 item 10: lines that visibly cross twice are not "no crossover".
+    # Lines that visibly cross twice are not "no crossover".
     ref = points({1: 2.0, 2: 1.0, 3: 1.0})
     other = points({1: 1.0, 2: 2.0, 3: 3.0})  # speedups 2, 0.5, 1/3
     c = analysis.find_crossover("a", "b", ref, other)
@@ -287,7 +287,7 @@ def test_every_crossing_is_reported():
 
 
 def test_identical_backends_are_within_noise():
-    # Issue 9 item 10: cpu vs an identical cpu2 is not "cpu2 faster; 1.01x".
+    # Cpu vs an identical cpu2 is not "cpu2 faster; 1.01x".
     ref = points({10: 1.00, 100: 2.0}, spread=0.05)
     other = points({10: 0.99, 100: 1.98}, spread=0.05)
     c = analysis.find_crossover("cpu", "cpu2", ref, other)
@@ -309,7 +309,7 @@ def test_a_crossing_of_medians_within_noise_calls_no_backend_faster():
 
 
 def test_verdicts_with_few_rounds_say_so():
-    # Issue 20: 3 rounds cannot carry a verdict, however far apart.
+    # 3 rounds cannot carry a verdict, however far apart.
     few = analysis.find_crossover(
         "cpu", "gpu", points({1: 2.0, 2: 2.0}, rounds=3), points({1: 1.0, 2: 1.0})
     )
@@ -321,7 +321,7 @@ def test_verdicts_with_few_rounds_say_so():
 
 
 def test_verdict_does_not_depend_on_the_timer_calibration():
-    # Issue 20: the old rule compared IQRs; a narrow IQR (many iterations per
+    # The old rule compared IQRs; a narrow IQR (many iterations per
     # round) against a wide one decided "faster" from 3 numbers.  The noise
     # test reads the samples: heavily overlapping samples are noise however
     # narrow one side is.
@@ -465,7 +465,7 @@ def on_machine(rec, host, device="cpu", jax="0.10.2"):
 
 
 def test_compare_reports_machines_and_refuses_across_hosts_and_devices():
-    # Issue 20: a comparison knows what it compares.
+    # A comparison knows what it compares.
     saved = {"benchmarks": [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA A100")]}
     same = analysis.compare_runs(
         saved, [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA A100", "0.11.2")]
@@ -495,7 +495,6 @@ def test_compare_reports_machines_and_refuses_across_hosts_and_devices():
 
 
 def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
-    # Issue 9 item 7.
     saved = {
         "benchmarks": [
             record("cpu", 10, 1.0),
@@ -519,7 +518,7 @@ def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
 
 
 def test_absolute_thresholds_print_readable_units():
-    # Issue 9 item 13: not "-4.74e-06 s".
+    # Not "-4.74e-06 s".
     rule = CompareThreshold("median", 1e-5, relative=False)
     assert rule.format_change(-4.74e-6) == "-4.74 us"
     assert rule.format_change(0.0125) == "+12.5 ms"
@@ -530,7 +529,7 @@ def test_absolute_thresholds_print_readable_units():
 
 
 def test_same_named_tests_of_two_modules_are_two_series():
-    # Issue 20: unsized_medians keyed by name merged a.py::test_x and
+    # Unsized_medians keyed by name merged a.py::test_x and
     # b.py::test_x into one row (one of them lost).
     a = record("cpu", None, 0.0108)
     b = dict(record("cpu", None, 12.5e-6), fullname="sub/b.py::test_x[cpu]")
@@ -556,7 +555,7 @@ def test_same_named_tests_of_two_modules_are_two_series():
 
 
 def test_series_per_other_parameter():
-    # Issue 9 item 5: dtype x size gives one series per dtype, not a mixture.
+    # Dtype x size gives one series per dtype, not a mixture.
     records = []
     for dtype, scale in (("float32", 1.0), ("float64", 10.0)):
         for label in ("cpu", "gpu"):
@@ -656,7 +655,7 @@ def test_figure_marks_a_crashed_backend_as_an_incomplete_run():
 
 
 def test_figure_without_sized_benchmarks_draws_bars():
-    # Issue 9 item 9: only unsized benchmarks -> a per-backend bar chart.
+    # Only unsized benchmarks -> a per-backend bar chart.
     records = [
         record("cpu", None, 0.1, name="t1"),
         record("gpu", None, 0.01, name="t1"),
@@ -683,7 +682,7 @@ def test_figure_single_size_draws_points_with_error_bars():
 
 
 def test_figure_size_is_bounded():
-    # Issue 9 item 9: 150 sized benchmarks used to give an 825 x 75,900 px PNG.
+    # 150 sized benchmarks used to give an 825 x 75,900 px PNG.
     records = [
         record(label, size, 0.1 * size, name=f"test_{i}")
         for i in range(150)
@@ -764,7 +763,7 @@ def test_pytest_benchmark_attributes_the_plugin_relies_on(pytester):
 
 
 def test_scheduler_runs_nothing_after_a_collection_error():
-    # Issue 9 item 4: as pytest without xdist, a collection error runs nothing.
+    # As pytest without xdist, a collection error runs nothing.
     log = []
     sched = BackendScheduling(["cpu", "gpu"], label_of)
     sched.halted = True

@@ -1,4 +1,4 @@
-"""Execution variants as labels: ``--jax-backend-env=LABEL:VAR=VALUE`` (issue 52).
+"""Execution variants as labels: ``--jax-backend-env=LABEL:VAR=VALUE``.
 
 Unit tests of the option's validation, the worker spec, the series identity
 and the agreement of two precision variants, and one real run of a float64

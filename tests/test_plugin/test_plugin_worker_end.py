@@ -1,5 +1,5 @@
 """The end of a run: every worker finishes its own end, then exits, before
-the controlling pytest returns (issue 57; ``pytest_lyapax/run/workerend.py``).
+the controlling pytest returns (``pytest_lyapax/run/workerend.py``).
 
 The runs assert on what the workers wrote and in which order, and on their
 processes being gone, never on timings.
@@ -76,7 +76,7 @@ def test_a_worker_whose_end_takes_5_s_under_load_ends_before_pytest_returns(
     pytester, busy_cpus
 ):
     # More than execnet's 5 s of grace and xdist's 10 s before a kill: both
-    # cut such a worker short before (issue 57). Two busy loops run meanwhile.
+    # cut such a worker short before. Two busy loops run meanwhile.
     project(
         pytester,
         """
