@@ -9,7 +9,9 @@ when the session ends.  Each label ``LABEL`` gets a twin ``LABEL_b``
 
 The code under test is every top-level package (a folder with
 ``__init__.py``) and module (``*.py``) of the working tree's import root
-(``src/`` when the rootdir has one, else the rootdir itself), except
+(``src/`` when the project folder has one, else that folder itself; the
+project folder is the rootdir, or the nearest folder above it in its git
+repository that holds code, as for a ``perf_tests/pytest.ini``), except
 ``conftest``, ``setup``, ``noxfile`` and names that start with ``test`` or
 ``_``.  In each worker, before pytest loads any conftest, its side's import
 root (B's, or the working tree's for A) goes first on ``sys.path`` and
@@ -159,16 +161,31 @@ def _side(checkout: Path, what: str) -> dict[str, Any]:
     return {"what": what, "path": str(checkout), "commit": commit, "dirty": dirty}
 
 
+def _project(rootdir: Path) -> Path:
+    """The folder whose code is compared: the rootdir, or else the nearest
+    folder above it, up to its git repository's top, that holds code (a
+    suite whose ``pytest.ini`` sits in a subfolder, as ``perf_tests/``)."""
+    top = _git(rootdir, "rev-parse", "--show-toplevel")
+    repo = Path(top.stdout.strip()).resolve() if top.returncode == 0 else rootdir
+    for folder in (rootdir, *rootdir.parents):
+        if code_names(import_root(folder, folder)):
+            return folder
+        if folder == repo:
+            break
+    return rootdir
+
+
 def other_version(value: str, rootdir: Path, invocation_dir: Path) -> OtherVersion:
     """Find or check out B (``--jax-ab=value``); a usage error naming the
     option and the value when it is neither a directory nor a revision."""
-    rootdir = rootdir.resolve()
+    rootdir = _project(rootdir.resolve())
     names = code_names(import_root(rootdir, rootdir))
     if not names:
         raise pytest.UsageError(
-            f"{AB_OPTION}={value}: the rootdir {rootdir} holds no package or "
-            "module to compare (top-level folders with __init__.py or *.py files, "
-            "or the same under src/)"
+            f"{AB_OPTION}={value}: neither the rootdir {rootdir} nor a folder above "
+            "it in its git repository holds a package or module to compare "
+            "(top-level folders with __init__.py or *.py files, or the same "
+            "under src/)"
         )
     given = Path(value).expanduser()
     given = given if given.is_absolute() else invocation_dir / given

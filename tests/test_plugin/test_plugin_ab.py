@@ -208,6 +208,39 @@ def test_a_b_that_cannot_be_imported_is_an_error_before_anything_runs(pytester):
     assert len(listed.stdout.strip().splitlines()) == 1, listed.stdout
 
 
+def test_the_project_is_found_above_a_rootdir_without_code(tmp_path):
+    # perf_tests/pytest.ini makes perf_tests the rootdir; the code is above it.
+    from pytest_lyapax.run.abside import _project
+
+    _git(tmp_path, "init", "-q")
+    _commit(tmp_path, {"pkg/__init__.py": "", "perf/pytest.ini": "[pytest]\n"}, "a")
+    assert _project((tmp_path / "perf").resolve()) == tmp_path.resolve()
+    assert _project(tmp_path.resolve()) == tmp_path.resolve()
+    alone = tmp_path / "outside"  # no code, and the search stops at the repo
+    alone.mkdir()
+    assert _project(alone.resolve()) == tmp_path.resolve()
+
+
+def test_a_suite_in_a_subfolder_compares_the_code_above_it(pytester):
+    _git(pytester.path, "init", "-q")
+    _commit(pytester.path, {"tinypkg/__init__.py": "import not_a_module_ab52\n"}, "b")
+    _commit(
+        pytester.path,
+        {
+            "tinypkg/__init__.py": "VERSION = 2\n",
+            "perf/pytest.ini": "[pytest]\n",
+            "perf/test_x.py": "def test_x():\n    pass\n",
+        },
+        "a",
+    )
+    result = pytester.runpytest_subprocess(
+        "perf", "--jax-backend=cpu", "--jax-ab=HEAD~1"
+    )
+    # B's tinypkg (the folder above the rootdir perf/) is the one checked.
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "No module named 'not_a_module_ab52'" in result.stderr.str()
+
+
 @pytest.mark.slow
 def test_a_directory_is_b_and_each_worker_imports_its_side(pytester):
     # The conftest imports the package (before any test), and the test module
