@@ -309,8 +309,11 @@ def preflight(side: OtherVersion, env: dict[str, str]) -> None:
     # ``pythonpath`` ini entries included): so does the check.
     path = os.pathsep.join(p for p in sys.path if p)
     try:
+        # -P: the checkout (the working directory) is not put first on
+        # sys.path, so the plugin itself comes from where this process has it,
+        # as in a worker, also when the compared project is the plugin's own.
         done = subprocess.run(
-            [sys.executable, "-c", _PREFLIGHT, str(side.root), names],
+            [sys.executable, "-P", "-c", _PREFLIGHT, str(side.root), names],
             capture_output=True,
             text=True,
             timeout=_PREFLIGHT_TIMEOUT_S,
