@@ -301,6 +301,27 @@ print(json.dumps(abside.import_problems(root, [n for n in names if n not in kept
 """
 
 
+def refuse_tests_inside_the_code(side: OtherVersion, paths: Sequence[Path]) -> None:
+    """A usage error when a test path given lies inside a package of the code
+    under test (``pkg/tests/test_x.py``): B's worker imports that package
+    from B, so pytest would import B's copy of those tests, or, in the
+    ``importlib`` mode, the working tree's package beside B's."""
+    root = side.a_root.resolve()
+    for path in paths:
+        try:
+            inner = path.resolve().relative_to(root).parts
+        except ValueError:
+            continue
+        if len(inner) > 1 and inner[0] in side.names:
+            side.remove()
+            raise pytest.UsageError(
+                f"{AB_OPTION}={side.value}: the tests {path} live inside the "
+                f"package under test ({inner[0]}/): one process cannot import "
+                f"{inner[0]} from the other version and these tests from the "
+                "working tree; an A/B needs tests outside the compared packages"
+            )
+
+
 def preflight(side: OtherVersion, env: dict[str, str]) -> None:
     """Import B's code in a fresh interpreter (``env``: a worker's
     variables); a usage error naming the option when that fails."""

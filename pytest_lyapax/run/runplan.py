@@ -115,6 +115,8 @@ def _other_version(
         return None
     other = abside.other_version(value, config.rootpath, config.invocation_params.dir)
     config.add_cleanup(other.remove)
+    given = [config.invocation_params.dir / arg.split("::")[0] for arg in config.args]
+    abside.refuse_tests_inside_the_code(other, given)
     env = {"JAX_PLATFORMS": firsts[0].platform, **dict(firsts[0].env)}
     abside.preflight(other, env)
     session.ab = other.to_json()

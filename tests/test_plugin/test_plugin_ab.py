@@ -208,6 +208,31 @@ def test_a_b_that_cannot_be_imported_is_an_error_before_anything_runs(pytester):
     assert len(listed.stdout.strip().splitlines()) == 1, listed.stdout
 
 
+def test_tests_inside_the_compared_package_are_a_usage_error(pytester):
+    # einops keeps its tests in einops/tests: B's worker would import B's copy.
+    _git(pytester.path, "init", "-q")
+    _commit(
+        pytester.path,
+        {
+            "tinypkg/__init__.py": "VERSION = 1\n",
+            "tinypkg/tests/__init__.py": "",
+            "tinypkg/tests/test_x.py": "def test_x():\n    pass\n",
+        },
+        "a",
+    )
+    result = pytester.runpytest_subprocess(
+        "tinypkg/tests/test_x.py", "--jax-backend=cpu", "--jax-ab=HEAD"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--jax-ab=HEAD: the tests *test_x.py live inside the package under test*"]
+    )
+    listed = subprocess.run(
+        ["git", "worktree", "list"], cwd=pytester.path, capture_output=True, text=True
+    )
+    assert len(listed.stdout.strip().splitlines()) == 1, listed.stdout
+
+
 def test_the_project_is_found_above_a_rootdir_without_code(tmp_path):
     # perf_tests/pytest.ini makes perf_tests the rootdir; the code is above it.
     from pytest_lyapax.run.abside import _project
