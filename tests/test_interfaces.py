@@ -198,6 +198,11 @@ def test_run_options_are_checked_once_with_named_errors():
     assert opts.renorm.method(batched=False, d=2048, k=5) == "lapack"
     assert opts.renorm.method(batched=False, d=40, k=40) == "lapack"
     assert opts.renorm.method(batched=False, d=10_000, k=17) == "lapack"
+    # A single run's tiny frame (Lorenz) gets the fused QR: LAPACK's call
+    # would cost more than the factorisation.
+    assert opts.renorm.method(batched=False, d=3, k=3) == "small"
+    assert opts.renorm.method(batched=False, d=16, k=5) == "small"
+    assert opts.renorm.method(batched=False, d=17, k=5) == "lapack"
     assert opts.renorm.method(batched=True, d=1000, k=10) == "small"
     explicit = RunOptions.of({"qr": "lapack"}).renorm
     assert explicit.method(batched=False, d=1000, k=10) == "lapack"

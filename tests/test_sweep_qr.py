@@ -51,3 +51,20 @@ def test_vmap_and_the_large_k_fallback():
     )
     big = jax.random.normal(jax.random.PRNGKey(1), (12, SMALL_K + 1))
     np.testing.assert_array_equal(thin_qr(big)[0], jnp.linalg.qr(big)[0])
+
+
+@pytest.mark.parametrize("exponent", [600, -600])
+def test_a_huge_or_tiny_frame_is_the_same_qr_scaled_exactly(exponent):
+    # Each column is scaled by a power of two before its norm is taken, so
+    # |x|^2 neither overflows nor underflows (a block's growth of 1e200 keeps
+    # a finite R, as LAPACK's scaled norm does) and nothing else changes.
+    Y = jnp.asarray(np.random.default_rng(3).normal(size=(6, 4)))
+    Q, R = _householder_qr(Y)
+    Qs, Rs = _householder_qr(Y * 2.0**exponent)
+    assert bool(jnp.all(Qs == Q))
+    assert bool(jnp.all(Rs == R * 2.0**exponent))
+    assert bool(jnp.all(jnp.isfinite(Rs)))
+    Q1, R1 = _householder_qr(jnp.array([[2e256], [0.0]]))
+    assert float(R1[0, 0]) == -2e256 and bool(
+        jnp.all(jnp.abs(Q1[:, 0]) == jnp.array([1.0, 0.0]))
+    )

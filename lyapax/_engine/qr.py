@@ -15,6 +15,7 @@ columns are nearly parallel (stiff spectra, long ``renorm_every``). Larger
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -47,6 +48,11 @@ def householder_qr(
     reflections = []
     for j in range(k):
         x = jnp.where(rows >= j, R[:, j], 0.0)
+        # The column scaled by a power of two near its largest entry: exact,
+        # so the reflection is bit for bit the unscaled one, and |x|^2 can
+        # neither overflow nor underflow (a block's growth of 1e200 is a
+        # finite R_jj, as LAPACK's scaled norm gives).
+        x = x * _inverse_power_of_two(jnp.max(jnp.abs(x)))
         ss = jnp.sum(x * x)
         # Safe sqrt and division: a vanishing column must not give NaN gradients.
         alpha = jnp.where(ss > 0, jnp.sqrt(jnp.where(ss > 0, ss, 1.0)), 0.0)
@@ -61,6 +67,20 @@ def householder_qr(
     for v, beta in reversed(reflections):
         Q = _reflect(Q, v, beta)
     return Q, jnp.triu(R[:k])
+
+
+def _inverse_power_of_two(m: Float[Array, ""]) -> Float[Array, ""]:
+    """``2**-e`` with ``2**e <= m < 2**(e+1)`` for a normal ``m`` (clamped so
+    that the factor is a normal number: zero, subnormal, inf and NaN get one
+    that leaves them as they are); built from the exponent bits, cheaper than
+    ``frexp`` and ``ldexp``."""
+    info = jnp.finfo(m.dtype)
+    mantissa_bits = info.nmant
+    bias = int(info.maxexp) - 1  # 1023 for float64, 127 for float32
+    ints = jnp.int64 if m.dtype == jnp.float64 else jnp.int32
+    bits = jax.lax.bitcast_convert_type(m, ints)
+    biased = jnp.clip((bits >> mantissa_bits) & (2 * bias + 1), 1, 2 * bias - 1)
+    return jax.lax.bitcast_convert_type((2 * bias - biased) << mantissa_bits, m.dtype)
 
 
 def _reflect(

@@ -199,7 +199,7 @@ def test_unavailable_gpu_is_skipped_with_reason_and_never_timed(two_backends):
     assert "'cuda'" in gpu["reason"] and "/dev/nvidia" in gpu["reason"]
     assert gpu["n_benchmarks"] == 0 and gpu["outcomes"] == {"skipped": 3}
     assert not [b for b in report["benchmarks"] if b["extra_info"]["backend"] == "gpu"]
-    # The figure's legend is drawn from these states (see test_plugin_units).
+    # The figure's legend is drawn from these states (see test_views_figure).
     assert (path / "lyapax-report" / "crossover.png").exists()
     result.stdout.fnmatch_lines(["*gpu*JAX_PLATFORMS=cuda*unavailable*0*"])
 
