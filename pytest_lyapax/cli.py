@@ -38,7 +38,6 @@ from pytest_lyapax.report import (
     costmodel,
     details,
     gates,
-    rooftext,
     stats,
 )
 from pytest_lyapax.report.history import find_steps, history_series, render_history
@@ -46,7 +45,9 @@ from pytest_lyapax.report.identity import extra_info
 from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
 from pytest_lyapax.report.schema import Report, ReportError
 from pytest_lyapax.report.schema import load_report as _load
-from pytest_lyapax.views import agreement_tables, tables
+from pytest_lyapax.views import agreement as agreement_view
+from pytest_lyapax.views import roofline as roofline_view
+from pytest_lyapax.views import tables
 
 MAX_TABLE_ROWS = 50
 
@@ -155,10 +156,10 @@ def cmd_plot(args: argparse.Namespace) -> int:
     print(
         f"wrote {args.output} ({len(benches)} sized benchmarks; machines: {machines})"
     )
-    roof = rooftext.index(merged.benchmarks)
+    roof = roofline_view.index(merged.benchmarks)
     reasons = busy.index(merged.benchmarks)
     for bench in benches[:MAX_TABLE_ROWS]:
-        lines = rooftext.crossover_lines(bench, roof)
+        lines = roofline_view.crossover_lines(bench, roof)
         for line in lines + busy.crossover_notes(bench, reasons):
             print(f"{bench.name}: {line}")
         for line in models[bench.key].lines():
@@ -354,12 +355,12 @@ def cmd_agree(args: argparse.Namespace) -> int:
             f"and {other.path} (recorded with jax_results or by benchmarks; pass "
             "--pair LABEL:LABEL for differently named backends)"
         )
-    rows = agreement_tables.agreement_rows(entries)
+    rows = agreement_view.agreement_rows(entries)
     if len(rows) > MAX_TABLE_ROWS:
-        rows = agreement_tables.agreement_rows(entries, only_disagreeing=True)
-    print(agreement_tables.headline(entries))
+        rows = agreement_view.agreement_rows(entries, only_disagreeing=True)
+    print(agreement_view.headline(entries))
     if rows:
-        table = agreement_tables.format_table(rows, agreement_tables.AGREEMENT_HEADER)
+        table = agreement_view.format_table(rows, agreement_view.AGREEMENT_HEADER)
         for line in table[: MAX_TABLE_ROWS + 1]:
             print(line)
     return 0 if all(e["agree"] for e in entries) else 1

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring.results import ResultsRecorder, recorder_for
+from pytest_lyapax.measuring.agreement import ResultsRecorder, recorder_for
 from pytest_lyapax.report import busy
 from pytest_lyapax.report.gates import add_gate_options
-from pytest_lyapax.run import abside, agree
+from pytest_lyapax.run import ab, agreement
 from pytest_lyapax.run.items import item_label
 from pytest_lyapax.run.options import (
     informational,
@@ -239,7 +239,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help=busy.HELP + " (needs --jax-backend).",
     )
-    agree.add_options(group)
+    agreement.add_options(group)
     parser.addini("jax_backend", "Default for --jax-backend.", default="")
     parser.addini("jax_budget", "Default for --jax-budget.", default="")
     parser.addini("jax_max_call", "Default for --jax-max-call.", default="")
@@ -282,8 +282,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_load_initial_conftests() -> None:
     # A worker of an A/B run (--jax-ab) imports its side's code: the path
     # must be in place before any conftest imports the code under test.
-    if os.environ.get(abside.ROOT_ENV):
-        abside.enter_from_environment()
+    if os.environ.get(ab.ROOT_ENV):
+        ab.enter_from_environment()
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -305,7 +305,7 @@ def pytest_configure(config: pytest.Config) -> None:
         "(jax_mesh fixture); scaling='weak' when the test scales its size with "
         "the count",
     )
-    config.addinivalue_line("markers", agree.marker_line())
+    config.addinivalue_line("markers", agreement.marker_line())
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         if WORKERINPUT_KEY in workerinput:
@@ -313,7 +313,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
             session = runplan.configure_worker(config, workerinput[WORKERINPUT_KEY])
             config.stash[SIZES_KEY] = session.settings.sizes
-            agree.register(config)
+            agreement.register(config)
         return
     settings = read_settings(config, check_paths=not informational(config))
     config.stash[SIZES_KEY] = settings.sizes
@@ -321,7 +321,7 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_lyapax.run import runplan
 
         runplan.configure_controller(config, settings)
-        agree.register(config)
+        agreement.register(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

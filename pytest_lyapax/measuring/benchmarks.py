@@ -55,8 +55,8 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import compiles, counters, measure, roofline
-from pytest_lyapax.measuring.results import BENCHMARK_RESULT_ATTR
+from pytest_lyapax.measuring import counters, measure, recompiles, roofline
+from pytest_lyapax.measuring.agreement import BENCHMARK_RESULT_ATTR
 from pytest_lyapax.measuring.rounds import RoundsWatch
 from pytest_lyapax.report.identity import bare_id, is_size, param_text
 from pytest_lyapax.report.schema import STAT_FIELDS
@@ -624,7 +624,7 @@ def fold_process(into: dict[str, Any], other: dict[str, Any]) -> None:
         info["stability"] = stability(data, stats["iterations"])
     theirs = (other.get("extra_info") or {}).get("recompiles")
     if isinstance(info.get("recompiles"), dict) and isinstance(theirs, dict):
-        info["recompiles"] = compiles.pooled(info["recompiles"], theirs)
+        info["recompiles"] = recompiles.pooled(info["recompiles"], theirs)
 
 
 def encode(record: dict[str, Any]) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_lyapax.measuring.compiles import CompileObserver
 from pytest_lyapax.measuring.machine import MachineObserver
 from pytest_lyapax.measuring.observer import RoundObserver
+from pytest_lyapax.measuring.recompiles import CompileObserver
 from pytest_lyapax.measuring.stability import StabilityObserver
 
 

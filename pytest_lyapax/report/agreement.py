@@ -3,7 +3,7 @@
 A recorded result (``jax_results.record(name, value, stderr=...)`` or a
 benchmark's return value) travels as a JSON entry ``{"name", "kind",
 "leaves"}``; each leaf is ``{"path", "shape", "dtype", "data" | "file",
-"stderr"}`` (see :mod:`pytest_lyapax.measuring.results`).  This module
+"stderr"}`` (see :mod:`pytest_lyapax.measuring.agreement`).  This module
 compares one backend's entries with the reference backend's and says, per
 name, whether they agree and by how much they differ.
 

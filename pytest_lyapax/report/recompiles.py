@@ -1,5 +1,5 @@
 """The reader of ``extra_info["recompiles"]``: XLA compiles counted during a
-benchmark's rounds, and JAX's reasons (written by ``measuring/compiles.py``).
+benchmark's rounds, and JAX's reasons (written by ``measuring/recompiles.py``).
 
 Tolerant like every reader of a report: a missing or malformed entry reads
 as None (not recorded), never as zero compiles.

@@ -146,7 +146,7 @@ _AGREEMENT_FIELDS: dict[str, Any] = {
     "agree": _is(bool),
     "names": _is(list),
 }
-# An entry of the ``scaling`` section (--jax-devices, report/scaling.py).
+# An entry of the ``scaling`` section (--jax-devices, report/devices.py).
 _SCALING_FIELDS: dict[str, Any] = {
     "test": _is(str),
     "backend": _is(str),

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_lyapax.backends.labels import DEVICE_COUNT_FLAG, Backend
-from pytest_lyapax.report.scaling import STRONG, WEAK
+from pytest_lyapax.report.devices import STRONG, WEAK
 
 DEVICES_OPTION = "--jax-devices"
 MARKER = "jax_devices"

@@ -31,7 +31,7 @@ from pytest_lyapax.report.gates import parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
 from pytest_lyapax.run import devices
-from pytest_lyapax.run.abside import AB_OPTION, add_ab_twins
+from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.run import abside, devices, remote, roles
+from pytest_lyapax.run import ab, devices, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -86,8 +86,8 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     # The option itself arrived as the controller left it (disabled).
     benchmarks.set_user_disabled(config, session.benchmark_disabled)
     remoteworker.configure_worker_link(config)
-    if os.environ.get(abside.ROOT_ENV):
-        config.pluginmanager.register(abside.SideCheck(), "pytest-lyapax-ab-side")
+    if os.environ.get(ab.ROOT_ENV):
+        config.pluginmanager.register(ab.SideCheck(), "pytest-lyapax-ab-side")
     from pytest_lyapax.run.timeleft import WorkerTimeLeft
 
     hooks = WorkerTimeLeft(config, session.own_label, session.settings.budget_s)
@@ -95,7 +95,7 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     return session
 
 
-def _spec(session: LyapaxSession, label: str, other: abside.OtherVersion | None) -> str:
+def _spec(session: LyapaxSession, label: str, other: ab.OtherVersion | None) -> str:
     """A worker's ``--tx`` spec; in an A/B (--jax-ab) it also names where
     the worker imports the code under test from."""
     spec = remote.worker_spec(session.backend(label))
@@ -106,19 +106,19 @@ def _spec(session: LyapaxSession, label: str, other: abside.OtherVersion | None)
 
 def _other_version(
     config: pytest.Config, session: LyapaxSession
-) -> abside.OtherVersion | None:
+) -> ab.OtherVersion | None:
     """B of an A/B run (--jax-ab), checked out and importable, removed when
     the session ends; None without the option."""
     value = config.getoption("jax_ab")
     firsts = [b for b in session.settings.backends if b.ab_of]
     if not value or not firsts:
         return None
-    other = abside.other_version(value, config.rootpath, config.invocation_params.dir)
+    other = ab.other_version(value, config.rootpath, config.invocation_params.dir)
     config.add_cleanup(other.remove)
     given = [config.invocation_params.dir / arg.split("::")[0] for arg in config.args]
-    abside.refuse_tests_inside_the_code(other, given)
+    ab.refuse_tests_inside_the_code(other, given)
     env = {"JAX_PLATFORMS": firsts[0].platform, **dict(firsts[0].env)}
-    abside.preflight(other, env)
+    ab.preflight(other, env)
     session.ab = other.to_json()
     return other
 
@@ -127,7 +127,7 @@ def _start_workers(
     config: pytest.Config,
     session: LyapaxSession,
     order: list[str],
-    other: abside.OtherVersion | None = None,
+    other: ab.OtherVersion | None = None,
 ) -> None:
     opt = config.option
     if opt.tx or opt.numprocesses is not None or opt.dist != "no":
@@ -213,7 +213,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             )
         if any(b.ab_of for b in settings.backends):
             raise pytest.UsageError(
-                f"{abside.AB_OPTION}={config.getoption('jax_ab')} needs each "
+                f"{ab.AB_OPTION}={config.getoption('jax_ab')} needs each "
                 f"backend in its own worker process, and this run has none: {reason}"
             )
         reruns = [b.rerun_of for b in settings.backends if b.rerun_of]

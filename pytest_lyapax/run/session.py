@@ -110,7 +110,7 @@ class LyapaxSession:
     agreement: list[dict[str, Any]] = field(default_factory=list)
     # Controller: each label's results against its rerun's (--jax-rerun).
     determinism: list[dict[str, Any]] = field(default_factory=list)
-    # Controller: A and B of an A/B run (--jax-ab; run/abside.OtherVersion).
+    # Controller: A and B of an A/B run (--jax-ab; run/ab.OtherVersion).
     ab: dict[str, Any] | None = None
     recorded: list[dict[str, Any]] = field(default_factory=list)  # their entries
     # Controller: what agreement and remote hosts tell at the end of the run;

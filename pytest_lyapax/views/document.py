@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_lyapax.report import analysis, costmodel, details, roofline, scaling
+from pytest_lyapax.report import analysis, costmodel, details, roofline
+from pytest_lyapax.report import devices as devices_report
 from pytest_lyapax.report.identity import machine_of, record_label
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.views.figure import BackendLegend
@@ -142,7 +143,7 @@ class ReportView:
         points = roofline.figure_points(self.records)
         if not points:
             return None
-        from pytest_lyapax.views.rooffigure import render_roofline_png
+        from pytest_lyapax.views.roofline import render_roofline_png
 
         machines = self.key.get("machines")
         machines = machines if isinstance(machines, Mapping) else {}
@@ -150,7 +151,7 @@ class ReportView:
 
     def ab_png(self) -> bytes | None:
         """``ab.png`` (None: no sized benchmark in an A/B's comparisons)."""
-        from pytest_lyapax.views.abfigure import ratio_series, render_ab_png
+        from pytest_lyapax.views.ab import ratio_series, render_ab_png
 
         section = self.key.get("ab")
         entries = section.get("comparisons") if isinstance(section, Mapping) else None
@@ -162,15 +163,17 @@ class ReportView:
         return render_ab_png(found) if found else None
 
     def scaling(self) -> list[dict[str, Any]]:
-        """The device scaling rows (``--jax-devices``, report/scaling.py)."""
-        return scaling.scaling_rows(self.records, self.backends, self.machine_info)
+        """The device scaling rows (``--jax-devices``, report/devices.py)."""
+        return devices_report.scaling_rows(
+            self.records, self.backends, self.machine_info
+        )
 
     def scaling_png(self) -> bytes | None:
         """``scaling.png`` (None: no device scaling row)."""
         rows = self.scaling()
         if not rows:
             return None
-        from pytest_lyapax.views.scalefigure import render_scaling_png
+        from pytest_lyapax.views.devices import render_scaling_png
 
         return render_scaling_png(rows)
 

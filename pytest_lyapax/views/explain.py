@@ -27,18 +27,18 @@ from pytest_lyapax.report import (
     counters,
     details,
     roofline,
-    rooftext,
-    scaling,
     stats,
     units,
 )
+from pytest_lyapax.report import devices as devices_report
 from pytest_lyapax.report.identity import (
     record_label,
     record_size,
     series_id,
     unique_names,
 )
-from pytest_lyapax.views import agreement_tables, roundchecks, runtext, tables
+from pytest_lyapax.views import ab, agreement, roundchecks, runtext, tables
+from pytest_lyapax.views import roofline as roofline_view
 from pytest_lyapax.views.document import (
     Block,
     Figure,
@@ -121,12 +121,12 @@ def _missing(view: ReportView) -> dict[str, str]:
 def _sized(view: ReportView, text: bool) -> list[Section]:
     out = []
     models = costmodel.by_key(view.models)
-    roof = rooftext.index(view.records)
+    roof = roofline_view.index(view.records)
     marked = busy.mode_of(view.key) != busy.IGNORE
     reasons = busy.index(view.records) if marked else {}
     for bench in view.benches:
         header, rows = tables.sized_rows(bench, view.order, _missing(view))
-        lines = rooftext.crossover_lines(bench, roof)
+        lines = roofline_view.crossover_lines(bench, roof)
         lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
         if model is not None:
@@ -299,7 +299,7 @@ def _compared_blocks(
 ) -> list[Block]:
     """A comparison's headline and table: in the terminal every row when
     there are few, else only ``bad_rows()``; in the files the first 200."""
-    shown = 200 if run is None else agreement_tables.SHOWN_ROWS
+    shown = 200 if run is None else agreement.SHOWN_ROWS
     if len(rows) > shown:
         rows = bad_rows()
     blocks: list[Block] = [Lines((headline,))]
@@ -324,10 +324,10 @@ def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
     if not entries:
         return []
     blocks = _compared_blocks(
-        agreement_tables.headline(entries),
-        agreement_tables.AGREEMENT_HEADER,
-        agreement_tables.agreement_rows(entries),
-        lambda: agreement_tables.agreement_rows(entries, only_disagreeing=True),
+        agreement.headline(entries),
+        agreement.AGREEMENT_HEADER,
+        agreement.agreement_rows(entries),
+        lambda: agreement.agreement_rows(entries, only_disagreeing=True),
         run,
     )
     if run is None:
@@ -346,10 +346,10 @@ def _determinism(view: ReportView, run: RunFacts | None) -> list[Section]:
     if not entries:
         return []
     blocks = _compared_blocks(
-        agreement_tables.determinism_headline(entries),
-        agreement_tables.DETERMINISM_HEADER,
-        agreement_tables.determinism_rows(entries),
-        lambda: agreement_tables.determinism_rows(entries, only_differing=True),
+        agreement.determinism_headline(entries),
+        agreement.DETERMINISM_HEADER,
+        agreement.determinism_rows(entries),
+        lambda: agreement.determinism_rows(entries, only_differing=True),
         run,
     )
     title = "run-to-run determinism" if run else "Run-to-run determinism"
@@ -363,14 +363,14 @@ def _ab(view: ReportView, run: RunFacts | None, draw: bool) -> list[Section]:
     if not isinstance(section, Mapping):
         return []
     entries = [e for e in section.get("comparisons") or [] if isinstance(e, Mapping)]
-    rows = agreement_tables.ab_rows(entries)
-    blocks: list[Block] = [Lines(agreement_tables.ab_lines(section))]
+    rows = ab.ab_rows(entries)
+    blocks: list[Block] = [Lines(ab.ab_lines(section))]
     if not rows:
         blocks.append(Lines(("no benchmark measured on both sides",)))
     elif run is None:
-        blocks.append(Table(agreement_tables.AB_HEADER, tuple(rows[:200])))
+        blocks.append(Table(ab.AB_HEADER, tuple(rows[:200])))
     else:
-        header = agreement_tables.AB_HEADER
+        header = ab.AB_HEADER
         blocks.append(Table(header, tuple(rows), left=3, ruled=False))
     if draw and run is None:
         alt = "B/A per-call time against problem size, with its interval"
@@ -486,7 +486,7 @@ def _scaling(view: ReportView, draw: bool, text: bool) -> Section | None:
         "strong: same size on every p, speedup t1/tp, efficiency t1/(p tp); "
         "weak: size per device (the test scales it with p), efficiency t1/tp, "
         "speedup p t1/tp; t = median per call",
-        *scaling.oversubscribed(rows),
+        *devices_report.oversubscribed(rows),
     ]
     blocks: list[Block] = [Table(SCALING_HEADER, table), Lines(tuple(notes))]
     alt = "speedup and efficiency against the number of devices"

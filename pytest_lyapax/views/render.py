@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_lyapax.views import document
-from pytest_lyapax.views.agreement_tables import format_table
+from pytest_lyapax.views.agreement import format_table
 from pytest_lyapax.views.document import Figure, Lines, ReportView, Section, Table
 from pytest_lyapax.views.explain import report_sections
 from pytest_lyapax.views.tables import render_table

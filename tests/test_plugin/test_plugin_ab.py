@@ -20,7 +20,7 @@ import pytest
 from pytest_lyapax.backends.labels import Backend, HostSpec
 from pytest_lyapax.report import ab, stats
 from pytest_lyapax.report.schema import ReportError, check_report
-from pytest_lyapax.run import abside
+from pytest_lyapax.run import ab as ab_side
 
 BACKENDS = (
     Backend("cpu", "cpu", env=(("JAX_ENABLE_X64", "1"),)),
@@ -29,18 +29,18 @@ BACKENDS = (
 
 
 def test_each_label_gets_its_b_twin_right_after_it():
-    out = abside.add_ab_twins("HEAD~1", BACKENDS)
+    out = ab_side.add_ab_twins("HEAD~1", BACKENDS)
     assert [b.label for b in out] == ["cpu", "cpu_b", "gpu", "gpu_b"]
     assert out[1] == Backend("cpu_b", "cpu", env=BACKENDS[0].env, ab_of="cpu")
-    assert abside.add_ab_twins(None, BACKENDS) == BACKENDS
+    assert ab_side.add_ab_twins(None, BACKENDS) == BACKENDS
 
 
 def test_a_twin_that_exists_or_a_remote_label_is_a_usage_error():
     with pytest.raises(pytest.UsageError, match="--jax-ab=v1: the label 'cpu_b'"):
-        abside.add_ab_twins("v1", (*BACKENDS, Backend("cpu_b", "cpu")))
+        ab_side.add_ab_twins("v1", (*BACKENDS, Backend("cpu_b", "cpu")))
     remote = Backend("gpu", "cuda", host=HostSpec("ssh=box", "ssh", "box"))
     with pytest.raises(pytest.UsageError, match="--jax-ab=v1: backend 'gpu' runs on"):
-        abside.add_ab_twins("v1", (remote,))
+        ab_side.add_ab_twins("v1", (remote,))
 
 
 def test_the_code_under_test_is_the_top_level_packages_and_modules(tmp_path):
@@ -50,10 +50,10 @@ def test_the_code_under_test_is_the_top_level_packages_and_modules(tmp_path):
         (tmp_path / name / "__init__.py").write_text("")
     for name in ("mod.py", "conftest.py", "setup.py", "test_x.py", "noxfile.py"):
         (tmp_path / name).write_text("")
-    assert abside.code_names(tmp_path) == ["mod", "pkg"]
-    assert abside.import_root(Path("/b"), tmp_path) == Path("/b")
+    assert ab_side.code_names(tmp_path) == ["mod", "pkg"]
+    assert ab_side.import_root(Path("/b"), tmp_path) == Path("/b")
     (tmp_path / "src").mkdir()
-    assert abside.import_root(Path("/b"), tmp_path) == Path("/b/src")
+    assert ab_side.import_root(Path("/b"), tmp_path) == Path("/b/src")
 
 
 def test_b_is_imported_from_its_root_even_with_the_working_tree_first(tmp_path):
@@ -66,12 +66,12 @@ def test_b_is_imported_from_its_root_even_with_the_working_tree_first(tmp_path):
     code = textwrap.dedent(
         f"""
         import sys
-        from pytest_lyapax.run import abside
-        assert abside.enter({str(tmp_path / "b")!r}, ["abpkg"]) == []
+        from pytest_lyapax.run import ab as ab_side
+        assert ab_side.enter({str(tmp_path / "b")!r}, ["abpkg"]) == []
         sys.path.insert(0, {str(tmp_path / "a")!r})
         import abpkg, abpkg.sub
-        print(abpkg.SIDE, abpkg.sub.SIDE, abside.import_problems(
-            {str(tmp_path / "b")!r}, ["abpkg"]), abside.import_problems(
+        print(abpkg.SIDE, abpkg.sub.SIDE, ab_side.import_problems(
+            {str(tmp_path / "b")!r}, ["abpkg"]), ab_side.import_problems(
             {str(tmp_path / "a")!r}, ["abpkg"]) != [])
         """
     )
@@ -235,7 +235,7 @@ def test_tests_inside_the_compared_package_are_a_usage_error(pytester):
 
 def test_the_project_is_found_above_a_rootdir_without_code(tmp_path):
     # perf_tests/pytest.ini makes perf_tests the rootdir; the code is above it.
-    from pytest_lyapax.run.abside import _project
+    from pytest_lyapax.run.ab import _project
 
     _git(tmp_path, "init", "-q")
     _commit(tmp_path, {"pkg/__init__.py": "", "perf/pytest.ini": "[pytest]\n"}, "a")
@@ -441,7 +441,7 @@ def test_ab_rounds_alternate_turn_by_turn(ab_run):
 
 def test_the_figure_draws_the_ratio_per_size_of_sized_benchmarks():
     pytest.importorskip("matplotlib")
-    from pytest_lyapax.views.abfigure import ratio_series, render_ab_png
+    from pytest_lyapax.views.ab import ratio_series, render_ab_png
 
     entries = [
         {"benchmark": "t.py::test_f", "backend": "cpu", "size": 64, "ratio": 2.0,

@@ -11,11 +11,11 @@ import math
 import numpy as np
 import pytest
 
-from pytest_lyapax.measuring import results
+from pytest_lyapax.measuring import agreement as results
 from pytest_lyapax.report import agreement
 from pytest_lyapax.report.schema import check_report
-from pytest_lyapax.run.agree import test_key as key_of
-from pytest_lyapax.views import agreement_tables
+from pytest_lyapax.run.agreement import test_key as key_of
+from pytest_lyapax.views import agreement as agreement_view
 
 # --- the comparison, on hand-made entries --------------------------------
 
@@ -129,7 +129,7 @@ def test_failure_table_names_every_column():
     verdicts = agreement.compare_entries(
         [_entry("x", [1.0])], [_entry("x", [2.0])], DEFAULT
     )
-    text = agreement_tables.failure_text("t.py::test", "cpu2", "cpu", verdicts)
+    text = agreement_view.failure_text("t.py::test", "cpu2", "cpu", verdicts)
     head, columns, row = text.splitlines()
     assert head == (
         "t.py::test: results on backend 'cpu2' disagree with the reference backend "

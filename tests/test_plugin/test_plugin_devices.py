@@ -12,7 +12,7 @@ import os
 import pytest
 
 from pytest_lyapax.backends.labels import DEVICE_COUNT_FLAG, Backend
-from pytest_lyapax.report import scaling
+from pytest_lyapax.report import devices as devices_report
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.run import devices
 from pytest_lyapax.run.options import parse_sizes
@@ -103,7 +103,7 @@ ENTRIES = [_backend_entry(f"cpu_{p}dev", "cpu", p, **CORES) for p in (1, 2, 4)]
 def test_strong_scaling_is_t1_over_p_tp_at_equal_size():
     records = [_record("cpu_1dev", 1, 8.0), _record("cpu_2dev", 2, 5.0)]
     records += [_record("cpu_4dev", 4, 4.0), _record("cpu_4dev", 4, 1.0, size=8)]
-    rows = scaling.scaling_rows(records, ENTRIES)
+    rows = devices_report.scaling_rows(records, ENTRIES)
     got = [(r["size"], r["devices"], r["speedup"], r["efficiency"]) for r in rows]
     # size 8 has no one-device time: no speedup, rather than a wrong one.
     assert got == [
@@ -117,7 +117,7 @@ def test_strong_scaling_is_t1_over_p_tp_at_equal_size():
     on = {r["devices"]: r["on"] for r in rows}
     assert on[2] == "2 CPU devices on 2 physical cores (4 logical)"
     assert on[4] == "4 CPU devices on 2 physical cores (4 logical) - oversubscribed"
-    (note,) = scaling.oversubscribed(rows)
+    (note,) = devices_report.oversubscribed(rows)
     assert note.startswith("cpu: 4 CPU devices on 2 physical cores")
 
 
@@ -125,7 +125,7 @@ def test_weak_scaling_is_t1_over_tp_and_the_speedup_scaled_by_p():
     records = [
         _record(f"cpu_{p}dev", p, t, mode="weak") for p, t in ((1, 2.0), (4, 2.5))
     ]
-    rows = scaling.scaling_rows(records, ENTRIES)
+    rows = devices_report.scaling_rows(records, ENTRIES)
     assert [(r["scaling"], r["efficiency"], r["speedup"]) for r in rows] == [
         ("weak", 1.0, 1.0),
         ("weak", 2.0 / 2.5, 4 * 2.0 / 2.5),
@@ -135,12 +135,12 @@ def test_weak_scaling_is_t1_over_tp_and_the_speedup_scaled_by_p():
 def test_gpu_rows_say_gpus_and_plain_labels_are_not_rows():
     entries = [_backend_entry("gpu_2dev", "gpu", 2, gpus=2, gpus_present=8)]
     records = [_record("gpu_2dev", 2, 1.0), _record("cpu", 1, 1.0)]
-    (row,) = scaling.scaling_rows(records, [*entries, {"label": "cpu"}])
+    (row,) = devices_report.scaling_rows(records, [*entries, {"label": "cpu"}])
     assert row["on"] == "2 GPUs" and row["speedup"] is None
 
 
 def test_a_malformed_scaling_entry_is_refused_on_reading():
-    row = scaling.scaling_rows([_record("cpu_1dev", 1, 1.0)], ENTRIES)[0]
+    row = devices_report.scaling_rows([_record("cpu_1dev", 1, 1.0)], ENTRIES)[0]
     good = {"benchmarks": [], "pytest_lyapax": {"schema": 1, "scaling": [row]}}
     check_report(good, "r.json")
     for field, value in (("devices", 0), ("scaling", "linear"), ("on", None)):

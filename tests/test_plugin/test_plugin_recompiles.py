@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from pytest_lyapax.measuring import measure
-from pytest_lyapax.measuring.compiles import (
+from pytest_lyapax.measuring.recompiles import (
     CONTEXT,
     EXPLAIN_LOGGER,
     NEW_FUNCTION,

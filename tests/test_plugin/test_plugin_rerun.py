@@ -13,7 +13,7 @@ from pytest_lyapax.backends.labels import Backend
 from pytest_lyapax.report import agreement
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.run.options import add_reruns
-from pytest_lyapax.views import agreement_tables
+from pytest_lyapax.views import agreement as agreement_view
 
 ENV = (("JAX_ENABLE_X64", "0"),)
 BACKENDS = (Backend("cpu", "cpu", env=ENV), Backend("gpu", "cuda"))
@@ -122,13 +122,13 @@ def test_the_table_rows_read_a_saved_report_defensively():
         },
         {"test": "t.py::b", "names": "not a list"},
     ]
-    rows = agreement_tables.determinism_rows(entries)
+    rows = agreement_view.determinism_rows(entries)
     assert rows == [
         ("t.py::a", "cpu", "cpu_rerun", "x", "differs: 2 of 9 elements", "-"),
         ("t.py::a", "cpu", "cpu_rerun", "y", "bit-identical", "-"),
     ]
-    assert len(agreement_tables.determinism_rows(entries, only_differing=True)) == 1
-    assert agreement_tables.determinism_headline(entries) == (
+    assert len(agreement_view.determinism_rows(entries, only_differing=True)) == 1
+    assert agreement_view.determinism_headline(entries) == (
         "2 test(s) run twice on one backend: 2 differ"
     )
 

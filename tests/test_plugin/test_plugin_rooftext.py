@@ -18,11 +18,12 @@ import pytest
 
 from pytest_lyapax.backends.labels import Backend
 from pytest_lyapax.cli import main
-from pytest_lyapax.report import roofline, rooftext
+from pytest_lyapax.report import roofline
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
 from pytest_lyapax.run import output
 from pytest_lyapax.run.options import Settings
 from pytest_lyapax.run.session import CONTROLLER, BackendState, LyapaxSession
+from pytest_lyapax.views import roofline as roofline_view
 from pytest_lyapax.views.document import view_of
 from pytest_lyapax.views.render import md_escape, report_html, summary_markdown
 
@@ -109,7 +110,7 @@ def _document(gpu_work=_work):
 def _why(document):
     view = view_of(document)
     (bench,) = view.benches
-    return rooftext.crossover_lines(bench, rooftext.index(view.records))
+    return roofline_view.crossover_lines(bench, roofline_view.index(view.records))
 
 
 def test_two_backends_give_the_crossover_and_its_reason():

@@ -1,6 +1,6 @@
 """``scaling.png``: speedup and efficiency against the device count.
 
-One line per test, split label and size (``report/scaling.py`` rows), the
+One line per test, split label and size (``report/devices.py`` rows), the
 ideal (speedup ``p``, efficiency 1) dashed; each line's legend says what its
 devices run on, so CPU devices that share a few cores are not read as more
 processors.  Drawn from the report alone (matplotlib's object API, Agg

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import results
+from pytest_lyapax.measuring import agreement as results
 from pytest_lyapax.report import agreement
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_session
@@ -323,9 +323,9 @@ class AgreeController:
         ]
         if not failing:
             return
-        from pytest_lyapax.views import agreement_tables
+        from pytest_lyapax.views import agreement as agreement_view
 
-        text = agreement_tables.failure_text(key, label, reference, failing)
+        text = agreement_view.failure_text(key, label, reference, failing)
         if report is not None:
             report.outcome = "failed"
             report.longrepr = text

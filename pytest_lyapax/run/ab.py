@@ -294,10 +294,10 @@ def import_problems(root: str, names: Sequence[str]) -> list[str]:
 
 _PREFLIGHT = """
 import json, sys
-from pytest_lyapax.run import abside
+from pytest_lyapax.run import ab
 root, names = sys.argv[1], sys.argv[2].split(",")
-kept = abside.enter(root, names)
-print(json.dumps(abside.import_problems(root, [n for n in names if n not in kept])))
+kept = ab.enter(root, names)
+print(json.dumps(ab.import_problems(root, [n for n in names if n not in kept])))
 """
 
 

@@ -1,16 +1,21 @@
-"""``ab.png``: an A/B run's B/A time ratio against problem size (``--jax-ab``).
+"""An A/B run (``--jax-ab``, ``report/ab.py``) shown: its table of verdicts,
+and ``ab.png``, the B/A time ratio against problem size.
 
-One curve per sized benchmark and backend of ``pytest_lyapax.ab``, log-log,
-with the ratio's interval as error bars where it has one, and the line
-B/A = 1 (no change).  Drawn from the report alone (matplotlib's object API,
-Agg canvas), as the other figures.
+In ``ab.png``, one curve per sized benchmark and backend of
+``pytest_lyapax.ab``, log-log, with the ratio's interval as error bars where
+it has one, and the line B/A = 1 (no change).  Drawn from the report alone
+(matplotlib's object API, Agg canvas), as the other figures.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from pytest_lyapax.report import ab
+from pytest_lyapax.report.units import format_seconds
 
 _DPI = 100
 
@@ -69,3 +74,61 @@ def render_ab_png(series: Mapping[str, list[tuple[int, float, float, float]]]) -
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
+
+
+AB_HEADER = (
+    "benchmark",
+    "size",
+    "backend",
+    "A median",
+    "B median",
+    "B/A",
+    "interval",
+    "verdict (B vs A)",
+    "counters A -> B",
+)
+
+
+def ab_lines(section: Mapping[str, Any]) -> tuple[str, ...]:
+    """What A and B of an A/B run (``--jax-ab``) are, and how to read it."""
+    return (
+        f"A: {ab.side_text(section.get('a'))}",
+        f"B: {ab.side_text(section.get('b'))} (--jax-ab={section.get('option')})",
+        "B/A: per-call time of B over A's (median of the turn pairs' ratios on "
+        "interleaved rounds), with its interval at the noise test's level",
+    )
+
+
+def ab_rows(entries: Sequence[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """One row per benchmark, size and backend of a report's A/B comparisons
+    (read from disk: every field may be missing)."""
+    rows: list[tuple[str, ...]] = []
+    for e in entries:
+        medians = e.get("median_s") if isinstance(e.get("median_s"), Mapping) else {}
+        interval = e.get("interval")
+        rows.append(
+            (
+                str(e.get("benchmark", "?")).rsplit("::", 1)[-1],
+                "-" if e.get("size") is None else str(e.get("size")),
+                str(e.get("backend")),
+                format_seconds(_seconds(medians.get("a"))),
+                format_seconds(_seconds(medians.get("b"))),
+                _ratio(e.get("ratio")),
+                f"[{_ratio(interval[0])}, {_ratio(interval[1])}]"
+                if isinstance(interval, list) and len(interval) == 2
+                else "-",
+                ab.verdict_text(e),
+                ab.counter_change(e),
+            )
+        )
+    return rows
+
+
+def _seconds(value: object) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def _ratio(value: object) -> str:
+    return f"{value:.3g}" if isinstance(value, int | float) else "-"
