@@ -1,5 +1,7 @@
 """Networks: exact spectra, the fused tangent path, compile caching, bad input."""
 
+import gc
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -7,6 +9,7 @@ import pytest
 from jax.experimental import sparse
 
 from lyapax._engine.benettin import run_benettin
+from lyapax._engine.tree import merge_static, split_static
 from lyapax.core import lyapunov_spectrum
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
 from lyapax.network import (
@@ -328,6 +331,29 @@ def test_rebuilt_problem_with_new_numbers_does_not_retrace():
     second = lyapunov_spectrum(build(2.0), n_steps=20, k=3, renorm_every=10)
     assert TRACES["n"] == traces and run_benettin._cache_size() == cached
     assert not np.allclose(first.exponents, second.exponents)
+
+
+def test_a_module_split_again_is_the_same_split_and_a_new_one_is_its_own():
+    """The split a network problem's shape check made is reused by the run;
+    a copy of its leaf list comes back, and another module (even one at a
+    freed module's address) is split afresh."""
+    problem = kuramoto_network(6, omega=0.5)
+    step = problem.step_fn
+    dynamic, static = split_static(step)
+    first = next(i for i, leaf in enumerate(dynamic) if leaf is not None)
+    dynamic[first] = None  # the caller's list is its own
+    again, static_again = split_static(step)
+    assert static_again == static and again[first] is not None
+    leaves = jax.tree.leaves(step)
+    assert all(a is b for a, b in zip(again, leaves, strict=True) if a is not None)
+    for integrator in ("rk4", "euler", "heun"):
+        del step, problem
+        gc.collect()
+        problem = kuramoto_network(6, omega=0.5, integrator=integrator)
+        step = problem.step_fn
+        leaves, fresh = split_static(step)
+        assert fresh[0] == jax.tree.structure(step)
+        assert merge_static(leaves, fresh).integrator == integrator
 
 
 def _seed_run(n_nodes):

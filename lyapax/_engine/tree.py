@@ -8,6 +8,7 @@ therefore reuses the compiled program instead of retracing it.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -32,10 +33,31 @@ Static = tuple[Any, tuple[Any, ...]]
 
 def split_static(tree: Any) -> tuple[list[Any], Static]:
     """Split ``tree`` into (dynamic leaves, hashable static description)."""
+    if isinstance(tree, eqx.Module):
+        # A module is immutable: the split of the one seen last is reused. A
+        # rebuilt network problem is split by its shape check and again by the
+        # run (~25 us each at N = 20); the weak reference keeps a freed
+        # module's id, reused by a new object, from matching.
+        last = _LAST_SPLIT.get("module")
+        if last is not None and last[0]() is tree:
+            return list(last[1]), last[2]
     leaves, treedef = jax.tree.flatten(tree)
     dynamic = [leaf if _is_dynamic(leaf) else None for leaf in leaves]
     static = tuple(None if _is_dynamic(leaf) else _Static(leaf) for leaf in leaves)
+    if isinstance(tree, eqx.Module):
+        try:
+            _LAST_SPLIT["module"] = (
+                weakref.ref(tree),
+                tuple(dynamic),
+                (treedef, static),
+            )
+        except TypeError:  # a module type without weak references
+            pass
     return dynamic, (treedef, static)
+
+
+#: The last module split by :func:`split_static` (one entry; see there).
+_LAST_SPLIT: dict[str, tuple[Any, tuple[Any, ...], Static]] = {}
 
 
 def merge_static(dynamic: list[Any], static: Static) -> Any:
