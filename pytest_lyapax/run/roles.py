@@ -115,6 +115,12 @@ def _deselect_other_counts(
     a marked test leaves the plain labels that are split, an unmarked one
     the device-count labels."""
     split = {b.devices_of for b in session.settings.backends if b.devices}
+    # A twin (B of an A/B run, a rerun) of a split label is split as well.
+    split |= {
+        b.label
+        for b in session.settings.backends
+        if not b.devices and {b.ab_of, b.rerun_of} & split
+    }
     kept: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:

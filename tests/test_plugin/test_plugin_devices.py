@@ -237,6 +237,46 @@ def test_collect_only_lists_marked_tests_once_per_count_and_the_others_once(
     ], result.outlines
 
 
+TWIN_PROJECT = """
+import pytest
+
+@pytest.mark.jax_devices(1, 2)
+def test_mesh(jax_mesh):
+    pass
+
+def test_plain(jax_backend):
+    pass
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "twins"),
+    [
+        (("--jax-ab=other",), ("cpu_1dev_b", "cpu_2dev_b", "cpu_b")),
+        (("--jax-rerun=cpu",), ("cpu_rerun",)),
+        (("--jax-rerun=cpu_2dev",), ("cpu_2dev_rerun",)),
+    ],
+)
+def test_the_twins_of_a_split_label_keep_its_tests_per_count(pytester, args, twins):
+    # B of an A/B run and a rerun copy their label's tests: a marked test
+    # runs on the twins of the device-count labels, not on the plain twin.
+    pytester.makepyfile(tinypkg="V = 'a'\n", test_dev=TWIN_PROJECT)
+    pytester.mkdir("other").joinpath("tinypkg.py").write_text("V = 'b'\n")
+    result = pytester.runpytest_subprocess(
+        "--collect-only", "-q", "--jax-backend=cpu", "--jax-devices=1,2", *args
+    )
+    ids = {line for line in result.outlines if "::" in line}
+    expected = {
+        "test_dev.py::test_mesh[cpu_1dev]",
+        "test_dev.py::test_mesh[cpu_2dev]",
+        "test_dev.py::test_plain[cpu]",
+    }
+    for twin in twins:
+        test = "test_plain" if twin.count("_") == 1 else "test_mesh"
+        expected.add(f"test_dev.py::{test}[{twin}]")
+    assert ids == expected, result.outlines
+
+
 def test_without_the_option_a_marked_test_says_how_to_run_it(pytester):
     pytester.makepyfile(
         "import pytest\n\n@pytest.mark.jax_devices(1, 2)\n"
