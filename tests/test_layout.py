@@ -278,6 +278,30 @@ def test_batched_rows_have_one_home():
     assert lyapax.problem_family is rows.problem_family
 
 
+def test_edge_couplings_have_one_home_below_the_delay_package():
+    """The edge-aware couplings live in ``lyapax.network.edge_coupling``
+    (``lyapax.dde`` imports them downwards) and stay published from
+    ``lyapax.network.coupling`` and ``lyapax.dde``."""
+    import lyapax.dde
+    import lyapax.network.coupling as coupling
+    import lyapax.network.edge_coupling as edge
+
+    for name in edge.__all__:
+        assert getattr(coupling, name) is getattr(edge, name)
+        assert name in coupling.__all__
+    assert lyapax.dde.as_edge_coupling is edge.as_edge_coupling
+    assert edge.EdgeCoupling.__module__ == "lyapax.network.edge_coupling"
+
+
+def test_result_types_live_with_the_code_that_makes_them():
+    import lyapax.utils
+
+    assert lyapax.utils.Trajectory.__module__ == "lyapax._engine.trajectory"
+    assert import_graph()["lyapax.integrators"] <= set(
+        m for m in MODULES if m.startswith("lyapax._engine")
+    )
+
+
 def test_the_checks_learn_a_vector_field_from_the_step_base():
     """``check_invariants`` asks ``AbstractStep.vector_field``; it imports no
     concrete step (ODE or network) to recognise one by its class."""

@@ -99,15 +99,27 @@ class ODEProblem(NamedTuple):
         )
 
     def with_state(self, state0: Any) -> ODEProblem:
-        if np.shape(state0) != np.shape(self.state0):
-            raise ValueError(
-                f"state0_batch rows have shape {np.shape(state0)}, but the "
-                f"problem's state0 has shape {np.shape(self.state0)}"
-            )
-        return self._replace(state0=state0)
+        return with_state0(self, state0)
 
 
 AbstractProblem.register(ODEProblem)
+
+
+def with_state0(problem: Any, state0: Any, what: str = "problem's state0") -> Any:
+    """``problem`` (a NamedTuple with a ``state0`` field) started from
+    ``state0``, a row of ``state0_batch``: the ``with_state`` of every
+    problem whose start is its ``state0`` alone.
+
+    Raises:
+        ValueError: ``state0`` has another shape (``what`` names the
+            problem's state in the message).
+    """
+    if np.shape(state0) != np.shape(problem.state0):
+        raise ValueError(
+            f"state0_batch rows have shape {np.shape(state0)}, but the "
+            f"{what} has shape {np.shape(problem.state0)}"
+        )
+    return problem._replace(state0=state0)
 
 
 def plain_problem(step_fn: Any, state0: Any, dt: Any) -> AbstractProblem:

@@ -45,7 +45,7 @@ from lyapax.dde.problem import (
     network_dde_problem,
 )
 from lyapax.dde.spectrum import lyapunov_spectrum_dde
-from lyapax.network.coupling import (
+from lyapax.network.edge_coupling import (
     EdgeCoupling,
     as_edge_coupling,
     edge_kuramoto_coupling,

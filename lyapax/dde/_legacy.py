@@ -33,7 +33,7 @@ from lyapax.dde._step import (
     ScalarField,
     presum_edges,
 )
-from lyapax.network.coupling import as_edge_coupling, edge_linear_coupling
+from lyapax.network.edge_coupling import as_edge_coupling, edge_linear_coupling
 
 
 def make_scalar_delayed_step_fn(
@@ -119,7 +119,7 @@ def make_step_fn(
             ``G = params.get("G", G_default)``.
         integrator: ``euler``, ``heun``, ``rk4`` or ``rk6``.
         coupling_fn: another coupling: plain ``(cvar, weights, params)`` or
-            edge-aware (:mod:`lyapax.network.coupling`); with
+            edge-aware (:mod:`lyapax.network.edge_coupling`); with
             ``tau_steps`` it sees one uniform delay, with ``delay_steps``
             per-edge delays.
         tau_steps: uniform delay in steps.

@@ -91,7 +91,7 @@ def presum_edges(
 class NetworkField(eqx.Module):
     """``dfun(X, coupling(D, X[cvar], weights, params), params)``.
 
-    ``coupling`` is edge-aware (:mod:`lyapax.network.coupling`); with
+    ``coupling`` is edge-aware (:mod:`lyapax.network.edge_coupling`); with
     ``edges=False`` its ``uniform`` form receives the delayed sources
     ``(n_cvar, n)``.
     """

@@ -27,7 +27,7 @@ from lyapax.dde._step import (
     ScalarField,
     presum_edges,
 )
-from lyapax.network.coupling import PerTargetCoupling, as_edge_coupling
+from lyapax.network.edge_coupling import PerTargetCoupling, as_edge_coupling
 
 __all__ = ["DDECheckpoint", "DDEProblem", "dde_problem", "network_dde_problem"]
 

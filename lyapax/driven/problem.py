@@ -27,7 +27,7 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
-from lyapax._engine.problem import ODEProblem
+from lyapax._engine.problem import ODEProblem, with_state0
 from lyapax.driven._steps import DrivenStep, RandomStep, SDEStep, as_key
 
 __all__ = [
@@ -43,15 +43,6 @@ __all__ = [
 
 NOISE_KINDS = ("diagonal", "general")
 SCHEMES = ("euler_maruyama", "heun")
-
-
-def _same_state(problem: Any, state0: Any) -> Any:
-    if np.shape(state0) != np.shape(problem.state0):
-        raise ValueError(
-            f"state0_batch rows have shape {np.shape(state0)}, but the "
-            f"problem's state0 has shape {np.shape(problem.state0)}"
-        )
-    return problem._replace(state0=state0)
 
 
 def _callable(name: str, fn: Any, what: str) -> None:
@@ -135,7 +126,7 @@ class DrivenProblem(NamedTuple):
         return self._replace(step_fn=step, inputs=inputs, n_inputs=n)
 
     def with_state(self, state0: Any) -> DrivenProblem:
-        return _same_state(self, state0)
+        return with_state0(self, state0)
 
 
 class RandomProblem(NamedTuple):
@@ -158,7 +149,7 @@ class RandomProblem(NamedTuple):
         return self._replace(step_fn=step, key=data)
 
     def with_state(self, state0: Any) -> RandomProblem:
-        return _same_state(self, state0)
+        return with_state0(self, state0)
 
 
 class SDEProblem(NamedTuple):
@@ -191,7 +182,7 @@ class SDEProblem(NamedTuple):
         return self._replace(step_fn=step, key=data)
 
     def with_state(self, state0: Any) -> SDEProblem:
-        return _same_state(self, state0)
+        return with_state0(self, state0)
 
 
 for _kind in (DrivenProblem, RandomProblem, SDEProblem):

@@ -22,11 +22,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
-from lyapax._engine.problem import LyapunovCheckpoint, ODEProblem
+from lyapax._engine.problem import LyapunovCheckpoint, ODEProblem, with_state0
 from lyapax.hamiltonian._step import SYMPLECTIC_ORDERS, SymplecticStep
 
 if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
@@ -67,12 +66,7 @@ class HamiltonianProblem(NamedTuple):
         )
 
     def with_state(self, state0: Any) -> HamiltonianProblem:
-        if np.shape(state0) != np.shape(self.state0):
-            raise ValueError(
-                f"state0_batch rows have shape {np.shape(state0)}, but the "
-                f"problem's state (q, p) has shape {np.shape(self.state0)}"
-            )
-        return self._replace(state0=state0)
+        return with_state0(self, state0, "problem's state (q, p)")
 
     def paired_start(self) -> LyapunovCheckpoint:
         """The start of a run whose exponents pair to rounding: ``state0``

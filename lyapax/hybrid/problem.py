@@ -22,11 +22,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
-import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
-from lyapax._engine.problem import ODEProblem
+from lyapax._engine.problem import ODEProblem, with_state0
 from lyapax.hybrid._step import DEFAULT_MAX_EVENTS, HybridStep
 from lyapax.integrators import fixed_stage_method
 
@@ -59,12 +58,7 @@ class HybridProblem(NamedTuple):
         )
 
     def with_state(self, state0: Any) -> HybridProblem:
-        if np.shape(state0) != np.shape(self.state0):
-            raise ValueError(
-                f"state0_batch rows have shape {np.shape(state0)}, but the "
-                f"hybrid problem's state0 has shape {np.shape(self.state0)}"
-            )
-        return self._replace(state0=state0)
+        return with_state0(self, state0, "hybrid problem's state0")
 
 
 AbstractProblem.register(HybridProblem)

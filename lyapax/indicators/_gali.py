@@ -33,7 +33,7 @@ from lyapax._engine.benettin import capacity, initial_basis, qr_factor
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._internal.rows import ProblemFamily, row_view, run_rows, unbatch
-from lyapax.indicators._orbits import resolve_orbit_rows
+from lyapax.indicators._orbits import record, resolve_orbit_rows
 
 __all__ = ["GALIOptions", "GALIResult", "gali"]
 
@@ -141,18 +141,7 @@ def gali(
         TypeError / ValueError: a missing or out-of-range argument, naming
             it; a driven problem whose inputs are shorter than the run.
     """
-    rows, n_steps = resolve_orbit_rows(
-        "gali",
-        step_fn_or_problem,
-        state0,
-        dt,
-        n_steps,
-        params_batch,
-        state0_batch,
-        seed,
-        batch_size,
-        devices,
-    )
+    rows, n_steps = resolve_orbit_rows("gali", locals())
     rows.check_length(n_steps)
     options = GALIOptions.of(k, threshold, record_every, rows.d)
     every = options.record_every
@@ -248,11 +237,7 @@ def _kernel(
             i = i + 1
             crossed = jnp.where((crossed < 0) & below(W, threshold), i, crossed)
             if capacity:
-                g, s = alignment(W)
-                write = i % jnp.maximum(every, 1) == 0
-                j = jnp.clip(i // jnp.maximum(every, 1) - 1, 0, capacity - 1)
-                hist = hist.at[j].set(jnp.where(write, g, hist[j]))
-                shist = shist.at[j].set(jnp.where(write, s, shist[j]))
+                hist, shist = record((hist, shist), alignment(W), i, every)
             return i, z, W, crossed, hist, shist
 
         start = (jnp.zeros((), jnp.int32), z0, W0, jnp.full((), -1, jnp.int32))

@@ -47,7 +47,7 @@ from lyapax._engine.benettin import capacity, initial_basis
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._internal.rows import ProblemFamily, row_view, run_rows, unbatch
-from lyapax.indicators._orbits import resolve_orbit_rows
+from lyapax.indicators._orbits import record, resolve_orbit_rows
 
 __all__ = ["MEGNO_MIN_STEPS", "MEGNOResult", "megno"]
 
@@ -120,18 +120,7 @@ def megno(
             it; ``n_steps`` < :data:`MEGNO_MIN_STEPS`; a driven problem
             whose inputs are shorter than ``n_steps``.
     """
-    rows, n_steps = resolve_orbit_rows(
-        "megno",
-        step_fn_or_problem,
-        state0,
-        dt,
-        n_steps,
-        params_batch,
-        state0_batch,
-        seed,
-        batch_size,
-        devices,
-    )
+    rows, n_steps = resolve_orbit_rows("megno", locals())
     if n_steps < MEGNO_MIN_STEPS:
         raise ValueError(
             f"n_steps={n_steps} is too short for MEGNO: <Y> is a time average "
@@ -237,10 +226,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, *, static, capacity):
             w = w / norm
             k = (i + 1).astype(dtype)
             sums, y, mean_y = _update(sums, k, jnp.log(norm))
-            write = (i + 1) % every == 0
-            j = jnp.clip((i + 1) // every - 1, 0, capacity - 1)
-            hist = hist.at[j].set(jnp.where(write, y, hist[j]))
-            mhist = mhist.at[j].set(jnp.where(write, mean_y, mhist[j]))
+            hist, mhist = record((hist, mhist), (y, mean_y), i + 1, every)
             return z, w, sums, hist, mhist
 
         sums0 = _Sums(*(zero,) * 6)

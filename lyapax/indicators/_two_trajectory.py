@@ -148,18 +148,7 @@ def two_trajectory_exponent(
             it; a driven problem whose inputs are shorter than the run.
     """
     options = TwoTrajectoryOptions.of(d0, d_lower, d_upper, check_every)
-    rows, n_steps = resolve_orbit_rows(
-        "two_trajectory_exponent",
-        step_fn_or_problem,
-        state0,
-        dt,
-        n_steps,
-        params_batch,
-        state0_batch,
-        seed,
-        batch_size,
-        devices,
-    )
+    rows, n_steps = resolve_orbit_rows("two_trajectory_exponent", locals())
     every = options.check_every
     if n_steps % every:
         raise ValueError(f"n_steps={n_steps} must be a multiple of check_every={every}")

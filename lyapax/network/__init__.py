@@ -8,6 +8,8 @@ re-evaluated at every Runge-Kutta stage. Heun is the default integrator.
 
 - :mod:`~lyapax.network.build`: :class:`Network` and the builders;
 - :mod:`~lyapax.network.coupling`: the couplings and their declared bases;
+- :mod:`~lyapax.network.edge_coupling`: the edge-aware couplings that delay
+  equations call (published from :mod:`lyapax.dde` too);
 - :mod:`~lyapax.network._step`: the step and its fused tangent form;
 - :mod:`~lyapax.network._legacy`: the builders of lyapax 0.3.0;
 - :mod:`~lyapax.network._msf`, :mod:`~lyapax.network._sync`: the master

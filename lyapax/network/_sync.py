@@ -22,14 +22,14 @@ import numpy as np
 
 from lyapax._engine.problem import ODEProblem
 from lyapax._internal.checks import as_weights
-from lyapax.network._msf import MSFResult, run_msf
-from lyapax.network._step import NetworkStep, take_rows
-from lyapax.network.coupling import (
+from lyapax.network._couplings import (
     KuramotoCoupling,
     LinearCoupling,
     SigmoidalCoupling,
     read_G,
 )
+from lyapax.network._msf import MSFResult, run_msf
+from lyapax.network._step import NetworkStep, take_rows
 
 __all__ = [
     "ModeExponents",

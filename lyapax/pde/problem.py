@@ -24,7 +24,7 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
-from lyapax._engine.problem import ODEProblem
+from lyapax._engine.problem import ODEProblem, with_state0
 from lyapax.pde._coefficients import etdrk4_coefficients, ifrk4_coefficients
 from lyapax.pde._step import ETDRK4Step, IFRK4Step, Spectral
 
@@ -64,12 +64,7 @@ class SemilinearProblem(NamedTuple):
         )
 
     def with_state(self, state0: Any) -> SemilinearProblem:
-        if np.shape(state0) != np.shape(self.state0):
-            raise ValueError(
-                f"state0_batch rows have shape {np.shape(state0)}, but the "
-                f"problem's state0 has shape {np.shape(self.state0)}"
-            )
-        return self._replace(state0=state0)
+        return with_state0(self, state0)
 
 
 AbstractProblem.register(SemilinearProblem)
