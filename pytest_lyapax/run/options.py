@@ -33,6 +33,19 @@ from pytest_lyapax.report.schema import ReportError, load_report
 from pytest_lyapax.run import devices
 from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
+RESULTS_DIR = "results"  # under the report directory: recorded results' files
+
+
+@dataclass(frozen=True)
+class AgreeSettings:
+    """Results compared across backends (``--jax-reference-backend``,
+    ``--jax-agree-strict``, ``--jax-no-agree``; run/agreement.py)."""
+
+    reference: str = ""  # the label the others are compared with
+    strict: bool = False  # a disagreeing benchmark return value fails its test
+    benchmarks: bool = True  # record benchmark return values
+    store: Path | None = None  # where workers write recorded arrays' files
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -66,6 +79,7 @@ class Settings:
     recompile: str = "warn"
     # What a timing verdict on a busy machine does (--jax-busy, report/busy.py).
     busy: str = WARN
+    agree: AgreeSettings = AgreeSettings()
 
     @property
     def active(self) -> bool:
@@ -547,6 +561,13 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         max_call_s=max_call_s,
         recompile=recompile,
         busy=busy,
+        agree=AgreeSettings(
+            reference=config.getoption("jax_reference_backend")
+            or (backends[0].label if backends else ""),
+            strict=bool(config.getoption("jax_agree_strict")),
+            benchmarks=not config.getoption("jax_no_agree"),
+            store=None if report_dir is None else report_dir / RESULTS_DIR,
+        ),
     )
 
 
