@@ -25,10 +25,10 @@ from pytest_lyapax.run.options import (
 from pytest_lyapax.run.session import WORKERINPUT_KEY, get_session
 
 # Only the hooks pytest needs from the start live here.  An active run's
-# role (controller, worker, in-process) registers its own hook object from
-# ``runplan`` (run/roles.py), imported with the xdist scheduling, report and
-# benchmark code only by active runs: pytest imports this module at every
-# start, also where the plugin is unused.
+# role (controller, worker, in-process) registers its hook objects from the
+# table in ``runplan`` (run/runplan.HOOKS_OF_ROLE), imported with the xdist
+# scheduling, report and benchmark code only by active runs: pytest imports
+# this module at every start, also where the plugin is unused.
 
 SIZES_KEY = pytest.StashKey["tuple[int, ...] | None"]()
 
@@ -72,7 +72,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
             session = runplan.configure_worker(config, workerinput[WORKERINPUT_KEY])
             config.stash[SIZES_KEY] = session.settings.sizes
-            agreement.register(config)
         return
     settings = read_settings(config, check_paths=not informational(config))
     config.stash[SIZES_KEY] = settings.sizes
@@ -80,7 +79,6 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_lyapax.run import runplan
 
         runplan.configure_controller(config, settings)
-        agreement.register(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -29,7 +29,7 @@ from pytest_lyapax.measuring import agreement as results
 from pytest_lyapax.report import agreement
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.options import Settings
-from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_session
+from pytest_lyapax.run.session import CONTROLLER, LyapaxSession
 
 MARKER = "jax_agree"
 
@@ -56,21 +56,20 @@ def check_reference(settings: Settings) -> None:
         )
 
 
-def register(config: pytest.Config) -> None:
-    """Register the agreement hooks of this process's role (none otherwise)."""
-    session = get_session(config)
-    if session is None:
-        return
+def worker_hooks(config: pytest.Config, session: LyapaxSession) -> AgreeWorker:
+    """A worker's agreement hooks; its recorded arrays go to the run's store."""
     agree = session.settings.agree
-    if session.role == WORKER:
-        config.stash[results.STORE_KEY] = agree.store
-        worker = AgreeWorker(agree.benchmarks)
-        config.pluginmanager.register(worker, "pytest-lyapax-agree-worker")
-        return
-    check_reference(session.settings)  # checked in every role
-    if session.role == CONTROLLER:
-        controller = AgreeController(config, session)
-        config.pluginmanager.register(controller, "pytest-lyapax-agree")
+    config.stash[results.STORE_KEY] = agree.store
+    return AgreeWorker(agree.benchmarks)
+
+
+def controller_hooks(
+    config: pytest.Config, session: LyapaxSession
+) -> AgreeController | None:
+    """The controller's agreement hooks (None in the other roles, which only
+    check the reference label: it is checked in every role)."""
+    check_reference(session.settings)
+    return AgreeController(config, session) if session.role == CONTROLLER else None
 
 
 def marker_tolerance(item: pytest.Item) -> agreement.Tolerance:

@@ -34,10 +34,6 @@ from pytest_lyapax.run.items import (
     per_backend_items,
 )
 from pytest_lyapax.run.session import (
-    COLLECT,
-    CONTROLLER,
-    INPROCESS,
-    WORKER,
     LyapaxSession,
     check_required,
     mark_inprocess_states,
@@ -311,17 +307,3 @@ def release_worker_memory() -> None:
         jax.clear_caches()
     gc.collect()
     gc.freeze()
-
-
-_HOOKS_OF_ROLE: dict[str, type[PerBackendCollection]] = {
-    CONTROLLER: PerBackendCollection,
-    COLLECT: PerBackendCollection,
-    WORKER: WorkerHooks,
-    INPROCESS: InProcessHooks,
-}
-
-
-def register(config: pytest.Config, session: LyapaxSession) -> None:
-    """Register the hook object of ``session.role`` (decided, never changed after)."""
-    hooks = _HOOKS_OF_ROLE[session.role](config, session)
-    config.pluginmanager.register(hooks, PLUGIN_NAME)
