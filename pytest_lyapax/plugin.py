@@ -10,7 +10,8 @@ pytest-benchmark and merged into one report.  Without ``--jax-backend`` (or the
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -24,6 +25,9 @@ from pytest_lyapax.run.options import (
 )
 from pytest_lyapax.run.session import WORKERINPUT_KEY, get_session
 
+if TYPE_CHECKING:
+    from pytest_lyapax.backends.labels import Backend
+
 # Only the hooks pytest needs from the start live here.  An active run's
 # role (controller, worker, in-process) registers its hook objects from the
 # table in ``runplan`` (run/runplan.HOOKS_OF_ROLE), imported with the xdist
@@ -33,8 +37,30 @@ from pytest_lyapax.run.session import WORKERINPUT_KEY, get_session
 SIZES_KEY = pytest.StashKey["tuple[int, ...] | None"]()
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_lyapax import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     optiontable.declare(parser)
+
+
+# The default implementations of the plugin's own hooks (hookspecs.py):
+# trylast, so that a conftest's implementation is asked first.
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_lyapax_select_backends(backends: Sequence[Backend]) -> list[str]:
+    return [b.label for b in backends]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_lyapax_machine_info() -> dict[str, Any]:
+    from pytest_lyapax.measuring.benchmarks import device_info
+
+    return device_info()
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -423,6 +423,30 @@ def parse_required(text: str, backends: Sequence[Backend]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(entries))
 
 
+SELECT_HOOK = "pytest_lyapax_select_backends"
+
+
+def select_backends(
+    config: pytest.Config, backends: tuple[Backend, ...]
+) -> tuple[Backend, ...]:
+    """The backends that run, in run order, as the ``pytest_lyapax_select_backends``
+    hook chose them (by default all, in the order requested; hookspecs.py).
+
+    Raises:
+        pytest.UsageError: the hook returned no label, a label twice or one
+            that was not requested.
+    """
+    chosen = config.hook.pytest_lyapax_select_backends(config=config, backends=backends)
+    by_label = {b.label: b for b in backends}
+    labels = [] if isinstance(chosen, str) else list(chosen or ())
+    if not labels or len(set(labels)) != len(labels) or set(labels) - set(by_label):
+        raise pytest.UsageError(
+            f"{SELECT_HOOK} returned {chosen!r}; return a non-empty list of the "
+            f"requested labels ({', '.join(by_label)}), each at most once"
+        )
+    return tuple(by_label[label] for label in labels)
+
+
 def informational(config: pytest.Config) -> bool:
     """Runs that only list things (help, collect-only, ...) probe and time nothing."""
     option = config.option
@@ -453,6 +477,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     host_lines += config.getoption("jax_backend_host") or []
     if backends:
         backends = bind_hosts(backends, parse_host_bindings(host_lines))
+        backends = select_backends(config, backends)
         env_lines = list(config.getini("jax_backend_env") or [])
         env_lines += config.getoption("jax_backend_env") or []
         backends = parse_backend_envs(env_lines, backends)

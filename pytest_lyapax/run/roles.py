@@ -157,13 +157,15 @@ class _TestRunner(PerBackendCollection):
             watch = RoundsWatch(self.session.turns, observers_for(settings))
             label = item_label(item)
             state = self.session.states.get(label) if label else None
+            backend = state.backend if state else None
             benchmarks.instrument(
                 item,
                 label,
                 settings.extras,
                 settings.peaks,
                 watch,
-                env=state.backend.env if state else (),
+                env=backend.env if backend else (),
+                describe=lambda: benchmarks.machine_info(self.config, backend),
             )
             if state is not None and state.backend.devices:
                 devices.record(item, state.backend)

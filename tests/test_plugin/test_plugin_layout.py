@@ -15,7 +15,8 @@ below, never one above):
 ``views``      tables, figure, explanations and their renderers
 ``measuring``  the benchmark fixture and the measurement of one call
 ``run``        options, session, items, scheduling, remote hosts, output
-top            ``plugin`` (the hooks) and ``cli`` (the report tools)
+top            ``plugin`` (the hooks), ``hookspecs`` (the plugin's own hooks)
+               and ``cli`` (the report tools)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ PACKAGE = "pytest_lyapax"
 ROOT = Path(pytest_lyapax.__file__).parent
 LAYERS = ("report", "backends", "views", "measuring", "run")
 # The modules of the top floor, which nothing in the package may import.
-TOP = {"plugin", "cli", "__main__"}
+TOP = {"plugin", "hookspecs", "cli", "__main__"}
 
 
 def _name(path: Path, root: Path) -> str:
