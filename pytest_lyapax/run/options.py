@@ -80,6 +80,8 @@ class Settings:
     # What a timing verdict on a busy machine does (--jax-busy, report/busy.py).
     busy: str = WARN
     agree: AgreeSettings = AgreeSettings()
+    # The other version of an A/B run (--jax-ab: a revision or a path; None: off).
+    ab: str | None = None
 
     @property
     def active(self) -> bool:
@@ -475,6 +477,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     backends = parse_backends(text, platforms) if text is not None else ()
     host_lines = list(config.getini("jax_backend_host") or [])
     host_lines += config.getoption("jax_backend_host") or []
+    ab = config.getoption("jax_ab")
     if backends:
         backends = bind_hosts(backends, parse_host_bindings(host_lines))
         backends = select_backends(config, backends)
@@ -490,7 +493,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             counts = parse_sizes(counts_text, where, "device count", "1,2,4")
             backends = devices.add_device_labels(counts, backends)
         backends = add_reruns(config.getoption("jax_rerun") or [], backends)
-        backends = add_ab_twins(config.getoption("jax_ab"), backends)
+        backends = add_ab_twins(ab, backends)
     timeout_text = config.getoption("jax_backend_host_timeout")
     if timeout_text is None:
         timeout_text = str(config.getini("jax_backend_host_timeout") or "").strip()
@@ -593,6 +596,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             benchmarks=not config.getoption("jax_no_agree"),
             store=None if report_dir is None else report_dir / RESULTS_DIR,
         ),
+        ab=ab,
     )
 
 

@@ -103,7 +103,7 @@ def _other_version(
 ) -> ab.OtherVersion | None:
     """B of an A/B run (--jax-ab), checked out and importable, removed when
     the session ends; None without the option."""
-    value = config.getoption("jax_ab")
+    value = session.settings.ab
     firsts = [b for b in session.settings.backends if b.ab_of]
     if not value or not firsts:
         return None
@@ -199,7 +199,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             )
         if any(b.ab_of for b in settings.backends):
             raise pytest.UsageError(
-                f"{ab.AB_OPTION}={config.getoption('jax_ab')} needs each "
+                f"{ab.AB_OPTION}={settings.ab} needs each "
                 f"backend in its own worker process, and this run has none: {reason}"
             )
         reruns = [b.rerun_of for b in settings.backends if b.rerun_of]
