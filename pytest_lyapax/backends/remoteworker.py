@@ -110,7 +110,10 @@ class WorkerLink:
             self.beat.join()
 
 
-def configure_worker_link(config: pytest.Config) -> None:
+def worker_link(config: pytest.Config, session: object) -> WorkerLink | None:
+    """The link's worker end where the controller sent a channel (None: no
+    backend on another host); ``session`` is the run's, unused here."""
     link = getattr(config, "workerinput", {}).get(LINK_KEY)
     if isinstance(link, dict) and link.get("channel") is not None:
-        config.pluginmanager.register(WorkerLink(config, link), "pytest-lyapax-link")
+        return WorkerLink(config, link)
+    return None

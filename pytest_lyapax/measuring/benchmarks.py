@@ -50,7 +50,7 @@ import json
 import numbers
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -476,6 +476,19 @@ def device_info() -> dict[str, Any]:
     }
 
 
+def machine_info(config: pytest.Config, backend: Any) -> dict[str, Any]:
+    """The description of this process's machine recorded with a benchmark
+    on ``backend`` (a ``Backend`` or None): the ``pytest_lyapax_machine_info``
+    hook's (by default :func:`device_info`), as changed by every
+    ``pytest_lyapax_update_machine_info`` (hookspecs.py)."""
+    hook = config.hook
+    info = dict(hook.pytest_lyapax_machine_info(config=config, backend=backend))
+    hook.pytest_lyapax_update_machine_info(
+        config=config, backend=backend, machine_info=info
+    )
+    return info
+
+
 def instrument(
     item: pytest.Item,
     label: str | None,
@@ -483,12 +496,14 @@ def instrument(
     peaks: bool = True,
     watch: RoundsWatch | None = None,
     env: Sequence[tuple[str, str]] = (),
+    describe: Callable[[], Mapping[str, Any]] = device_info,
 ) -> None:
     """Make the item's ``benchmark`` JAX-aware and label it (after fixture
     setup); ``extras=False`` (``--jax-no-extras``) measures the first call
     only, ``peaks=False`` (``--jax-no-peaks``) leaves the machine's peaks out;
     ``watch`` sees every round (turns between backends, observers); ``env``:
-    the label's own variables (``--jax-backend-env``), part of its series."""
+    the label's own variables (``--jax-backend-env``), part of its series;
+    ``describe``: the machine's description, added to ``extra_info``."""
     funcargs = getattr(item, "funcargs", None) or {}
     fixture = funcargs.get("benchmark")
     if fixture is None:
@@ -506,7 +521,7 @@ def instrument(
     info.setdefault("backend", label)
     if env:
         info.setdefault("backend_env", dict(env))
-    info.update({k: v for k, v in device_info().items() if k not in info})
+    info.update({k: v for k, v in describe().items() if k not in info})
     info.setdefault("size", params.get("jax_size"))
     if marker is not None and marker.kwargs.get("label"):
         info.setdefault("size_label", str(marker.kwargs["label"]))

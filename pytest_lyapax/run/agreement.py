@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,40 +28,10 @@ import pytest
 from pytest_lyapax.measuring import agreement as results
 from pytest_lyapax.report import agreement
 from pytest_lyapax.run.items import LABEL_ATTR
-from pytest_lyapax.run.session import CONTROLLER, WORKER, LyapaxSession, get_session
+from pytest_lyapax.run.options import Settings
+from pytest_lyapax.run.session import CONTROLLER, LyapaxSession
 
-WORKERINPUT_KEY = "pytest_lyapax_agree"
-RESULTS_DIR = "results"
 MARKER = "jax_agree"
-
-
-def add_options(group: Any) -> None:
-    """The agreement options, in the plugin's option group."""
-    group.addoption(
-        "--jax-reference-backend",
-        dest="jax_reference_backend",
-        metavar="LABEL",
-        default=None,
-        help="Compare every backend's recorded results (jax_results.record, "
-        "benchmark return values) with this backend's; default: the first "
-        "label of --jax-backend.",
-    )
-    group.addoption(
-        "--jax-agree-strict",
-        dest="jax_agree_strict",
-        action="store_true",
-        default=False,
-        help="A benchmark's return value that disagrees across backends fails "
-        "its test (default: a warning in the summary).",
-    )
-    group.addoption(
-        "--jax-no-agree",
-        dest="jax_no_agree",
-        action="store_true",
-        default=False,
-        help="Record and compare no benchmark return values (results recorded "
-        "with jax_results are still compared).",
-    )
 
 
 def marker_line() -> str:
@@ -72,50 +41,35 @@ def marker_line() -> str:
     )
 
 
-@dataclass(frozen=True)
-class AgreeSettings:
-    reference: str
-    strict: bool
-    benchmarks: bool  # record benchmark return values
-
-
-def read_agree_settings(
-    config: pytest.Config, labels: tuple[str, ...]
-) -> AgreeSettings:
-    """The agreement options of the controller.
+def check_reference(settings: Settings) -> None:
+    """The reference label must be one of the backends.
 
     Raises:
         pytest.UsageError: a reference label that is not one of the backends.
     """
-    reference = config.getoption("jax_reference_backend") or labels[0]
+    labels = settings.labels
+    reference = settings.agree.reference
     if reference not in labels:
         raise pytest.UsageError(
             f"--jax-reference-backend={reference!r} is not one of the backends of "
             f"--jax-backend ({', '.join(labels)})"
         )
-    return AgreeSettings(
-        reference,
-        bool(config.getoption("jax_agree_strict")),
-        not config.getoption("jax_no_agree"),
-    )
 
 
-def register(config: pytest.Config) -> None:
-    """Register the agreement hooks of this process's role (none otherwise)."""
-    session = get_session(config)
-    if session is None:
-        return
-    if session.role == WORKER:
-        data = json.loads(getattr(config, "workerinput", {}).get(WORKERINPUT_KEY, "{}"))
-        store = data.get("store")
-        config.stash[results.STORE_KEY] = Path(store) if store else None
-        worker = AgreeWorker(bool(data.get("benchmarks", True)))
-        config.pluginmanager.register(worker, "pytest-lyapax-agree-worker")
-        return
-    settings = read_agree_settings(config, session.labels)  # checked in every role
-    if session.role == CONTROLLER:
-        controller = AgreeController(config, session, settings)
-        config.pluginmanager.register(controller, "pytest-lyapax-agree")
+def worker_hooks(config: pytest.Config, session: LyapaxSession) -> AgreeWorker:
+    """A worker's agreement hooks; its recorded arrays go to the run's store."""
+    agree = session.settings.agree
+    config.stash[results.STORE_KEY] = agree.store
+    return AgreeWorker(agree.benchmarks)
+
+
+def controller_hooks(
+    config: pytest.Config, session: LyapaxSession
+) -> AgreeController | None:
+    """The controller's agreement hooks (None in the other roles, which only
+    check the reference label: it is checked in every role)."""
+    check_reference(session.settings)
+    return AgreeController(config, session) if session.role == CONTROLLER else None
 
 
 def marker_tolerance(item: pytest.Item) -> agreement.Tolerance:
@@ -180,12 +134,10 @@ class _Seen:
 class AgreeController:
     """The controller's hooks: compare each backend's results with the reference."""
 
-    def __init__(
-        self, config: pytest.Config, session: LyapaxSession, settings: AgreeSettings
-    ) -> None:
+    def __init__(self, config: pytest.Config, session: LyapaxSession) -> None:
         self.config = config
         self.session = session
-        self.settings = settings
+        self.settings = session.settings.agree
         self.seen: dict[str, dict[str, _Seen]] = {}
         self.pending: dict[str, list[str]] = {}
         # Shown by the run's terminal summary (collector.py, views/explain.py).
@@ -195,16 +147,6 @@ class AgreeController:
         self.reruns = {
             b.rerun_of: b.label for b in session.settings.backends if b.rerun_of
         }
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
-        report_dir = self.session.settings.report_dir
-        node.workerinput[WORKERINPUT_KEY] = json.dumps(
-            {
-                "store": None if report_dir is None else str(report_dir / RESULTS_DIR),
-                "benchmarks": self.settings.benchmarks,
-            }
-        )
 
     def _reference(self, label: str) -> str:
         """The label whose results ``label``'s are compared with: the

@@ -33,6 +33,19 @@ from pytest_lyapax.report.schema import ReportError, load_report
 from pytest_lyapax.run import devices
 from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
+RESULTS_DIR = "results"  # under the report directory: recorded results' files
+
+
+@dataclass(frozen=True)
+class AgreeSettings:
+    """Results compared across backends (``--jax-reference-backend``,
+    ``--jax-agree-strict``, ``--jax-no-agree``; run/agreement.py)."""
+
+    reference: str = ""  # the label the others are compared with
+    strict: bool = False  # a disagreeing benchmark return value fails its test
+    benchmarks: bool = True  # record benchmark return values
+    store: Path | None = None  # where workers write recorded arrays' files
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -66,6 +79,9 @@ class Settings:
     recompile: str = "warn"
     # What a timing verdict on a busy machine does (--jax-busy, report/busy.py).
     busy: str = WARN
+    agree: AgreeSettings = AgreeSettings()
+    # The other version of an A/B run (--jax-ab: a revision or a path; None: off).
+    ab: str | None = None
 
     @property
     def active(self) -> bool:
@@ -409,6 +425,30 @@ def parse_required(text: str, backends: Sequence[Backend]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(entries))
 
 
+SELECT_HOOK = "pytest_lyapax_select_backends"
+
+
+def select_backends(
+    config: pytest.Config, backends: tuple[Backend, ...]
+) -> tuple[Backend, ...]:
+    """The backends that run, in run order, as the ``pytest_lyapax_select_backends``
+    hook chose them (by default all, in the order requested; hookspecs.py).
+
+    Raises:
+        pytest.UsageError: the hook returned no label, a label twice or one
+            that was not requested.
+    """
+    chosen = config.hook.pytest_lyapax_select_backends(config=config, backends=backends)
+    by_label = {b.label: b for b in backends}
+    labels = [] if isinstance(chosen, str) else list(chosen or ())
+    if not labels or len(set(labels)) != len(labels) or set(labels) - set(by_label):
+        raise pytest.UsageError(
+            f"{SELECT_HOOK} returned {chosen!r}; return a non-empty list of the "
+            f"requested labels ({', '.join(by_label)}), each at most once"
+        )
+    return tuple(by_label[label] for label in labels)
+
+
 def informational(config: pytest.Config) -> bool:
     """Runs that only list things (help, collect-only, ...) probe and time nothing."""
     option = config.option
@@ -437,8 +477,10 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     backends = parse_backends(text, platforms) if text is not None else ()
     host_lines = list(config.getini("jax_backend_host") or [])
     host_lines += config.getoption("jax_backend_host") or []
+    ab = config.getoption("jax_ab")
     if backends:
         backends = bind_hosts(backends, parse_host_bindings(host_lines))
+        backends = select_backends(config, backends)
         env_lines = list(config.getini("jax_backend_env") or [])
         env_lines += config.getoption("jax_backend_env") or []
         backends = parse_backend_envs(env_lines, backends)
@@ -451,7 +493,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             counts = parse_sizes(counts_text, where, "device count", "1,2,4")
             backends = devices.add_device_labels(counts, backends)
         backends = add_reruns(config.getoption("jax_rerun") or [], backends)
-        backends = add_ab_twins(config.getoption("jax_ab"), backends)
+        backends = add_ab_twins(ab, backends)
     timeout_text = config.getoption("jax_backend_host_timeout")
     if timeout_text is None:
         timeout_text = str(config.getini("jax_backend_host_timeout") or "").strip()
@@ -547,6 +589,14 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         max_call_s=max_call_s,
         recompile=recompile,
         busy=busy,
+        agree=AgreeSettings(
+            reference=config.getoption("jax_reference_backend")
+            or (backends[0].label if backends else ""),
+            strict=bool(config.getoption("jax_agree_strict")),
+            benchmarks=not config.getoption("jax_no_agree"),
+            store=None if report_dir is None else report_dir / RESULTS_DIR,
+        ),
+        ab=ab,
     )
 
 

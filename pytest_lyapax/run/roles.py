@@ -34,10 +34,6 @@ from pytest_lyapax.run.items import (
     per_backend_items,
 )
 from pytest_lyapax.run.session import (
-    COLLECT,
-    CONTROLLER,
-    INPROCESS,
-    WORKER,
     LyapaxSession,
     check_required,
     mark_inprocess_states,
@@ -167,13 +163,15 @@ class _TestRunner(PerBackendCollection):
             watch = RoundsWatch(self.session.turns, observers_for(settings))
             label = item_label(item)
             state = self.session.states.get(label) if label else None
+            backend = state.backend if state else None
             benchmarks.instrument(
                 item,
                 label,
                 settings.extras,
                 settings.peaks,
                 watch,
-                env=state.backend.env if state else (),
+                env=backend.env if backend else (),
+                describe=lambda: benchmarks.machine_info(self.config, backend),
             )
             if state is not None and state.backend.devices:
                 devices.record(item, state.backend)
@@ -317,17 +315,3 @@ def release_worker_memory() -> None:
         jax.clear_caches()
     gc.collect()
     gc.freeze()
-
-
-_HOOKS_OF_ROLE: dict[str, type[PerBackendCollection]] = {
-    CONTROLLER: PerBackendCollection,
-    COLLECT: PerBackendCollection,
-    WORKER: WorkerHooks,
-    INPROCESS: InProcessHooks,
-}
-
-
-def register(config: pytest.Config, session: LyapaxSession) -> None:
-    """Register the hook object of ``session.role`` (decided, never changed after)."""
-    hooks = _HOOKS_OF_ROLE[session.role](config, session)
-    config.pluginmanager.register(hooks, PLUGIN_NAME)

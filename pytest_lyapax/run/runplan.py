@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import pytest
 
@@ -18,7 +19,7 @@ from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.run import ab, devices, remote, roles
+from pytest_lyapax.run import ab, agreement, devices, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -27,6 +28,7 @@ from pytest_lyapax.run.session import (
     CONTROLLER,
     INPROCESS,
     STASH_KEY,
+    WORKER,
     BackendState,
     LyapaxSession,
     check_required,
@@ -79,19 +81,11 @@ def configure_worker(config: pytest.Config, payload: str) -> LyapaxSession:
     """Set up an xdist worker from what its controller sent."""
     session = LyapaxSession.for_worker(payload)
     config.stash[STASH_KEY] = session
-    config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
-    roles.register(config, session)
     benchmarks.defer_benchmark_only(config)
     benchmarks.quiet_xdist_check(config)
     # The option itself arrived as the controller left it (disabled).
     benchmarks.set_user_disabled(config, session.benchmark_disabled)
-    remoteworker.configure_worker_link(config)
-    if os.environ.get(ab.ROOT_ENV):
-        config.pluginmanager.register(ab.SideCheck(), "pytest-lyapax-ab-side")
-    from pytest_lyapax.run.timeleft import WorkerTimeLeft
-
-    hooks = WorkerTimeLeft(config, session.own_label, session.settings.budget_s)
-    config.pluginmanager.register(hooks, "pytest-lyapax-time-left")
+    register(config, session)
     return session
 
 
@@ -109,7 +103,7 @@ def _other_version(
 ) -> ab.OtherVersion | None:
     """B of an A/B run (--jax-ab), checked out and importable, removed when
     the session ends; None without the option."""
-    value = config.getoption("jax_ab")
+    value = session.settings.ab
     firsts = [b for b in session.settings.backends if b.ab_of]
     if not value or not firsts:
         return None
@@ -126,7 +120,6 @@ def _other_version(
 def _start_workers(
     config: pytest.Config,
     session: LyapaxSession,
-    order: list[str],
     other: ab.OtherVersion | None = None,
 ) -> None:
     opt = config.option
@@ -148,7 +141,7 @@ def _start_workers(
     # One worker per backend and process, in run order: with --jax-processes
     # the backends take turns (cpu, gpu, cpu, gpu, ...), so a drift of the
     # machine's state over the run reaches every backend alike.
-    phases = [label for _ in range(session.settings.processes) for label in order]
+    phases = worker_phases(session)
     opt.tx = [_spec(session, label, other) for label in phases]
     opt.dist = "load"  # any mode other than "no"; our scheduler replaces it
     opt.numprocesses = None
@@ -159,9 +152,6 @@ def _start_workers(
     benchmarks.defer_benchmark_only(config)
     benchmarks.quiet_xdist_check(config)
     session.benchmark_disabled = benchmarks.user_disabled(config)
-    config.pluginmanager.register(
-        XdistHooks(config, session, phases), "pytest-lyapax-xdist"
-    )
 
 
 def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSession:
@@ -169,9 +159,8 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     states = {b.label: BackendState(b) for b in settings.backends}
     session = LyapaxSession(settings, COLLECT, states)
     config.stash[STASH_KEY] = session
-    config.pluginmanager.register(PerBackendTests(), "pytest-lyapax-per-backend")
     if informational(config):
-        roles.register(config, session)
+        register(config, session)
         return session
     remote.check_typed_xdist(config, _xdist_flags_on_command_line(config))
     reason = why_not_xdist(config)
@@ -190,10 +179,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         order = [label for label, state in states.items() if state.runnable]
         if order:
             session.role = CONTROLLER
-            _start_workers(config, session, order, other)
-            if any(b.host for b in settings.backends):
-                hooks = remote.RemoteHooks(config, session)
-                config.pluginmanager.register(hooks, "pytest-lyapax-remote")
+            _start_workers(config, session, other)
         else:
             session.role = INPROCESS  # nothing can run: every backend is skipped
     else:
@@ -213,7 +199,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             )
         if any(b.ab_of for b in settings.backends):
             raise pytest.UsageError(
-                f"{ab.AB_OPTION}={config.getoption('jax_ab')} needs each "
+                f"{ab.AB_OPTION}={settings.ab} needs each "
                 f"backend in its own worker process, and this run has none: {reason}"
             )
         reruns = [b.rerun_of for b in settings.backends if b.rerun_of]
@@ -231,16 +217,96 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
                 f"--jax-processes={settings.processes} needs xdist workers; this "
                 "run measures in this one process"
             )
-    roles.register(config, session)
-    collector = ResultCollector(config, session)
-    config.pluginmanager.register(collector, "pytest-lyapax-results")
-    if session.role == CONTROLLER:
-        from pytest_lyapax.run.progress import BackendProgress
-
-        config.pluginmanager.register(
-            BackendProgress(config, session), "pytest-lyapax-progress"
-        )
+    register(config, session)
     return session
+
+
+def worker_phases(session: LyapaxSession) -> list[str]:
+    """The label of each xdist worker, in start order: one per runnable
+    backend and process (``--jax-processes``: cpu, gpu, cpu, gpu, ...)."""
+    order = session.order
+    return [label for _ in range(session.settings.processes) for label in order]
+
+
+# -- the hook objects of each role --------------------------------------------
+Make = Callable[[pytest.Config, LyapaxSession], object | None]
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """One hook object a role registers: its plugin name (tests look it up)
+    and what makes it, or None where this run does not need it."""
+
+    name: str
+    make: Make
+
+
+def _xdist(config: pytest.Config, session: LyapaxSession) -> object:
+    return XdistHooks(config, session, worker_phases(session))
+
+
+def _remote(config: pytest.Config, session: LyapaxSession) -> object | None:
+    hosts = any(b.host for b in session.settings.backends)
+    return remote.RemoteHooks(config, session) if hosts else None
+
+
+def _progress(config: pytest.Config, session: LyapaxSession) -> object:
+    from pytest_lyapax.run.progress import BackendProgress
+
+    return BackendProgress(config, session)
+
+
+def _ab_side(config: pytest.Config, session: LyapaxSession) -> object | None:
+    return ab.SideCheck() if os.environ.get(ab.ROOT_ENV) else None
+
+
+def _time_left(config: pytest.Config, session: LyapaxSession) -> object:
+    from pytest_lyapax.run.timeleft import WorkerTimeLeft
+
+    return WorkerTimeLeft(config, session.own_label, session.settings.budget_s)
+
+
+PER_BACKEND = Hooks("pytest-lyapax-per-backend", lambda config, s: PerBackendTests())
+RESULTS = Hooks("pytest-lyapax-results", ResultCollector)
+AGREE = Hooks("pytest-lyapax-agree", agreement.controller_hooks)
+
+# Registered in this order (pluggy calls the later ones first), once the
+# process's role is decided (session.py names the roles).
+HOOKS_OF_ROLE: dict[str, tuple[Hooks, ...]] = {
+    CONTROLLER: (
+        PER_BACKEND,
+        Hooks("pytest-lyapax-xdist", _xdist),
+        Hooks("pytest-lyapax-remote", _remote),
+        Hooks(roles.PLUGIN_NAME, roles.PerBackendCollection),
+        RESULTS,
+        Hooks("pytest-lyapax-progress", _progress),
+        AGREE,
+    ),
+    WORKER: (
+        PER_BACKEND,
+        Hooks(roles.PLUGIN_NAME, roles.WorkerHooks),
+        Hooks("pytest-lyapax-link", remoteworker.worker_link),
+        Hooks("pytest-lyapax-ab-side", _ab_side),
+        Hooks("pytest-lyapax-time-left", _time_left),
+        Hooks("pytest-lyapax-agree-worker", agreement.worker_hooks),
+    ),
+    INPROCESS: (
+        PER_BACKEND,
+        Hooks(roles.PLUGIN_NAME, roles.InProcessHooks),
+        RESULTS,
+        AGREE,
+    ),
+    COLLECT: (PER_BACKEND, Hooks(roles.PLUGIN_NAME, roles.PerBackendCollection), AGREE),
+}
+
+
+def register(config: pytest.Config, session: LyapaxSession) -> None:
+    """Register the hook objects of ``session.role`` (decided, never changed
+    after), in the order of :data:`HOOKS_OF_ROLE`."""
+    for hooks in HOOKS_OF_ROLE[session.role]:
+        plugin = hooks.make(config, session)
+        if plugin is not None:
+            config.pluginmanager.register(plugin, hooks.name)
 
 
 def check_process_backend(

@@ -16,6 +16,7 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -30,7 +31,7 @@ from pytest_lyapax.backends.labels import (
 )
 from pytest_lyapax.measuring.rounds import NoTurns, Turns
 from pytest_lyapax.run import devices
-from pytest_lyapax.run.options import Settings
+from pytest_lyapax.run.options import AgreeSettings, Settings
 
 if TYPE_CHECKING:
     from pytest_lyapax.run.budget import Limits
@@ -181,6 +182,7 @@ class LyapaxSession:
         """Serialise what a worker needs (as a JSON string, as xdist prefers);
         ``turns``: the address of the controller's turn server and ``rank``
         the worker's place in the run order (turns.py)."""
+        agree = self.settings.agree
         return json.dumps(
             {
                 "label": label,
@@ -193,6 +195,10 @@ class LyapaxSession:
                 "budget_s": self.settings.budget_s,
                 "max_call_s": self.settings.max_call_s,
                 "recompile": self.settings.recompile,
+                "agree": {
+                    "store": None if agree.store is None else str(agree.store),
+                    "benchmarks": agree.benchmarks,
+                },
                 "states": [
                     {
                         "label": s.backend.label,
@@ -230,6 +236,7 @@ class LyapaxSession:
             for s in data["states"]
         }
         sizes = tuple(data["sizes"]) if data["sizes"] is not None else None
+        agree = data.get("agree", {})
         settings = Settings(
             backends=tuple(s.backend for s in states.values()),
             sizes=sizes,
@@ -238,6 +245,10 @@ class LyapaxSession:
             budget_s=data.get("budget_s"),
             max_call_s=data.get("max_call_s"),
             recompile=str(data.get("recompile", "warn")),
+            agree=AgreeSettings(
+                benchmarks=bool(agree.get("benchmarks", True)),
+                store=Path(agree["store"]) if agree.get("store") else None,
+            ),
         )
         session = cls(
             settings,

@@ -1,4 +1,7 @@
-"""The plugin's import graph: no cycle, and no import up the layers.
+"""The plugin's import graph: no cycle, and no import up the layers; and
+features plug in one way: one table declares the options, one function reads
+them into one settings object, one payload goes to the workers, one table
+registers each role's hook objects (read from the source too).
 
 The graph is read from the source with :mod:`ast`: every ``import`` statement
 counts, at module level, inside a function (lazy imports) and under
@@ -15,7 +18,8 @@ below, never one above):
 ``views``      tables, figure, explanations and their renderers
 ``measuring``  the benchmark fixture and the measurement of one call
 ``run``        options, session, items, scheduling, remote hosts, output
-top            ``plugin`` (the hooks) and ``cli`` (the report tools)
+top            ``plugin`` (the hooks), ``hookspecs`` (the plugin's own hooks)
+               and ``cli`` (the report tools)
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ PACKAGE = "pytest_lyapax"
 ROOT = Path(pytest_lyapax.__file__).parent
 LAYERS = ("report", "backends", "views", "measuring", "run")
 # The modules of the top floor, which nothing in the package may import.
-TOP = {"plugin", "cli", "__main__"}
+TOP = {"plugin", "hookspecs", "cli", "__main__"}
 
 
 def _name(path: Path, root: Path) -> str:
@@ -242,3 +246,170 @@ def test_the_terminal_check_sees_a_report_module_that_prints(tmp_path):
     used, defined = terminal_uses(path)
     assert used == {"terminalreporter", "write_sep", "print"}
     assert "pytest_terminal_summary" in defined
+
+
+# Features plug in one way: one table declares the options, one function
+# reads them into one settings object, one payload goes to the workers.
+OPTION_TABLE = f"{PACKAGE}.run.optiontable"
+SETTINGS_READER = f"{PACKAGE}.run.options"
+# What the controller writes into a worker's ``workerinput``: the one payload
+# (a JSON string) and the link to a host (an execnet channel, which cannot
+# travel inside JSON; remote.py).
+WORKERINPUT_KEYS = {"WORKERINPUT_KEY", "LINK_KEY"}
+
+
+def _calls(tree: ast.AST, names: set[str]) -> list[ast.Call]:
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in names
+    ]
+
+
+def plugin_trees(root: Path = ROOT) -> dict[str, ast.AST]:
+    return {
+        _name(path, root): ast.parse(path.read_text(), str(path))
+        for path in sorted(root.rglob("*.py"))
+    }
+
+
+def option_declarers(trees: dict[str, ast.AST]) -> set[str]:
+    """Modules that declare a pytest option or ini key (``addoption``,
+    ``addini``, ``getgroup``)."""
+    names = {"addoption", "addini", "getgroup"}
+    return {module for module, tree in trees.items() if _calls(tree, names)}
+
+
+def settings_readers(trees: dict[str, ast.AST]) -> set[str]:
+    """Modules that read one of the plugin's options (``getoption`` or
+    ``getini`` of a ``jax_`` name) or define a ``read_*settings`` function."""
+    found = set()
+    for module, tree in trees.items():
+        for call in _calls(tree, {"getoption", "getini"}):
+            first = call.args[0] if call.args else None
+            if isinstance(first, ast.Constant) and str(first.value).startswith("jax_"):
+                found.add(module)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name.startswith("read_"):
+                if node.name.endswith("settings"):
+                    found.add(f"{module}.{node.name}")
+    return found
+
+
+def workerinput_writes(trees: dict[str, ast.AST]) -> list[tuple[str, str]]:
+    """``(module, key)`` of each ``... .workerinput[key] = ...``."""
+    writes = []
+    for module, tree in trees.items():
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            for target in targets:
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.value, ast.Attribute)
+                    and target.value.attr == "workerinput"
+                ):
+                    writes.append((module, ast.unparse(target.slice)))
+    return writes
+
+
+def test_one_table_declares_every_option():
+    assert option_declarers(plugin_trees()) == {OPTION_TABLE}
+
+
+def test_one_function_reads_the_options_into_one_settings_object():
+    assert settings_readers(plugin_trees()) == {
+        SETTINGS_READER,
+        f"{SETTINGS_READER}.read_settings",
+    }
+
+
+def test_one_payload_goes_to_the_workers():
+    writes = workerinput_writes(plugin_trees())
+    keys = [key for _, key in writes]
+    assert sorted(keys) == sorted(WORKERINPUT_KEYS), writes
+
+
+def hook_registrars(trees: dict[str, ast.AST]) -> set[str]:
+    """Modules that register a hook object (``pluginmanager.register``)."""
+    return {
+        module
+        for module, tree in trees.items()
+        for call in _calls(tree, {"register"})
+        if isinstance(call.func.value, ast.Attribute)
+        and call.func.value.attr == "pluginmanager"
+    }
+
+
+def test_one_table_registers_the_hook_objects_of_every_role():
+    assert hook_registrars(plugin_trees()) == {f"{PACKAGE}.run.runplan"}
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> dict[str, ast.AST]:
+    pkg = tmp_path / PACKAGE
+    for name, text in {"__init__.py": "", "run/__init__.py": "", **files}.items():
+        (pkg / name).parent.mkdir(parents=True, exist_ok=True)
+        (pkg / name).write_text(text)
+    return plugin_trees(pkg)
+
+
+def test_the_option_check_sees_a_second_declaration(tmp_path):
+    trees = _tree(
+        tmp_path,
+        {
+            "run/optiontable.py": "def declare(parser):\n    parser.addini('x', 'y')\n",
+            "run/agreement.py": "def add(group):\n    group.addoption('--jax-x')\n",
+        },
+    )
+    assert option_declarers(trees) == {OPTION_TABLE, f"{PACKAGE}.run.agreement"}
+
+
+def test_the_settings_check_sees_a_second_reader(tmp_path):
+    trees = _tree(
+        tmp_path,
+        {
+            "run/options.py": "def read_settings(c):\n    c.getini('jax_backend')\n",
+            "run/agreement.py": (
+                "def read_agree_settings(c):\n    return c.getoption('jax_no_agree')\n"
+            ),
+            "run/runplan.py": "def f(c):\n    c.getoption('usepdb')\n",
+        },
+    )
+    assert settings_readers(trees) == {
+        SETTINGS_READER,
+        f"{SETTINGS_READER}.read_settings",
+        f"{PACKAGE}.run.agreement",
+        f"{PACKAGE}.run.agreement.read_agree_settings",
+    }
+
+
+def test_the_payload_check_sees_a_second_key(tmp_path):
+    trees = _tree(
+        tmp_path,
+        {
+            "run/scheduling.py": "def f(n):\n    n.workerinput[WORKERINPUT_KEY] = 1\n",
+            "run/agreement.py": "def f(n):\n    n.workerinput['agree'] = 2\n",
+        },
+    )
+    writes = workerinput_writes(trees)
+    assert sorted(writes) == [
+        (f"{PACKAGE}.run.agreement", "'agree'"),
+        (f"{PACKAGE}.run.scheduling", "WORKERINPUT_KEY"),
+    ]
+    assert sorted(key for _, key in writes) != sorted(WORKERINPUT_KEYS)
+
+
+def test_the_registration_check_sees_a_second_registrar(tmp_path):
+    trees = _tree(
+        tmp_path,
+        {
+            "run/runplan.py": "def f(c, h):\n    c.pluginmanager.register(h, 'a')\n",
+            "run/agreement.py": "def f(c, h):\n    c.pluginmanager.register(h, 'b')\n",
+            "run/turns.py": "def f(selector, conn):\n    selector.register(conn, 1)\n",
+        },
+    )
+    assert hook_registrars(trees) == {
+        f"{PACKAGE}.run.runplan",
+        f"{PACKAGE}.run.agreement",
+    }
