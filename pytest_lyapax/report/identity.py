@@ -166,6 +166,15 @@ def param_text(params: Mapping[str, Any]) -> str:
     )
 
 
+def series_key(
+    test_id: str, params: Mapping[str, Any], label: str
+) -> tuple[str, str, str]:
+    """A series on one backend as a key: test id without its parameters,
+    the other parameters (:func:`param_text`) and the label; the key of a
+    collected item's series (out-of-memory skips, time estimates)."""
+    return (bare_id(test_id), param_text(params), label)
+
+
 def other_params(record: Mapping[str, Any]) -> str:
     """The record's parameters other than backend and size, as ``k=v,...``."""
     params = record.get("params") or {}

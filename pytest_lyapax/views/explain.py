@@ -21,7 +21,6 @@ from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
-    analysis,
     busy,
     costmodel,
     counters,
@@ -37,6 +36,7 @@ from pytest_lyapax.report.identity import (
     series_id,
     unique_names,
 )
+from pytest_lyapax.report.series import SizedBenchmark
 from pytest_lyapax.views import ab, agreement, roundchecks, runtext, tables
 from pytest_lyapax.views import roofline as roofline_view
 from pytest_lyapax.views.document import (
@@ -146,7 +146,7 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     return out
 
 
-def _belongs(point: details.FailedPoint, bench: analysis.SizedBenchmark) -> bool:
+def _belongs(point: details.FailedPoint, bench: SizedBenchmark) -> bool:
     return bench.key == point.benchmark or bench.key.startswith(point.benchmark + "[")
 
 

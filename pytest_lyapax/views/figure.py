@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pytest_lyapax.report.analysis import Point, SizedBenchmark, crossovers
+from pytest_lyapax.report.crossover import crossovers
+from pytest_lyapax.report.series import Point, SizedBenchmark
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
