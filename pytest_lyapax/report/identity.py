@@ -128,7 +128,9 @@ def record_label(record: Mapping[str, Any]) -> str | None:
 
 
 def is_size(value: object) -> TypeGuard[int]:
-    """Whether ``value`` is a problem size: an int, and never a bool."""
+    """Whether ``value`` is a problem size (or a device count, the size of
+    the device axis): an int, and never a bool (``True`` is an int to
+    ``isinstance``, and a report is untrusted input)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_lyapax.report import ab
+from pytest_lyapax.report.identity import is_size
 from pytest_lyapax.report.units import format_seconds
 
 _DPI = 100
@@ -29,7 +30,7 @@ def ratio_series(
     out: dict[str, list[tuple[int, float, float, float]]] = {}
     for e in entries:
         size, ratio, interval = e.get("size"), e.get("ratio"), e.get("interval")
-        if not isinstance(size, int) or not isinstance(ratio, int | float):
+        if not is_size(size) or not isinstance(ratio, int | float):
             continue
         low, high = (
             interval

@@ -352,3 +352,19 @@ def test_series_per_other_parameter():
     ]
     assert benches[0].medians("cpu") == {10: 10.0, 100: 100.0}
     assert benches[1].medians("cpu") == {10: 100.0, 100: 1000.0}
+
+
+def test_a_size_of_true_or_false_is_no_size():
+    """``True`` is an int to ``isinstance``: a report (untrusted input) with
+    ``size: true`` has an unsized point, not a point at size 1."""
+    from pytest_lyapax.views.ab import ratio_series
+
+    for flag in (True, False):
+        records = [record("cpu", flag, 1e-3)]
+        assert group_sized(records, ["cpu"]) == []
+        assert unsized_medians(records)["test_x"]["cpu"].median == 1e-3
+    entries = [
+        {"benchmark": "t.py::test_f", "backend": "cpu", "size": s, "ratio": 1.5}
+        for s in (True, False, 8)
+    ]
+    assert ratio_series(entries) == {"test_f [cpu]": [(8, 1.5, 1.5, 1.5)]}
