@@ -30,7 +30,6 @@ canvas, imported only to draw), so ``pytest-lyapax html`` and ``plot
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +39,7 @@ from pytest_lyapax.report.identity import record_label, record_size, series_id
 from pytest_lyapax.report.roofline import Marker, percent, symbol
 from pytest_lyapax.report.series import SizedBenchmark
 from pytest_lyapax.report.units import format_seconds
+from pytest_lyapax.views.figure import png_bytes
 
 # What decides a stretch where every side is held by the same limit.
 _DECIDES = {
@@ -243,7 +243,6 @@ def crossover_lines(bench: SizedBenchmark, roof: Index) -> list[str]:
 
 
 _MARKERS = "osD^v<>p"
-_DPI = 100
 
 
 def render_roofline_png(
@@ -308,6 +307,4 @@ def render_roofline_png(
     if every or points:
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI)
-    return buffer.getvalue()
+    return png_bytes(fig)
