@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 SUITE = """
 import jax

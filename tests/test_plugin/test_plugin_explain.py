@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.report import costmodel
 from pytest_lyapax.report.schema import SCHEMA_VERSION, check_report

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from architecture_page import listed_modules
+from support.architecture_page import listed_modules
 
 import pytest_lyapax
 

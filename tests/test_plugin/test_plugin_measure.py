@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import jax
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.backends.labels import Backend
 from pytest_lyapax.measuring import fixture as jax_fixture

@@ -15,7 +15,7 @@ import textwrap
 import time
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=1", "--benchmark-max-time=0"]
