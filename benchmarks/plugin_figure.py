@@ -18,7 +18,7 @@ import statistics
 import struct
 import time
 
-from pytest_lyapax.report import analysis
+from pytest_lyapax.report.series import group_sized, unsized_medians
 from pytest_lyapax.views.figure import BackendLegend, render_png
 
 
@@ -46,8 +46,8 @@ def main() -> None:
                     _record(label, size, scale * size ** (1 + i % 3 / 4), f"test_{i}")
                 )
             records.append(_record(label, None, scale, f"test_unsized_{i}"))
-    benches = analysis.group_sized(records, ["cpu", "gpu"])
-    unsized = analysis.unsized_medians(records)
+    benches = group_sized(records, ["cpu", "gpu"])
+    unsized = unsized_medians(records)
     legends = [BackendLegend("cpu", "ok", "cpu"), BackendLegend("gpu", "ok", "H200")]
     times, cpu = [], []
     for _ in range(args.repeats):

@@ -31,20 +31,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_lyapax.report import (
-    agreement,
-    analysis,
-    busy,
-    costmodel,
-    details,
-    gates,
-    stats,
-)
+from pytest_lyapax.report import agreement, busy, costmodel, details, gates, stats
+from pytest_lyapax.report.compare import compare_runs
 from pytest_lyapax.report.history import find_steps, history_series, render_history
 from pytest_lyapax.report.identity import extra_info
 from pytest_lyapax.report.merge import Merged, merge_reports, merged_document
 from pytest_lyapax.report.schema import Report, ReportError
 from pytest_lyapax.report.schema import load_report as _load
+from pytest_lyapax.report.series import group_sized, unsized_medians
 from pytest_lyapax.views import agreement as agreement_view
 from pytest_lyapax.views import roofline as roofline_view
 from pytest_lyapax.views import tables
@@ -137,7 +131,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     merged = merge_reports(reports)
     if not merged.benchmarks:
         raise InputError("no benchmark with a pytest-lyapax backend label to plot")
-    benches = analysis.group_sized(merged.benchmarks, merged.order)
+    benches = group_sized(merged.benchmarks, merged.order)
     # Each merged record names its machine (a merged input keeps several).
     machines = "; ".join(
         dict.fromkeys(str(extra_info(b)["machine"]) for b in merged.benchmarks)
@@ -148,7 +142,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
         benches,
         _legends(merged),
         machines,
-        analysis.unsized_medians(merged.benchmarks),
+        unsized_medians(merged.benchmarks),
         models,
         details.panel_notes(merged.benchmarks, None, failed),
     )
@@ -276,7 +270,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise InputError(str(exc)) from None
     saved, now = load_report(Path(args.saved)), load_report(Path(args.now))
     result = busy.judge_comparisons(
-        analysis.compare_runs(saved.data, now.benchmarks, thresholds, now.machine_info),
+        compare_runs(saved.data, now.benchmarks, thresholds, now.machine_info),
         mode,
     )
     table = tables.comparison_table(result.comparisons, thresholds)

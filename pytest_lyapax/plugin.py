@@ -58,7 +58,7 @@ def pytest_lyapax_select_backends(backends: Sequence[Backend]) -> list[str]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_lyapax_machine_info() -> dict[str, Any]:
-    from pytest_lyapax.measuring.benchmarks import device_info
+    from pytest_lyapax.measuring.fixture import device_info
 
     return device_info()
 

@@ -1,10 +1,9 @@
 """The suite checks the annotations of the public entry points (see
-:mod:`shape_check`), and a run of the whole folder spreads its files over
-worker processes (see :mod:`suite_workers`)."""
+:mod:`support.shape_check`), and a run of the whole folder spreads its files over
+worker processes (see :mod:`support.suite_workers`)."""
 
 import pytest
-import shape_check
-import suite_workers
+from support import shape_check, suite_workers
 
 shape_check.install()
 

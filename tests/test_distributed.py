@@ -16,9 +16,9 @@ import sys
 import time
 from pathlib import Path
 
-import distributed_worker as worker
 import numpy as np
 import pytest
+from support import distributed_worker as worker
 
 from lyapax.distributed import gather, initialize
 

@@ -16,7 +16,7 @@ import importlib
 from pathlib import Path
 
 import pytest
-from architecture_page import diagram_layers, listed_modules
+from support.architecture_page import diagram_layers, listed_modules
 
 import lyapax
 

@@ -1,12 +1,12 @@
 """The suite really checks the shape annotations of the public entry points
-(``tests/shape_check.py``), and the check catches what it should."""
+(``tests/support/shape_check.py``), and the check catches what it should."""
 
 from __future__ import annotations
 
 import jax.numpy as jnp
 import pytest
 from jaxtyping import Array, Float, TypeCheckError
-from shape_check import ENTRY_POINTS, shape_checked
+from support.shape_check import ENTRY_POINTS, shape_checked
 
 import lyapax
 import lyapax.dde

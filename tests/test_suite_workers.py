@@ -1,12 +1,18 @@
-"""Which runs of this suite get worker processes (``tests/suite_workers.py``)."""
+"""Which runs of this suite get worker processes
+(``tests/support/suite_workers.py``)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import pytest
-import suite_workers
-from suite_workers import TESTS, WORKERS_ENV, apply_default_workers, default_workers
+from support import suite_workers
+from support.suite_workers import (
+    TESTS,
+    WORKERS_ENV,
+    apply_default_workers,
+    default_workers,
+)
 
 
 def _config(args=(str(TESTS),), markexpr="not slow", xdist=True, **option):

@@ -28,7 +28,8 @@ def _rst(text: str) -> str:
 
 def explanation(report_path: Path = REPORT) -> str:
     """The fragment, as reStructuredText paragraphs and a bullet list."""
-    from pytest_lyapax.report import analysis, details
+    from pytest_lyapax.report import details
+    from pytest_lyapax.report.crossover import crossovers
     from pytest_lyapax.views.document import view_of
     from pytest_lyapax.views.tables import format_seconds
 
@@ -49,7 +50,7 @@ def explanation(report_path: Path = REPORT) -> str:
                 f"{growth:.3g} times the time for {span:.3g} times the size."
             )
         out += [f"- cost model, {_rst(line)}." for line in model.lines()]
-        for c in analysis.crossovers(bench):
+        for c in crossovers(bench):
             out.append(f"- measured: {_rst(c.describe(bench.size_label))}.")
         for label, b in backends.items():
             if label not in bench.series:

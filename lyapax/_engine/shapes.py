@@ -1,7 +1,7 @@
 """Shape-annotated types shared by the public signatures.
 
 They cost nothing at run time; the test suite checks them on every call of the
-public entry points (jaxtyping with beartype: ``tests/shape_check.py``), so an
+public entry points (jaxtyping with beartype: ``tests/support/shape_check.py``), so an
 annotation narrower than what a function accepts fails the suite.
 
 Axis names: ``d`` phase-space size, ``k`` tracked exponents, ``n_renorm``

@@ -44,9 +44,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_lyapax.report import analysis
 from pytest_lyapax.report.identity import (
     extra_info,
     record_label,
@@ -54,6 +53,11 @@ from pytest_lyapax.report.identity import (
     series_id,
 )
 from pytest_lyapax.report.schema import TIME_FIELDS
+
+if TYPE_CHECKING:  # a plain pytest start reads busy's options, not the analysis
+    from pytest_lyapax.report.compare import Comparison, ComparisonResult
+    from pytest_lyapax.report.crossover import Crossover
+    from pytest_lyapax.report.series import SizedBenchmark
 
 KEY = "machine_state"
 FOREIGN_CORES = 0.25
@@ -214,7 +218,8 @@ Index = Mapping[tuple[str, str, int], str]
 
 def index(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, int], str]:
     """The busy reason of every sized record that has one, keyed by
-    (benchmark, series label, size) as ``analysis.group_sized`` groups them."""
+    (benchmark, series label, size) as
+    :func:`~pytest_lyapax.report.series.group_sized` groups them."""
     out = {}
     for record in records:
         label, size = record_label(record), record_size(record)
@@ -225,13 +230,15 @@ def index(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, int], st
 
 
 def crossover_marks(
-    bench: analysis.SizedBenchmark, c: analysis.Crossover, reasons: Index
+    bench: SizedBenchmark, c: Crossover, reasons: Index
 ) -> dict[int, str]:
     """Per size of ``c`` whose verdict (judged, not "too few rounds") read a
     busy record on either side: the reason."""
+    from pytest_lyapax.report.crossover import FEW
+
     out = {}
     for size, verdict in zip(c.sizes, c.verdicts, strict=True):
-        if verdict == analysis.FEW:
+        if verdict == FEW:
             continue
         found = [
             reasons.get((bench.key, label, size)) for label in (c.other, c.reference)
@@ -241,11 +248,13 @@ def crossover_marks(
     return out
 
 
-def crossover_notes(bench: analysis.SizedBenchmark, reasons: Index) -> list[str]:
+def crossover_notes(bench: SizedBenchmark, reasons: Index) -> list[str]:
     """One line per crossover with busy sizes: which verdicts are unreliable
     and why (the first reason, and how many others)."""
+    from pytest_lyapax.report.crossover import crossovers
+
     lines = []
-    for c in analysis.crossovers(bench):
+    for c in crossovers(bench):
         marks = crossover_marks(bench, c, reasons)
         if not marks:
             continue
@@ -263,7 +272,7 @@ def crossover_notes(bench: analysis.SizedBenchmark, reasons: Index) -> list[str]
 # ------------------------------------------------------------ comparisons
 
 
-def _pair_reason(c: analysis.Comparison) -> str | None:
+def _pair_reason(c: Comparison) -> str | None:
     saved, now = c.records
     parts = [
         f"{side}: {reason}"
@@ -273,9 +282,7 @@ def _pair_reason(c: analysis.Comparison) -> str | None:
     return "; ".join(parts) or None
 
 
-def judge_comparisons(
-    result: analysis.ComparisonResult, mode: str
-) -> analysis.ComparisonResult:
+def judge_comparisons(result: ComparisonResult, mode: str) -> ComparisonResult:
     """``result`` with each comparison whose either side was busy marked
     ``unreliable`` (the reason); under :data:`WARN` its failed timing gates
     move from ``failed`` to ``excused``, so the gate does not fail on them."""

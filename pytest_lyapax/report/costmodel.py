@@ -34,7 +34,7 @@ from pytest_lyapax.report.units import format_seconds
 if TYPE_CHECKING:
     import numpy as np
 
-    from pytest_lyapax.report.analysis import Point, SizedBenchmark
+    from pytest_lyapax.report.series import Point, SizedBenchmark
 
 MIN_SIZES = 4
 BOOTSTRAP = 200
@@ -449,7 +449,7 @@ class BenchmarkModel:
 
 def benchmark_model(bench: SizedBenchmark) -> BenchmarkModel:
     """Fit every series of ``bench`` and predict crossovers against the first."""
-    from pytest_lyapax.report.analysis import crossovers
+    from pytest_lyapax.report.crossover import crossovers
 
     fits = tuple(
         fit_series(label, points, bench.key) for label, points in bench.series.items()

@@ -22,6 +22,7 @@ from typing import Any
 
 from pytest_lyapax.report.identity import (
     extra_info,
+    is_size,
     record_label,
     record_size,
     series_id,
@@ -32,7 +33,7 @@ STRONG, WEAK = "strong", "weak"
 
 
 def _count(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return value if is_size(value) else None
 
 
 def behind(entry: Mapping[str, Any], p: int) -> str:

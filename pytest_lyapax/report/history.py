@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pytest_lyapax.report import busy, stats
-from pytest_lyapax.report.analysis import Point, point_of
 from pytest_lyapax.report.identity import (
     Machine,
     SeriesId,
@@ -26,6 +25,7 @@ from pytest_lyapax.report.identity import (
     unique_names,
 )
 from pytest_lyapax.report.schema import Report
+from pytest_lyapax.report.series import Point, point_of
 
 MAX_HISTORY_PANELS = 24
 

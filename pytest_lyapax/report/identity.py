@@ -128,7 +128,9 @@ def record_label(record: Mapping[str, Any]) -> str | None:
 
 
 def is_size(value: object) -> TypeGuard[int]:
-    """Whether ``value`` is a problem size: an int, and never a bool."""
+    """Whether ``value`` is a problem size (or a device count, the size of
+    the device axis): an int, and never a bool (``True`` is an int to
+    ``isinstance``, and a report is untrusted input)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -166,10 +168,14 @@ def param_text(params: Mapping[str, Any]) -> str:
     )
 
 
-def other_params(record: Mapping[str, Any]) -> str:
-    """The record's parameters other than backend and size, as ``k=v,...``."""
-    params = record.get("params") or {}
-    return param_text(params) if isinstance(params, Mapping) else ""
+def series_key(
+    test_id: str, params: Mapping[str, Any], label: str
+) -> tuple[str, str, str]:
+    """A series on one backend as a key: test id without its parameters,
+    the other parameters (:func:`param_text`) and the label: a collected
+    item's series (out-of-memory skips, time estimates) and a stored
+    record's (:func:`series_id`)."""
+    return (bare_id(test_id), param_text(params), label)
 
 
 def machine_of(
@@ -201,10 +207,15 @@ def series_id(
     info = extra_info(record)
     label = record_label(record)
     backend = _text(info.get("source_backend"), label or "") or None
-    test = bare_id(str(record.get("fullname") or record.get("name") or ""))
+    params = record.get("params")
+    test, other, _ = series_key(
+        str(record.get("fullname") or record.get("name") or ""),
+        params if isinstance(params, Mapping) else {},
+        label or "",
+    )
     return SeriesId(
         test,
-        other_params(record),
+        other,
         backend,
         machine_of(record, machine_info),
         label,

@@ -153,7 +153,7 @@ def _scaled(measured: Sequence[_Measured], size: int) -> Prediction:
 def predict(measured: Sequence[_Measured], size: int, name: str = "") -> Prediction:
     """Seconds per call at ``size`` from the measured (smaller) sizes."""
     from pytest_lyapax.report import costmodel
-    from pytest_lyapax.report.analysis import Point
+    from pytest_lyapax.report.series import Point
 
     if len(measured) >= costmodel.MIN_SIZES:
         points = [
@@ -218,7 +218,7 @@ def skip_over_budget(
         return
     point = check(item, label, limits)
     if point is not None:
-        from pytest_lyapax.measuring.benchmarks import set_point
+        from pytest_lyapax.measuring.points import set_point
 
         set_point(item, point)
         raise pytest.skip.Exception(point["message"], _use_item_location=True)
@@ -238,7 +238,7 @@ def series_state(config: pytest.Config) -> dict[tuple[str, str, str], Series]:
 def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | None:
     """Before a sized benchmark starts: the over-budget point and skip reason
     (``point["message"]``) when it does not fit, else None (run it)."""
-    from pytest_lyapax.measuring.benchmarks import series_of
+    from pytest_lyapax.measuring.points import series_of
 
     key, size = series_of(item, label)
     if not is_size(size):
@@ -290,7 +290,7 @@ def observe(
     its call, less the time waited for turns: ``waited_s`` as in
     :func:`skip_over_budget`) to its series, and its timing to the series'
     measured sizes."""
-    from pytest_lyapax.measuring.benchmarks import series_of
+    from pytest_lyapax.measuring.points import series_of
 
     start = item.stash.get(_START_KEY, None)
     key, size = series_of(item, label)
@@ -324,7 +324,7 @@ def _size_of(item: pytest.Item) -> Any:
 def ascending_sizes(items: list[pytest.Item]) -> None:
     """Reorder, in place, each series' sized items so that its sizes ascend,
     within the positions those items already hold (nothing else moves)."""
-    from pytest_lyapax.measuring.benchmarks import series_of
+    from pytest_lyapax.measuring.points import series_of
     from pytest_lyapax.run.items import item_label
 
     slots: dict[tuple[str, str, str], list[int]] = {}

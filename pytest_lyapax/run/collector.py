@@ -1,7 +1,7 @@
 """Hooks of the process that gathers results: the xdist controller, or the
 single process of a run without xdist.
 
-Benchmark results arrive attached to test reports (see ``benchmarks.py``),
+Benchmark results arrive attached to test reports (see ``measuring/benchmarks.py``),
 so they are all here before pytest-benchmark writes its own files at session
 finish, and a worker that crashes later cannot take them with it.  Each
 report also carries its item's backend label (see ``items.py``).
@@ -17,12 +17,12 @@ import pytest
 
 from pytest_lyapax.backends.labels import CRASHED
 from pytest_lyapax.measuring.benchmarks import (
-    POINT_ATTR,
     RECORD_ATTR,
     fold_process,
     hand_to_benchmark_session,
 )
-from pytest_lyapax.report.analysis import ComparisonResult
+from pytest_lyapax.measuring.points import POINT_ATTR
+from pytest_lyapax.report.compare import ComparisonResult
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.run import output
 from pytest_lyapax.run.items import LABEL_ATTR, item_label

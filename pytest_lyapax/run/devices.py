@@ -24,6 +24,7 @@ import pytest
 
 from pytest_lyapax.backends.labels import DEVICE_COUNT_FLAG, Backend
 from pytest_lyapax.report.devices import STRONG, WEAK
+from pytest_lyapax.report.identity import is_size
 
 DEVICES_OPTION = "--jax-devices"
 MARKER = "jax_devices"
@@ -97,7 +98,7 @@ def missing_devices(backend: Backend, info: Mapping[str, Any]) -> str | None:
     """Why a device-count label cannot run: its probe found fewer devices
     (a GPU machine with fewer GPUs; None: it can)."""
     found = info.get("device_count")
-    if backend.devices and isinstance(found, int) and found < backend.devices:
+    if backend.devices and is_size(found) and found < backend.devices:
         return (
             f"{DEVICES_OPTION}: {backend.devices} devices asked, and the "
             f"{backend.devices_of!r} platform has {found} here"
@@ -117,7 +118,7 @@ def marker_of(item: pytest.Item) -> tuple[tuple[int, ...], str] | None:
     where = f"@pytest.mark.{MARKER}"
     counts = []
     for arg in marker.args:
-        if isinstance(arg, bool) or not isinstance(arg, int) or arg < 1:
+        if not is_size(arg) or arg < 1:
             raise ValueError(
                 f"{where}: {arg!r} is not a positive integer device count; "
                 f"write it like {where}(1, 2, 4)"

@@ -25,9 +25,8 @@ from pytest_lyapax.backends.labels import (
     PLATFORM_BACKENDS,
     Backend,
 )
-from pytest_lyapax.report.analysis import CompareThreshold
 from pytest_lyapax.report.busy import WARN, parse_busy
-from pytest_lyapax.report.gates import parse_gates, refusal
+from pytest_lyapax.report.gates import CompareThreshold, parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
 from pytest_lyapax.run import devices

@@ -11,7 +11,7 @@ the ``pytest-lyapax`` command line's argparse; this table holds their place.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -71,7 +71,7 @@ class IniKey:
 
     name: str
     help: str
-    type: str | None = None
+    type: Literal["linelist"] | None = None
 
     def declare(self, parser: pytest.Parser) -> None:
         if self.type is None:

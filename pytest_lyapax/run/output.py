@@ -43,7 +43,9 @@ from pytest_lyapax.backends.labels import (
     PARTIAL,
     RUNNABLE,
 )
-from pytest_lyapax.report import ab, analysis, busy, roofline, stats
+from pytest_lyapax.report import ab, busy, roofline, stats
+from pytest_lyapax.report.compare import ComparisonResult, compare_runs
+from pytest_lyapax.report.crossover import crossovers
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
@@ -169,7 +171,7 @@ def ab_section(session: LyapaxSession) -> dict[str, Any]:
 def compose(
     session: LyapaxSession,
     info: dict[str, Any] | None,
-    compared: analysis.ComparisonResult | None = None,
+    compared: ComparisonResult | None = None,
     commit: dict[str, Any] | None = None,
 ) -> tuple[bytes, ReportView]:
     """The merged report in pytest-benchmark's JSON schema, as stored, and its
@@ -228,7 +230,7 @@ def compose(
                 "unreliable": busy.crossover_marks(b, c, reasons),
             }
             for b in view.benches
-            for c in analysis.crossovers(b)
+            for c in crossovers(b)
         ],
         "cost_model": [m.to_json() for m in view.models],
         **(
@@ -262,7 +264,7 @@ def write_reports(
     config: pytest.Config,
     session: LyapaxSession,
     info: dict[str, Any],
-    compared: analysis.ComparisonResult | None = None,
+    compared: ComparisonResult | None = None,
 ) -> tuple[ReportView, list[Path]]:
     """The run's report and the files written from it: runs/NNNN.json, then
     benchmark.json, then the figures, summary.md and report.html.
@@ -351,7 +353,7 @@ def write_readable(
 
 def check_regressions(
     session: LyapaxSession, info: dict[str, Any]
-) -> analysis.ComparisonResult | None:
+) -> ComparisonResult | None:
     """Compare with the saved run; remember why the gate fails on the session.
 
     A gate across hosts or devices is refused (``session.gate_refused``)
@@ -363,7 +365,7 @@ def check_regressions(
     if settings.compare_data is None:
         return None
     result = busy.judge_comparisons(
-        analysis.compare_runs(
+        compare_runs(
             settings.compare_data, session.records, settings.compare_fail, info
         ),
         settings.busy,
@@ -379,7 +381,7 @@ def check_regressions(
 
 def run_facts(
     session: LyapaxSession,
-    compared: analysis.ComparisonResult | None,
+    compared: ComparisonResult | None,
     written: Sequence[Path],
 ) -> RunFacts:
     """What the terminal summary adds to the report: this run's facts."""
@@ -409,7 +411,7 @@ def run_facts(
 def terminal_sections(
     session: LyapaxSession,
     view: ReportView,
-    compared: analysis.ComparisonResult | None,
+    compared: ComparisonResult | None,
     written: Sequence[Path],
 ) -> list[Section]:
     """The terminal summary: the report's sections with the run's facts."""
@@ -418,7 +420,7 @@ def terminal_sections(
 
 def summary_lines(
     session: LyapaxSession,
-    compared: analysis.ComparisonResult | None,
+    compared: ComparisonResult | None,
     written: Sequence[Path],
     info: dict[str, Any] | None = None,
 ) -> list[tuple[str, list[str]]]:

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import benchmarks
+from pytest_lyapax.measuring import benchmarks, fixture, points
 from pytest_lyapax.measuring.observers import observers_for
 from pytest_lyapax.measuring.rounds import RoundsWatch
 from pytest_lyapax.run import budget, devices
@@ -153,7 +153,7 @@ class _TestRunner(PerBackendCollection):
             pytest.skip(skip_reason)
         measured = "benchmark" in getattr(item, "fixturenames", ())
         if measured:
-            benchmarks.skip_after_oom(item, item_label(item))
+            points.skip_after_oom(item, item_label(item))
             budget.skip_over_budget(
                 item, item_label(item), self.session.limits, self.session.turns.waited_s
             )
@@ -164,14 +164,14 @@ class _TestRunner(PerBackendCollection):
             label = item_label(item)
             state = self.session.states.get(label) if label else None
             backend = state.backend if state else None
-            benchmarks.instrument(
+            fixture.instrument(
                 item,
                 label,
                 settings.extras,
                 settings.peaks,
                 watch,
                 env=backend.env if backend else (),
-                describe=lambda: benchmarks.machine_info(self.config, backend),
+                describe=lambda: fixture.machine_info(self.config, backend),
             )
             if state is not None and state.backend.devices:
                 devices.record(item, state.backend)
@@ -182,7 +182,7 @@ class _TestRunner(PerBackendCollection):
         try:
             return (yield)
         except Exception as exc:
-            reason = benchmarks.oom_reason(item, item_label(item), exc)
+            reason = points.oom_reason(item, item_label(item), exc)
             if reason is None:
                 raise
             # Drop the frames (and the device buffers they hold) before going on.
@@ -201,9 +201,9 @@ class _TestRunner(PerBackendCollection):
         # Travels with the report to the controller (xdist serialises every
         # attribute), so results are attributed without parsing test ids.
         setattr(report, LABEL_ATTR, label)
-        point = benchmarks.pop_point(item)
+        point = points.pop_point(item)
         if point is not None:
-            setattr(report, benchmarks.POINT_ATTR, point)
+            setattr(report, points.POINT_ATTR, point)
         if call.when == "call":
             record = benchmarks.record_of(item)
             if record is not None:

@@ -109,7 +109,7 @@ class WorkerTimeLeft:
         self.memo: dict[tuple[SeriesKey, int], tuple[int, float]] = {}
 
     def _plan(self, items: Sequence[pytest.Item]) -> None:
-        from pytest_lyapax.measuring.benchmarks import series_of
+        from pytest_lyapax.measuring.points import series_of
 
         other = [False] * len(items)
         for index, item in enumerate(items):
@@ -162,7 +162,7 @@ class WorkerTimeLeft:
 
 
 def _series_and_size(item: pytest.Item, label: str) -> tuple[SeriesKey | None, int]:
-    from pytest_lyapax.measuring.benchmarks import series_of
+    from pytest_lyapax.measuring.points import series_of
 
     if "benchmark" not in getattr(item, "fixturenames", ()):
         return None, 0

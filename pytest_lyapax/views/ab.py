@@ -9,15 +9,14 @@ it has one, and the line B/A = 1 (no change).  Drawn from the report alone
 
 from __future__ import annotations
 
-import io
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_lyapax.report import ab
+from pytest_lyapax.report.identity import is_size
 from pytest_lyapax.report.units import format_seconds
-
-_DPI = 100
+from pytest_lyapax.views.figure import png_bytes
 
 
 def ratio_series(
@@ -29,7 +28,7 @@ def ratio_series(
     out: dict[str, list[tuple[int, float, float, float]]] = {}
     for e in entries:
         size, ratio, interval = e.get("size"), e.get("ratio"), e.get("interval")
-        if not isinstance(size, int) or not isinstance(ratio, int | float):
+        if not is_size(size) or not isinstance(ratio, int | float):
             continue
         low, high = (
             interval
@@ -71,9 +70,7 @@ def render_ab_png(series: Mapping[str, list[tuple[int, float, float, float]]]) -
     ax.set_title("A/B: the other version's time over this one's, per size", fontsize=9)
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI)
-    return buffer.getvalue()
+    return png_bytes(fig)
 
 
 AB_HEADER = (

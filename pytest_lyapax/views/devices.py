@@ -9,11 +9,10 @@ canvas), so ``pytest-lyapax html`` redraws the same bytes.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-_DPI = 100
+from pytest_lyapax.views.figure import png_bytes
 
 
 def render_scaling_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
@@ -52,6 +51,4 @@ def render_scaling_png(rows: Sequence[Mapping[str, Any]]) -> bytes:
     eff.set_ylim(bottom=0)
     fig.legend(loc="lower center", fontsize=7, ncol=1, frameon=False)
     fig.subplots_adjust(bottom=0.12 + 0.05 * min(len(lines) + 1, 8), wspace=0.3)
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI)
-    return buffer.getvalue()
+    return png_bytes(fig)

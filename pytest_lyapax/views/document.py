@@ -11,10 +11,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_lyapax.report import analysis, costmodel, details, roofline
+from pytest_lyapax.report import costmodel, details, roofline
 from pytest_lyapax.report import devices as devices_report
+from pytest_lyapax.report.compare import ComparisonResult
 from pytest_lyapax.report.identity import machine_of, record_label
 from pytest_lyapax.report.schema import REPORT_KEY
+from pytest_lyapax.report.series import (
+    Point,
+    SizedBenchmark,
+    group_sized,
+    unsized_medians,
+)
 from pytest_lyapax.views.figure import BackendLegend
 
 
@@ -68,7 +75,7 @@ class RunFacts:
     """
 
     live: bool = False
-    compared: analysis.ComparisonResult | None = None
+    compared: ComparisonResult | None = None
     gate_refused: str | None = None
     gate_failures: tuple[str, ...] = ()
     gates: tuple[str, ...] = ()  # the --jax-compare-fail thresholds as given
@@ -91,8 +98,8 @@ class ReportView:
     records: list[Mapping[str, Any]]
     backends: list[Mapping[str, Any]]
     order: list[str]
-    benches: list[analysis.SizedBenchmark]
-    unsized: dict[str, dict[str, analysis.Point]]
+    benches: list[SizedBenchmark]
+    unsized: dict[str, dict[str, Point]]
     models: list[costmodel.BenchmarkModel]
     failed: list[details.FailedPoint]
 
@@ -198,7 +205,7 @@ def view_of(data: Mapping[str, Any]) -> ReportView:
             order.append(label)
     info = data.get("machine_info")
     info = info if isinstance(info, Mapping) else None
-    benches = analysis.group_sized(records, order, info)
+    benches = group_sized(records, order, info)
     return ReportView(
         data,
         key,
@@ -206,7 +213,7 @@ def view_of(data: Mapping[str, Any]) -> ReportView:
         backends,
         order,
         benches,
-        analysis.unsized_medians(records, info),
+        unsized_medians(records, info),
         costmodel.cost_models(benches),
         details.failed_points(data),
     )

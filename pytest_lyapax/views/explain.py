@@ -16,12 +16,11 @@ verdict, agreement warnings, code mismatches); a saved report has none.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_lyapax.backends.labels import outcome_text
 from pytest_lyapax.report import (
-    analysis,
     busy,
     costmodel,
     counters,
@@ -37,6 +36,7 @@ from pytest_lyapax.report.identity import (
     series_id,
     unique_names,
 )
+from pytest_lyapax.report.series import SizedBenchmark
 from pytest_lyapax.views import ab, agreement, roundchecks, runtext, tables
 from pytest_lyapax.views import roofline as roofline_view
 from pytest_lyapax.views.document import (
@@ -146,7 +146,7 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     return out
 
 
-def _belongs(point: details.FailedPoint, bench: analysis.SizedBenchmark) -> bool:
+def _belongs(point: details.FailedPoint, bench: SizedBenchmark) -> bool:
     return bench.key == point.benchmark or bench.key.startswith(point.benchmark + "[")
 
 
@@ -290,26 +290,6 @@ def _comparison(view: ReportView, run: RunFacts | None) -> Section | None:
     return Section("Comparison with a saved run", blocks)
 
 
-def _compared_blocks(
-    headline: str,
-    header: tuple[str, ...],
-    rows: list[tuple[str, ...]],
-    bad_rows: Callable[[], list[tuple[str, ...]]],
-    run: RunFacts | None,
-) -> list[Block]:
-    """A comparison's headline and table: in the terminal every row when
-    there are few, else only ``bad_rows()``; in the files the first 200."""
-    shown = 200 if run is None else agreement.SHOWN_ROWS
-    if len(rows) > shown:
-        rows = bad_rows()
-    blocks: list[Block] = [Lines((headline,))]
-    if rows and run is None:
-        blocks.append(Table(header, tuple(rows[:200])))
-    elif rows:
-        blocks.append(Table(header, tuple(rows), left=len(header), ruled=False))
-    return blocks
-
-
 def _entries(view: ReportView, name: str) -> list[Mapping[str, Any]]:
     entries = view.key.get(name)
     if not isinstance(entries, list):
@@ -317,19 +297,51 @@ def _entries(view: ReportView, name: str) -> list[Mapping[str, Any]]:
     return [e for e in entries if isinstance(e, Mapping)]
 
 
+Entries = Sequence[Mapping[str, Any]]
+Rows = Callable[[Entries, bool], list[tuple[str, ...]]]
+# Per comparison section of the report: its headline, table header, and
+# rows (all of them, or with True only the disagreeing ones).
+_COMPARISONS: dict[str, tuple[Callable[[Entries], str], tuple[str, ...], Rows]] = {
+    "agreement": (
+        agreement.headline,
+        agreement.AGREEMENT_HEADER,
+        lambda e, bad: agreement.agreement_rows(e, only_disagreeing=bad),
+    ),
+    "determinism": (
+        agreement.determinism_headline,
+        agreement.DETERMINISM_HEADER,
+        lambda e, bad: agreement.determinism_rows(e, only_differing=bad),
+    ),
+}
+
+
+def _compared(view: ReportView, name: str, run: RunFacts | None) -> list[Block]:
+    """The comparison section ``name`` (``agreement`` or ``determinism``;
+    nothing when the report has no entries): its headline and table, in the
+    terminal every row when there are few, else only the disagreeing ones;
+    in the files the first 200."""
+    entries = _entries(view, name)
+    if not entries:
+        return []
+    headline, header, table = _COMPARISONS[name]
+    rows = table(entries, False)
+    shown = 200 if run is None else agreement.SHOWN_ROWS
+    if len(rows) > shown:
+        rows = table(entries, True)
+    blocks: list[Block] = [Lines((headline(entries),))]
+    if rows and run is None:
+        blocks.append(Table(header, tuple(rows[:200])))
+    elif rows:
+        blocks.append(Table(header, tuple(rows), left=len(header), ruled=False))
+    return blocks
+
+
 def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
     """Results across backends, then the run's warnings and late
     disagreements."""
-    entries = _entries(view, "agreement")
-    if not entries:
+    blocks = _compared(view, "agreement", run)
+    if not blocks:
         return []
-    blocks = _compared_blocks(
-        agreement.headline(entries),
-        agreement.AGREEMENT_HEADER,
-        agreement.agreement_rows(entries),
-        lambda: agreement.agreement_rows(entries, only_disagreeing=True),
-        run,
-    )
     if run is None:
         return [Section("Results across backends", blocks)]
     blocks.append(Lines(tuple(f"warning: {w}" for w in run.agree_warnings)))
@@ -342,16 +354,9 @@ def _agreement(view: ReportView, run: RunFacts | None) -> list[Section]:
 
 def _determinism(view: ReportView, run: RunFacts | None) -> list[Section]:
     """Each label's results against its rerun's (--jax-rerun), bit for bit."""
-    entries = _entries(view, "determinism")
-    if not entries:
+    blocks = _compared(view, "determinism", run)
+    if not blocks:
         return []
-    blocks = _compared_blocks(
-        agreement.determinism_headline(entries),
-        agreement.DETERMINISM_HEADER,
-        agreement.determinism_rows(entries),
-        lambda: agreement.determinism_rows(entries, only_differing=True),
-        run,
-    )
     title = "run-to-run determinism" if run else "Run-to-run determinism"
     return [Section(title, blocks)]
 

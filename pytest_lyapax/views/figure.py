@@ -15,11 +15,12 @@ from __future__ import annotations
 import io
 import math
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec
 
-from pytest_lyapax.report.analysis import Point, SizedBenchmark, crossovers
+from pytest_lyapax.report.crossover import crossovers
+from pytest_lyapax.report.series import Point, SizedBenchmark
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -192,19 +193,27 @@ def _any_fit(
     )
 
 
-def render_png(
-    benches: Sequence[SizedBenchmark],
-    legends: Sequence[BackendLegend],
-    machine: str,
-    unsized: Mapping[str, Mapping[str, Point]] | None = None,
-    models: Mapping[str, BenchmarkModel] | None = None,
-    notes: Mapping[str, PanelNotes] | None = None,
-) -> bytes:
-    """The crossover figure as PNG bytes (arguments as :func:`build_figure`)."""
-    fig = build_figure(benches, legends, machine, unsized, models, notes)
+def png_bytes(fig: Figure) -> bytes:
+    """A figure as PNG bytes, at the resolution of every figure of the plugin."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=_DPI)
     return buffer.getvalue()
+
+
+_P = ParamSpec("_P")
+
+
+def _as_png(draw: Callable[_P, Figure]) -> Callable[_P, bytes]:
+    """``draw`` returning its figure as PNG bytes (the same arguments)."""
+
+    def render(*args: _P.args, **kwargs: _P.kwargs) -> bytes:
+        return png_bytes(draw(*args, **kwargs))
+
+    return render
+
+
+# The crossover figure as PNG bytes (arguments as :func:`build_figure`).
+render_png = _as_png(build_figure)
 
 
 def _iqr_errors(points: Sequence[Point]) -> list[list[float]]:

@@ -1,6 +1,6 @@
 """The roofline shown: why a crossover happens, in words, and ``roofline.png``.
 
-The crossover line.  A crossover (:mod:`~pytest_lyapax.report.analysis`) says
+The crossover line.  A crossover (:mod:`~pytest_lyapax.report.crossover`) says
 *where* one backend starts to beat another; the per-point ``bound`` and
 ``fraction`` (:mod:`~pytest_lyapax.report.roofline`) say which limit held each
 size.  The line written here puts the two together, one clause per stretch of
@@ -30,15 +30,16 @@ canvas, imported only to draw), so ``pytest-lyapax html`` and ``plot
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_lyapax.report import analysis
+from pytest_lyapax.report.crossover import Crossover, crossovers
 from pytest_lyapax.report.identity import record_label, record_size, series_id
 from pytest_lyapax.report.roofline import Marker, percent, symbol
+from pytest_lyapax.report.series import SizedBenchmark
 from pytest_lyapax.report.units import format_seconds
+from pytest_lyapax.views.figure import png_bytes
 
 # What decides a stretch where every side is held by the same limit.
 _DECIDES = {
@@ -79,7 +80,7 @@ def index(
     records: Iterable[Mapping[str, Any]],
 ) -> dict[tuple[str, str, int], RoofPoint]:
     """Every sized record's place, keyed by (benchmark, series label, size)
-    as :func:`~pytest_lyapax.report.analysis.group_sized` groups them; the
+    as :func:`~pytest_lyapax.report.series.group_sized` groups them; the
     records must have been through
     :func:`~pytest_lyapax.report.roofline.annotate`."""
     out = {}
@@ -151,7 +152,7 @@ def _side(places: list[tuple[int, RoofPoint]], sym: str, quote: int) -> _Side:
     return _Side(one, f"{one}-bound" if one else held, detail)
 
 
-def _stretches(c: analysis.Crossover, sym: str) -> list[tuple[str, list[int], int]]:
+def _stretches(c: Crossover, sym: str) -> list[tuple[str, list[int], int]]:
     """The common sizes split at each crossing: (name, sizes, index of the
     size to quote)."""
     if not c.crossings:
@@ -182,9 +183,7 @@ def _reasons(places: Iterable[RoofPoint]) -> str:
     return reasons[0] + (f"; {more} other reason(s) at other sizes" if more else "")
 
 
-def why(
-    roof: Index, bench: analysis.SizedBenchmark, c: analysis.Crossover
-) -> str | None:
+def why(roof: Index, bench: SizedBenchmark, c: Crossover) -> str | None:
     """The roofline's reason for crossover ``c`` of ``bench`` (see the
     module doc); None when none of its points has a roofline entry (a report
     from before the roofline, or ``--jax-no-extras``)."""
@@ -231,11 +230,11 @@ def why(
     return head + "; ".join(clauses)
 
 
-def crossover_lines(bench: analysis.SizedBenchmark, roof: Index) -> list[str]:
+def crossover_lines(bench: SizedBenchmark, roof: Index) -> list[str]:
     """Each crossover of ``bench`` in words, followed by the roofline's reason
     for it where its points have roofline entries."""
     out = []
-    for c in analysis.crossovers(bench):
+    for c in crossovers(bench):
         out.append(c.describe(bench.size_label))
         reason = why(roof, bench, c)
         if reason is not None:
@@ -244,7 +243,6 @@ def crossover_lines(bench: analysis.SizedBenchmark, roof: Index) -> list[str]:
 
 
 _MARKERS = "osD^v<>p"
-_DPI = 100
 
 
 def render_roofline_png(
@@ -309,6 +307,4 @@ def render_roofline_png(
     if every or points:
         ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI)
-    return buffer.getvalue()
+    return png_bytes(fig)

@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_lyapax.backends.labels import CRASHED, outcome_text
-from pytest_lyapax.report import analysis, busy, details
+from pytest_lyapax.report import busy, details
+from pytest_lyapax.report.compare import ComparisonResult
 from pytest_lyapax.report.gates import refusal
 from pytest_lyapax.views import tables
 from pytest_lyapax.views.document import Lines, ReportView, RunFacts, Section, Table
@@ -67,7 +68,7 @@ def comparison_title(c: Mapping[str, Any]) -> str:
 
 
 def live_comparison(
-    c: Mapping[str, Any], compared: analysis.ComparisonResult, refused: str | None
+    c: Mapping[str, Any], compared: ComparisonResult, refused: str | None
 ) -> Section:
     """The terminal's comparison: the values of both runs, as measured."""
     lines = tables.comparison_table(compared.comparisons, compared.thresholds)

@@ -14,13 +14,9 @@ from pytest_lyapax.report.identity import unique_names
 from pytest_lyapax.report.units import format_bytes, format_seconds
 
 if TYPE_CHECKING:
-    from pytest_lyapax.report.analysis import (
-        CompareThreshold,
-        Comparison,
-        MachineMatch,
-        Point,
-        SizedBenchmark,
-    )
+    from pytest_lyapax.report.compare import Comparison, MachineMatch
+    from pytest_lyapax.report.gates import CompareThreshold
+    from pytest_lyapax.report.series import Point, SizedBenchmark
 
 
 def _per_label(cells: Sequence[str]) -> str:
@@ -130,7 +126,7 @@ def unsized_table(
     missing: Mapping[str, str],
 ) -> list[str]:
     """Benchmark x backend median table for benchmarks without a size axis
-    (``medians`` as :func:`~pytest_lyapax.report.analysis.unsized_medians`
+    (``medians`` as :func:`~pytest_lyapax.report.series.unsized_medians`
     gives them)."""
     found = unsized_rows(medians, labels, missing)
     return render_table(*found) if found else []

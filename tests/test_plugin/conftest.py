@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 pytest_plugins = ["pytester"]
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 SUITE = """
 import jax
@@ -257,7 +257,7 @@ def test_compare_exit_codes(real_run, tmp_path, clean_environment):
 
 def test_same_named_tests_of_two_modules_stay_apart(real_run):
     # The unsized table and the bar chart showed one test_sin.
-    from pytest_lyapax.report import analysis
+    from pytest_lyapax.report.series import group_sized, unsized_medians
     from pytest_lyapax.views.figure import BackendLegend, build_figure
 
     path, report = real_run
@@ -269,7 +269,7 @@ def test_same_named_tests_of_two_modules_stay_apart(real_run):
     assert "test_perf.py::test_matmul: median wall time" in stdout
     assert "test_other.py::test_matmul: median wall time" in stdout
     records, info = report["benchmarks"], report["machine_info"]
-    benches = analysis.group_sized(records, ["cpu"], info)
+    benches = group_sized(records, ["cpu"], info)
     assert sorted(b.name for b in benches) == [
         "test_other.py::test_matmul",
         "test_perf.py::test_matmul",
@@ -278,7 +278,7 @@ def test_same_named_tests_of_two_modules_stay_apart(real_run):
         benches,
         [BackendLegend("cpu", "ok")],
         "m",
-        analysis.unsized_medians(records, info),
+        unsized_medians(records, info),
     )
     titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
     assert sorted(titles[:2]) == [

@@ -1,11 +1,13 @@
-"""The pytest-benchmark internals that the benchmark fixture relies on
-(pytest_lyapax/measuring/benchmarks.py), and the series key."""
+"""The pytest-benchmark internals that the benchmark session and fixture
+rely on (pytest_lyapax/measuring/benchmarks.py, fixture.py), and the series
+key (points.py, report/identity.py)."""
 
 import inspect
 from types import SimpleNamespace
 
 from pytest_lyapax.measuring.benchmarks import RecordedBenchmark
-from pytest_lyapax.report.identity import bare_id, is_size, param_text
+from pytest_lyapax.measuring.points import series_of
+from pytest_lyapax.report.identity import bare_id, is_size, param_text, series_key
 
 
 def test_recorded_benchmark_matches_pytest_benchmark_metadata():
@@ -77,3 +79,12 @@ def test_the_series_key_leaves_out_the_plugins_parameters():
     params = {"qr": "lapack", "jax_backend": "cpu", "jax_size": 20, "b": 1}
     assert param_text(params) == "b=1,qr=lapack"
     assert bare_id("t.py::test_x[cpu-20]") == "t.py::test_x"
+    assert series_key("t.py::test_x[cpu-20]", params, "cpu") == (
+        "t.py::test_x",
+        "b=1,qr=lapack",
+        "cpu",
+    )
+    item = SimpleNamespace(
+        nodeid="t.py::test_x[cpu-20]", callspec=SimpleNamespace(params=params)
+    )
+    assert series_of(item, "cpu") == (("t.py::test_x", "b=1,qr=lapack", "cpu"), 20)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.report.schema import ReportError, check_report
 from pytest_lyapax.run import budget

@@ -13,9 +13,13 @@ import json
 import pytest
 
 from pytest_lyapax import cli
-from pytest_lyapax.report import analysis, busy, history
+from pytest_lyapax.report import busy, history
 from pytest_lyapax.report.busy import busy_reason, parse_busy
+from pytest_lyapax.report.compare import ComparisonResult, compare_runs
+from pytest_lyapax.report.crossover import FEW, crossovers
+from pytest_lyapax.report.gates import parse_threshold
 from pytest_lyapax.report.schema import Report
+from pytest_lyapax.report.series import group_sized
 from pytest_lyapax.views.document import view_of
 from pytest_lyapax.views.render import summary_markdown
 
@@ -179,9 +183,9 @@ CROSSOVER = [
 
 
 def test_a_crossover_verdict_that_read_busy_rounds_is_unreliable():
-    (bench,) = analysis.group_sized(CROSSOVER, ["cpu", "cpu2"])
+    (bench,) = group_sized(CROSSOVER, ["cpu", "cpu2"])
     reasons = busy.index(CROSSOVER)
-    (c,) = analysis.crossovers(bench)
+    (c,) = crossovers(bench)
     assert c.verdicts == ("cpu", "cpu")
     assert busy.crossover_marks(bench, c, reasons) == {
         20: "other processes used 1.6 of 2 cores during cpu2's rounds"
@@ -271,17 +275,15 @@ def test_a_quiet_pair_is_gated_as_before(tmp_path, capsys):
 
 def test_only_timing_gates_are_excused():
     saved = document([record("cpu", 10, 1e-3)])
-    result = analysis.compare_runs(
+    result = compare_runs(
         saved,
         [record("cpu", 10, 1e-2, state(foreign=1.0))],
-        [analysis.parse_threshold("median:10%")],
+        [parse_threshold("median:10%")],
     )
     (c,) = result.comparisons
     # A gate on another field (a counter) stays; a time field is excused.
     c = dataclasses.replace(c, failed=("median:10%", "flops:5%"))
-    judged = busy.judge_comparisons(
-        analysis.ComparisonResult(result.thresholds, [c]), busy.WARN
-    )
+    judged = busy.judge_comparisons(ComparisonResult(result.thresholds, [c]), busy.WARN)
     assert judged.comparisons[0].failed == ("flops:5%",)
     assert judged.comparisons[0].excused == ("median:10%",)
     assert judged.to_json()["excused"] == {c.fullname: ["median:10%"]}
@@ -398,7 +400,7 @@ def test_a_busy_loop_shows_in_cpu2s_foreign_cpu_and_its_verdicts(busy_run):
     reason = busy.record_reason(by_label["cpu2"])
     assert reason is not None and "during cpu2's rounds" in reason
     (crossover,) = report["pytest_lyapax"]["crossovers"]
-    assert crossover["verdicts"][0] != analysis.FEW
+    assert crossover["verdicts"][0] != FEW
     assert "during cpu2's rounds" in crossover["unreliable"]["8"]
     assert report["pytest_lyapax"]["busy"]["mode"] == "warn"
     note = "cpu2 vs cpu: UNRELIABLE at problem size (jax_size) 8, the machine was busy"

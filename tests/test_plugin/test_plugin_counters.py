@@ -14,12 +14,8 @@ import pytest
 from pytest_lyapax import cli
 from pytest_lyapax.measuring import counters as measuring
 from pytest_lyapax.report import counters
-from pytest_lyapax.report.analysis import (
-    CompareThreshold,
-    compare_runs,
-    parse_threshold,
-)
-from pytest_lyapax.report.gates import parse_gates
+from pytest_lyapax.report.compare import compare_runs
+from pytest_lyapax.report.gates import CompareThreshold, parse_gates, parse_threshold
 
 SUITE = """
 import jax

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.report import costmodel
-from pytest_lyapax.report.analysis import Point, group_sized
 from pytest_lyapax.report.schema import SCHEMA_VERSION, check_report
+from pytest_lyapax.report.series import Point, group_sized
 from pytest_lyapax.views import render
 from pytest_lyapax.views.document import view_of
 
@@ -76,7 +76,7 @@ def test_predicted_crossover_and_its_interval():
 def test_identical_backends_get_no_predicted_winner():
     # A/A: two draws of the same cost; wherever the fitted curves happen to
     # cross, the noise test finds no difference, so no side is called faster.
-    from pytest_lyapax.report.analysis import SizedBenchmark
+    from pytest_lyapax.report.series import SizedBenchmark
 
     same = {"cpu": series("cpu", 5), "cpu2": series("cpu", 6)}
     model = costmodel.benchmark_model(SizedBenchmark("b", "b", series=same))

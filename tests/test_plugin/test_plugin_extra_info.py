@@ -3,7 +3,6 @@
 import pytest
 
 from pytest_lyapax.report import details
-from pytest_lyapax.report.analysis import point_of
 from pytest_lyapax.report.identity import (
     extra_info,
     record_label,
@@ -11,6 +10,7 @@ from pytest_lyapax.report.identity import (
     size_label,
     worker_fields,
 )
+from pytest_lyapax.report.series import point_of
 
 STATS = {"median": 2.0, "q1": 1.0, "q3": 3.0, "data": [1.0, 2.0, 3.0]}
 RECORD = {

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 
 def test_pytest_help_shows_the_plugin_options(tmp_path):

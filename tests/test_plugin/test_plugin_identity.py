@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 TWO = ["--jax-backend=cpu,cpu2", "--jax-backend-platform=cpu2=cpu"]
 QUICK = ["-p", "no:cacheprovider", "--benchmark-max-time=0"]

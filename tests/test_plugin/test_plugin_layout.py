@@ -12,8 +12,9 @@ pytest_lyapax names module ``b`` of pytest_lyapax in an import.
 The layers, bottom to top (a module may import its own layer and those
 below, never one above):
 
-``report``     the report model: schema, statistics, identity, analysis,
-               cost model, merge, history (no pytest, no matplotlib at import)
+``report``     the report model: schema, statistics, identity, series,
+               crossovers, comparisons, gates, cost model, merge, history (no
+               pytest, no matplotlib at import)
 ``backends``   labels, probes, hosts, code identity, the remote-side worker
 ``views``      tables, figure, explanations and their renderers
 ``measuring``  the benchmark fixture and the measurement of one call
@@ -31,7 +32,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from architecture_page import listed_modules
+from support.architecture_page import listed_modules
 
 import pytest_lyapax
 

@@ -14,10 +14,11 @@ from types import SimpleNamespace
 
 import jax
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.backends.labels import Backend
-from pytest_lyapax.measuring import benchmarks, measure
+from pytest_lyapax.measuring import fixture as jax_fixture
+from pytest_lyapax.measuring import measure
 from pytest_lyapax.measuring.observers import observers_for
 from pytest_lyapax.report import details
 from pytest_lyapax.report.schema import ReportError, check_report
@@ -218,7 +219,7 @@ def test_no_extras_reaches_the_workers_and_times_the_first_call_only(pytester):
     assert not LyapaxSession.for_worker(session.worker_payload("cpu")).settings.extras
     fixture = SimpleNamespace(extra_info={}, _pytest_lyapax_extras=False)
     calls = []
-    benchmarks._warm_up(fixture, jax.jit(abs), calls.append, (1.0,), {})
+    jax_fixture._warm_up(fixture, jax.jit(abs), calls.append, (1.0,), {})
     assert calls == [1.0] and set(fixture.extra_info) == {"first_call_s"}
     # No machine state or stability judgement either; the compile check stays.
     kinds = {type(o).__name__ for o in observers_for(settings)}

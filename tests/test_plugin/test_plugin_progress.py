@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 from _pytest.terminal import TerminalWriter
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.run import budget, progress, timeleft
 from pytest_lyapax.run.items import LABEL_ATTR

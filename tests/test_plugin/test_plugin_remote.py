@@ -17,7 +17,7 @@ from pathlib import Path
 
 import execnet
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.backends import codeid, hosts
 from pytest_lyapax.backends.labels import Backend

@@ -9,7 +9,7 @@ import sys
 
 import execnet
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.backends import _gateway_code, _probe_script
 from pytest_lyapax.backends.probe import PROBE_SOURCE

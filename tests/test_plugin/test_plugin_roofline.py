@@ -19,7 +19,7 @@ import sys
 import jax
 import jax.numpy as jnp
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.measuring import roofline as measuring
 from pytest_lyapax.report import roofline

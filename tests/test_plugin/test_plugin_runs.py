@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 FAST = ["-p", "no:cacheprovider", "--benchmark-min-rounds=2", "--benchmark-max-time=0"]
 

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 SSHD = shutil.which("sshd") or shutil.which("sshd", path="/usr/sbin:/usr/local/sbin")
 SSH = shutil.which("ssh")

@@ -5,7 +5,7 @@ import threading
 import time
 
 import pytest
-from deadlines import timeout_s
+from support.deadlines import timeout_s
 
 from pytest_lyapax.measuring.rounds import NoTurns, RoundsWatch
 from pytest_lyapax.report import stats

@@ -1,11 +1,15 @@
 """Series, crossovers, verdicts and comparisons
-(pytest_lyapax/report/analysis.py, stats.py, identity.py)."""
+(pytest_lyapax/report/series.py, crossover.py, compare.py, stats.py,
+identity.py)."""
 
 import math
 
 import pytest
 
-from pytest_lyapax.report import analysis, stats
+from pytest_lyapax.report import stats
+from pytest_lyapax.report.compare import compare_runs
+from pytest_lyapax.report.crossover import FEW, find_crossover
+from pytest_lyapax.report.series import Point, group_sized, unsized_medians
 from pytest_lyapax.run.options import CompareThreshold
 from pytest_lyapax.views import tables
 
@@ -22,7 +26,7 @@ def samples_around(median, spread, rounds):
 def points(medians, spread=0.0, rounds=stats.MIN_ROUNDS):
     """Points whose round times spread +-spread (relative) around the median."""
     return {
-        size: analysis.Point(
+        size: Point(
             size,
             m,
             m * (1 - spread / 2),
@@ -36,7 +40,7 @@ def points(medians, spread=0.0, rounds=stats.MIN_ROUNDS):
 def test_crossover_is_interpolated_in_log_log():
     ref = points({10: 1.0, 100: 2.0, 1000: 4.0})
     other = points({10: 2.0, 100: 1.0, 1000: 1.0})  # speedups 0.5, 2, 4
-    c = analysis.find_crossover("cpu", "gpu", ref, other)
+    c = find_crossover("cpu", "gpu", ref, other)
     assert c.kind == "crossover"
     (crossing,) = c.crossings
     assert crossing.between == (10, 100) and crossing.winner == "gpu"
@@ -51,11 +55,11 @@ def test_every_crossing_is_reported():
     # Lines that visibly cross twice are not "no crossover".
     ref = points({1: 2.0, 2: 1.0, 3: 1.0})
     other = points({1: 1.0, 2: 2.0, 3: 3.0})  # speedups 2, 0.5, 1/3
-    c = analysis.find_crossover("a", "b", ref, other)
+    c = find_crossover("a", "b", ref, other)
     assert [x.between for x in c.crossings] == [(1, 2)]
     ref = points({1: 2.0, 2: 1.0, 3: 3.0})
     other = points({1: 1.0, 2: 2.0, 3: 1.0})  # speedups 2, 0.5, 3
-    c = analysis.find_crossover("a", "b", ref, other)
+    c = find_crossover("a", "b", ref, other)
     assert [(x.between, x.winner) for x in c.crossings] == [
         ((1, 2), "a"),
         ((2, 3), "b"),
@@ -68,7 +72,7 @@ def test_identical_backends_are_within_noise():
     # Cpu vs an identical cpu2 is not "cpu2 faster; 1.01x".
     ref = points({10: 1.00, 100: 2.0}, spread=0.05)
     other = points({10: 0.99, 100: 1.98}, spread=0.05)
-    c = analysis.find_crossover("cpu", "cpu2", ref, other)
+    c = find_crossover("cpu", "cpu2", ref, other)
     assert c.verdicts == ("noise", "noise") and c.kind == "within-noise"
     text = c.describe()
     assert "within noise at size 10, 100" in text and "faster" not in text
@@ -79,7 +83,7 @@ def test_a_crossing_of_medians_within_noise_calls_no_backend_faster():
     # crossing is reported, but no side is called faster.
     ref = points({20: 1.00, 50: 2.00}, spread=0.05)
     other = points({20: 1.01, 50: 1.98}, spread=0.05)
-    c = analysis.find_crossover("cpu", "cpu2", ref, other)
+    c = find_crossover("cpu", "cpu2", ref, other)
     assert c.verdicts == ("noise", "noise") and len(c.crossings) == 1
     text = c.describe("n")
     assert "faster" not in text
@@ -88,10 +92,10 @@ def test_a_crossing_of_medians_within_noise_calls_no_backend_faster():
 
 def test_verdicts_with_few_rounds_say_so():
     # 3 rounds cannot carry a verdict, however far apart.
-    few = analysis.find_crossover(
+    few = find_crossover(
         "cpu", "gpu", points({1: 2.0, 2: 2.0}, rounds=3), points({1: 1.0, 2: 1.0})
     )
-    assert few.verdicts == (analysis.FEW, analysis.FEW)
+    assert few.verdicts == (FEW, FEW)
     assert few.kind == "too-few-rounds"
     text = few.describe()
     assert "too few rounds to judge at size 1, 2" in text and "faster" not in text
@@ -103,9 +107,9 @@ def test_verdict_does_not_depend_on_the_timer_calibration():
     # round) against a wide one decided "faster" from 3 numbers.  The noise
     # test reads the samples: heavily overlapping samples are noise however
     # narrow one side is.
-    narrow = {1: analysis.Point(1, 1.0, 0.999, 1.001, samples_around(1.0, 0.001, 12))}
-    wide = {1: analysis.Point(1, 0.98, 0.6, 1.4, samples_around(0.98, 0.5, 12))}
-    assert analysis.find_crossover("a", "b", narrow, wide).verdicts == ("noise",)
+    narrow = {1: Point(1, 1.0, 0.999, 1.001, samples_around(1.0, 0.001, 12))}
+    wide = {1: Point(1, 0.98, 0.6, 1.4, samples_around(0.98, 0.5, 12))}
+    assert find_crossover("a", "b", narrow, wide).verdicts == ("noise",)
 
 
 def test_mann_whitney_against_known_values():
@@ -124,16 +128,16 @@ def test_mann_whitney_against_known_values():
 
 
 def test_crossover_other_cases():
-    faster = analysis.find_crossover(
+    faster = find_crossover(
         "a", "b", points({1: 2.0, 2: 2.0}), points({1: 1.0, 2: 1.0})
     )
     assert faster.kind == "other-faster"
-    slower = analysis.find_crossover(
+    slower = find_crossover(
         "a", "b", points({1: 1.0, 2: 1.0}), points({1: 2.0, 2: 3.0})
     )
     assert slower.kind == "reference-faster"
     assert "medians do not cross" in slower.describe()
-    none = analysis.find_crossover("a", "b", points({1: 1.0}), points({2: 1.0}))
+    none = find_crossover("a", "b", points({1: 1.0}), points({2: 1.0}))
     assert none.kind == "no-common-sizes"
 
 
@@ -171,7 +175,7 @@ def test_group_sized_and_tables():
         record("gpu", 10, 0.2),
         record("cpu", None, 0.003, name="test_lorenz"),
     ]
-    (bench,) = analysis.group_sized(records, ["cpu", "gpu"])
+    (bench,) = group_sized(records, ["cpu", "gpu"])
     assert list(bench.series) == ["cpu", "gpu"]
     assert bench.sizes == [10, 100]
     assert bench.size_label == "d (nodes)"
@@ -179,9 +183,7 @@ def test_group_sized_and_tables():
     assert table[0].split() == ["size", "cpu", "gpu", "tpu", "gpu", "speedup"]
     assert table[2].split() == ["10", "100", "ms", "200", "ms", "unavailable", "0.5x"]
     assert table[3].split() == ["100", "1", "s", "500", "ms", "unavailable", "2x"]
-    unsized = tables.unsized_table(
-        analysis.unsized_medians(records), ["cpu", "gpu"], {}
-    )
+    unsized = tables.unsized_table(unsized_medians(records), ["cpu", "gpu"], {})
     assert unsized[2].split() == ["test_lorenz", "3", "ms", "-"]
 
 
@@ -198,7 +200,7 @@ def test_compare_runs():
     saved = {"benchmarks": [record("cpu", 10, 1.0), record("cpu", 20, 1.0)]}
     now = [record("cpu", 10, 1.2), record("cpu", 20, 1.5), record("cpu", 30, 9.0)]
     threshold = CompareThreshold("median", 25.0, relative=True)
-    result = analysis.compare_runs(saved, now, [threshold]).comparisons
+    result = compare_runs(saved, now, [threshold]).comparisons
     assert [(c.size, bool(c.failed)) for c in result] == [(10, False), (20, True)]
     assert result[1].failed == ("median:25%",)
     table = tables.comparison_table(result, [threshold])
@@ -207,9 +209,9 @@ def test_compare_runs():
     # 3 rounds each: the noise test does not pretend to know.
     assert "too few rounds" in table[-1]
     rule = CompareThreshold("median", 0.3, False)
-    absolute = analysis.compare_runs(saved, now, [rule])
+    absolute = compare_runs(saved, now, [rule])
     assert [bool(c.failed) for c in absolute.comparisons] == [False, True]
-    plain = analysis.compare_runs(saved, now)
+    plain = compare_runs(saved, now)
     assert not any(c.failed for c in plain.comparisons)
 
 
@@ -221,7 +223,7 @@ def test_several_gates_each_judge_their_own_field():
         CompareThreshold("median", 10.0, relative=True),
         CompareThreshold("max", 50.0, relative=True),
     ]
-    (c,) = analysis.compare_runs(saved, [slow_max], gates).comparisons
+    (c,) = compare_runs(saved, [slow_max], gates).comparisons
     assert c.failed == ("max:50%",)
     table = tables.comparison_table([c], gates)
     assert table[0].split()[:7] == [
@@ -245,17 +247,17 @@ def on_machine(rec, host, device="cpu", jax="0.10.2"):
 def test_compare_reports_machines_and_refuses_across_hosts_and_devices():
     # A comparison knows what it compares.
     saved = {"benchmarks": [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA A100")]}
-    same = analysis.compare_runs(
+    same = compare_runs(
         saved, [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA A100", "0.11.2")]
     )
     (match,) = same.machines
     assert match.differences == ["jax '0.10.2' vs '0.11.2'"]
     assert same.refusal() is None  # a jax upgrade is what a gate is for
-    device = analysis.compare_runs(
+    device = compare_runs(
         saved, [on_machine(record("gpu", 10, 1.0), "a", "NVIDIA H200")]
     )
     assert device.refusal() == "backend 'gpu': device 'NVIDIA A100' vs 'NVIDIA H200'"
-    host = analysis.compare_runs(saved, [on_machine(record("gpu", 10, 1.0), "b")])
+    host = compare_runs(saved, [on_machine(record("gpu", 10, 1.0), "b")])
     assert "host 'a' vs 'b'" in host.refusal()
     assert host.to_json()["machines"][0]["match"] is False
     lines = tables.machine_lines(host.machines)
@@ -281,7 +283,7 @@ def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
         ]
     }
     threshold = CompareThreshold("median", 25.0, relative=True)
-    result = analysis.compare_runs(saved, [record("cpu", 10, 1.0)], [threshold])
+    result = compare_runs(saved, [record("cpu", 10, 1.0)], [threshold])
     assert result.missing == ["t.py::test_x[gpu-10]", "t.py::test_x[gpu-20]"]
     failures = result.gate_failures(allow_missing=False)
     assert failures == [
@@ -290,7 +292,7 @@ def test_compare_gate_fails_on_nothing_compared_and_on_missing_backends():
     ]
     assert result.gate_failures(allow_missing=True) == []
     other_ids = {"benchmarks": [dict(record("cpu", 10, 1.0), fullname="x.py::y")]}
-    nothing = analysis.compare_runs(other_ids, [record("cpu", 10, 1.0)], [threshold])
+    nothing = compare_runs(other_ids, [record("cpu", 10, 1.0)], [threshold])
     assert not nothing.comparisons
     assert any("nothing was compared" in f for f in nothing.gate_failures(False))
 
@@ -302,7 +304,7 @@ def test_absolute_thresholds_print_readable_units():
     assert rule.format_change(0.0125) == "+12.5 ms"
     assert str(rule) == "median:10us"
     saved = {"benchmarks": [record("cpu", None, 1e-5)]}
-    result = analysis.compare_runs(saved, [record("cpu", None, 5.26e-6)], [rule])
+    result = compare_runs(saved, [record("cpu", None, 5.26e-6)], [rule])
     assert "-4.74 us" in tables.comparison_table(result.comparisons, [rule])[-1]
 
 
@@ -311,7 +313,7 @@ def test_same_named_tests_of_two_modules_are_two_series():
     # b.py::test_x into one row (one of them lost).
     a = record("cpu", None, 0.0108)
     b = dict(record("cpu", None, 12.5e-6), fullname="sub/b.py::test_x[cpu]")
-    medians = analysis.unsized_medians([a, b])
+    medians = unsized_medians([a, b])
     assert {name: v["cpu"].median for name, v in medians.items()} == {
         "t.py::test_x": 0.0108,
         "sub/b.py::test_x": 12.5e-6,
@@ -323,13 +325,13 @@ def test_same_named_tests_of_two_modules_are_two_series():
         dict(r, fullname=r["fullname"].replace("t.py", "u.py"))
         for r in (record("cpu", 10, 5.0), record("cpu", 20, 6.0))
     ]
-    benches = analysis.group_sized(sized, ["cpu"])
+    benches = group_sized(sized, ["cpu"])
     assert [(b.name, b.medians("cpu")) for b in benches] == [
         ("t.py::test_x", {10: 1.0, 20: 2.0}),
         ("u.py::test_x", {10: 5.0, 20: 6.0}),
     ]
     # A name used once keeps its short form.
-    assert list(analysis.unsized_medians([a])) == ["test_x"]
+    assert list(unsized_medians([a])) == ["test_x"]
 
 
 def test_series_per_other_parameter():
@@ -343,10 +345,26 @@ def test_series_per_other_parameter():
                 r["fullname"] = f"t.py::test_x[{label}-{dtype}-{size}]"
                 r["name"] = f"test_x[{label}-{dtype}-{size}]"
                 records.append(r)
-    benches = analysis.group_sized(records, ["cpu", "gpu"])
+    benches = group_sized(records, ["cpu", "gpu"])
     assert [b.name for b in benches] == [
         "test_x[dtype=float32]",
         "test_x[dtype=float64]",
     ]
     assert benches[0].medians("cpu") == {10: 10.0, 100: 100.0}
     assert benches[1].medians("cpu") == {10: 100.0, 100: 1000.0}
+
+
+def test_a_size_of_true_or_false_is_no_size():
+    """``True`` is an int to ``isinstance``: a report (untrusted input) with
+    ``size: true`` has an unsized point, not a point at size 1."""
+    from pytest_lyapax.views.ab import ratio_series
+
+    for flag in (True, False):
+        records = [record("cpu", flag, 1e-3)]
+        assert group_sized(records, ["cpu"]) == []
+        assert unsized_medians(records)["test_x"]["cpu"].median == 1e-3
+    entries = [
+        {"benchmark": "t.py::test_f", "backend": "cpu", "size": s, "ratio": 1.5}
+        for s in (True, False, 8)
+    ]
+    assert ratio_series(entries) == {"test_f [cpu]": [(8, 1.5, 1.5, 1.5)]}

@@ -8,13 +8,13 @@ from pytest_lyapax.backends.labels import (
     OK,
     UNAVAILABLE,
 )
-from pytest_lyapax.report import analysis
+from pytest_lyapax.report.series import group_sized, unsized_medians
 from pytest_lyapax.views.figure import BackendLegend, build_figure, render_png
 
 
 def test_figure_marks_unavailable_backend_without_a_curve():
     records = [record("cpu", 10, 0.1), record("cpu", 100, 1.0)]
-    benches = analysis.group_sized(records, ["cpu", "gpu"])
+    benches = group_sized(records, ["cpu", "gpu"])
     legends = [
         BackendLegend("cpu", OK, "cpu"),
         BackendLegend("gpu", UNAVAILABLE, None, "JAX could not start platform 'cuda'"),
@@ -41,7 +41,7 @@ def test_figure_marks_unavailable_backend_without_a_curve():
 
 def test_figure_marks_a_crashed_backend_as_an_incomplete_run():
     records = [record("cpu", 10, 0.1), record("cpu", 100, 1.0)]
-    benches = analysis.group_sized(records, ["cpu", "cpu2"])
+    benches = group_sized(records, ["cpu", "cpu2"])
     legends = [
         BackendLegend("cpu", OK, "cpu"),
         BackendLegend("cpu2", "crashed", None, "worker died"),
@@ -57,7 +57,7 @@ def test_figure_without_sized_benchmarks_draws_bars():
         record("gpu", None, 0.01, name="t1"),
     ]
     legends = [BackendLegend("cpu", OK), BackendLegend("gpu", OK)]
-    fig = build_figure([], legends, "m", analysis.unsized_medians(records))
+    fig = build_figure([], legends, "m", unsized_medians(records))
     (ax,) = [a for a in fig.axes if a.get_visible()]
     bars = [p.get_height() for p in ax.patches]
     assert bars == [pytest.approx(0.1), pytest.approx(0.01)]
@@ -67,7 +67,7 @@ def test_figure_without_sized_benchmarks_draws_bars():
 def test_figure_single_size_draws_points_with_error_bars():
     r = record("cpu", 10, 0.5)
     r["stats"].update(q1=0.4, q3=0.7)
-    benches = analysis.group_sized([r], ["cpu"])
+    benches = group_sized([r], ["cpu"])
     fig = build_figure(benches, [BackendLegend("cpu", OK)], "m")
     (ax,) = [a for a in fig.axes if a.get_visible()]
     (container,) = ax.containers
@@ -85,7 +85,7 @@ def test_figure_size_is_bounded():
         for label in ("cpu", "gpu")
         for size in (10, 100)
     ]
-    benches = analysis.group_sized(records, ["cpu", "gpu"])
+    benches = group_sized(records, ["cpu", "gpu"])
     assert len(benches) == 150
     fig = build_figure(
         benches, [BackendLegend("cpu", OK), BackendLegend("gpu", OK)], "m"

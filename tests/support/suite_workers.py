@@ -22,7 +22,7 @@ WORKERS_ENV = "LYAPAX_TEST_WORKERS"
 #: More workers than this add start-up and memory for no gain: the suite's
 #: files are the unit of work and its longest file bounds the wall time.
 MAX_WORKERS = 8
-TESTS = Path(__file__).parent.resolve()
+TESTS = Path(__file__).parent.parent.resolve()
 #: The marker expressions of the suite's two runs (``addopts`` gives the first).
 RUNS = ("not slow", "slow")
 

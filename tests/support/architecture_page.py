@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "architecture.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 
 
 def listed_modules(heading: str) -> dict[str, set[str]]:

@@ -1,6 +1,6 @@
 """One process of the multi-process tests (``tests/test_distributed.py``).
 
-Run as ``python tests/distributed_worker.py MODE OUT``; the launch
+Run as ``python tests/support/distributed_worker.py MODE OUT``; the launch
 variables (``MASTER_ADDR``, ``WORLD_SIZE``, ... or ``SLURM_*``) come from the
 environment, as a cluster launcher would set them. The problems are defined
 here once and imported by the test, which runs them in one process for the
