@@ -183,31 +183,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         else:
             session.role = INPROCESS  # nothing can run: every backend is skipped
     else:
-        split = [b.devices for b in settings.backends if b.devices]
-        if split:
-            raise pytest.UsageError(
-                f"{devices.DEVICES_OPTION}={split[0]} needs each device count in its "
-                f"own worker process, and this run has none: {reason}"
-            )
-        variants = [b.label for b in settings.backends if b.env]
-        if variants:
-            # This process's JAX may have started already: its variables
-            # could not be set before it, as each label's worker's are.
-            raise pytest.UsageError(
-                f"--jax-backend-env (for {variants[0]!r}) needs each backend in "
-                f"its own worker process, and this run has none: {reason}"
-            )
-        if any(b.ab_of for b in settings.backends):
-            raise pytest.UsageError(
-                f"{ab.AB_OPTION}={settings.ab} needs each "
-                f"backend in its own worker process, and this run has none: {reason}"
-            )
-        reruns = [b.rerun_of for b in settings.backends if b.rerun_of]
-        if reruns:
-            raise pytest.UsageError(
-                f"--jax-rerun={reruns[0]} needs each backend in its own worker "
-                f"process, and this run has none: {reason}"
-            )
+        _refuse_without_workers(settings, reason)
         # Which backend this process runs is settled at session start
         # (roles.InProcessHooks), after every pytest_configure.
         session.role = INPROCESS
@@ -348,3 +324,31 @@ def _check_jax_backend(session: LyapaxSession, label: str) -> None:
             f"single platform, e.g. --jax-backend-platform={label}={first}",
             pytrace=False,
         )
+
+
+def _refuse_without_workers(settings: Settings, reason: str) -> None:
+    """A usage error for each option that needs every backend in a worker
+    process of its own, in a run that has none (``reason``: why)."""
+    backends = settings.backends
+    split = [b.devices for b in backends if b.devices]
+    variants = [b.label for b in backends if b.env]
+    reruns = [b.rerun_of for b in backends if b.rerun_of]
+    # A variant's variables could not be set before this process's JAX
+    # started, as each label's worker's are.
+    needs = (
+        (split, lambda: f"{devices.DEVICES_OPTION}={split[0]} needs each device count"),
+        (
+            variants,
+            lambda: f"--jax-backend-env (for {variants[0]!r}) needs each backend",
+        ),
+        (
+            [b for b in backends if b.ab_of],
+            lambda: f"{ab.AB_OPTION}={settings.ab} needs each backend",
+        ),
+        (reruns, lambda: f"--jax-rerun={reruns[0]} needs each backend"),
+    )
+    for found, what in needs:
+        if found:
+            raise pytest.UsageError(
+                f"{what()} in its own worker process, and this run has none: {reason}"
+            )

@@ -233,12 +233,21 @@ def test_the_determinism_table_says_which_results_are_bit_identical(rerun_run):
     assert agree["test_one_ulp"]["agree"] is True
 
 
-def test_without_worker_processes_a_rerun_is_a_usage_error(pytester):
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--jax-rerun=cpu",), "--jax-rerun=cpu needs each backend"),
+        (("--jax-devices=1,2",), "--jax-devices=1 needs each device count"),
+        (
+            ("--jax-backend-env=cpu:JAX_ENABLE_X64=0",),
+            "--jax-backend-env (for 'cpu') needs each backend",
+        ),
+    ],
+)
+def test_without_worker_processes_a_label_of_its_own_is_a_usage_error(
+    pytester, args, message
+):
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = pytester.runpytest_subprocess(
-        "-p", "no:xdist", "--jax-backend=cpu", "--jax-rerun=cpu"
-    )
+    result = pytester.runpytest_subprocess("-p", "no:xdist", "--jax-backend=cpu", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["*--jax-rerun=cpu needs each backend in its own worker process*"]
-    )
+    result.stderr.fnmatch_lines([f"*{message} in its own worker process*"])
