@@ -77,7 +77,8 @@ nitpicky = False
 
 # --------------------------------------------------------------------------
 # Gallery: every script in examples/ becomes a page.  The examples accept
-# ``--quick``, which keeps the whole gallery inside the CI time budget.
+# ``--quick``, which keeps the whole gallery inside the CI time budget; CI
+# builds it (.ci/run), so this is where the examples are run there.
 # Example 14 times CPU against GPU in fresh processes; the docs builder has
 # no GPU and must not benchmark, so it is rendered but not run, and its page
 # shows the stored reference measurement (see GPU_REFERENCE below).
@@ -98,6 +99,9 @@ sphinx_gallery_conf = {
     "abort_on_example_error": True,
     "show_memory": False,
     "matplotlib_animations": False,
+    # The examples run in worker processes, one per core (at most 4): most of
+    # an example's quick run is single-threaded XLA compilation.
+    "parallel": max(1, min(4, os.cpu_count() or 1)),
 }
 
 

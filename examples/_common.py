@@ -1,8 +1,8 @@
 """The command line and figure output shared by the examples.
 
 Not an example itself: the leading underscore keeps it out of the gallery
-(``ignore_pattern`` in docs/conf.py) and out of CI's examples loop (which
-runs ``examples/[0-9][0-9]_*.py``). An example run as ``python
+(``ignore_pattern`` in docs/conf.py), which CI builds, running every
+example whose name starts with two digits. An example run as ``python
 examples/NN_name.py`` imports it from its own folder; the gallery runs the
 examples with that folder on ``sys.path``.
 """
