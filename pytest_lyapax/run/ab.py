@@ -302,8 +302,9 @@ print(json.dumps(ab.import_problems(root, [n for n in names if n not in kept])))
 
 
 def refuse_tests_inside_the_code(side: OtherVersion, paths: Sequence[Path]) -> None:
-    """A usage error when a test path given lies inside a package of the code
-    under test (``pkg/tests/test_x.py``): B's worker imports that package
+    """A usage error when a test path given is a package of the code under
+    test or lies inside one (``pkg``, ``pkg/tests/test_x.py``): B's worker
+    imports that package
     from B, so pytest would import B's copy of those tests, or, in the
     ``importlib`` mode, the working tree's package beside B's."""
     root = side.a_root.resolve()
@@ -312,7 +313,7 @@ def refuse_tests_inside_the_code(side: OtherVersion, paths: Sequence[Path]) -> N
             inner = path.resolve().relative_to(root).parts
         except ValueError:
             continue
-        if len(inner) > 1 and inner[0] in side.names:
+        if inner and inner[0] in side.names:
             side.remove()
             raise pytest.UsageError(
                 f"{AB_OPTION}={side.value}: the tests {path} live inside the "

@@ -208,8 +208,14 @@ def test_a_b_that_cannot_be_imported_is_an_error_before_anything_runs(pytester):
     assert len(listed.stdout.strip().splitlines()) == 1, listed.stdout
 
 
-def test_tests_inside_the_compared_package_are_a_usage_error(pytester):
-    # einops keeps its tests in einops/tests: B's worker would import B's copy.
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [("tinypkg/tests/test_x.py", "*test_x.py"), ("tinypkg", "*tinypkg")],
+)
+def test_tests_inside_the_compared_package_are_a_usage_error(pytester, given, named):
+    # einops keeps its tests in einops/tests, tree-math its *_test.py files
+    # beside the code (run as `pytest tree_math`): B's worker would import
+    # B's copy of them.
     _git(pytester.path, "init", "-q")
     _commit(
         pytester.path,
@@ -220,12 +226,10 @@ def test_tests_inside_the_compared_package_are_a_usage_error(pytester):
         },
         "a",
     )
-    result = pytester.runpytest_subprocess(
-        "tinypkg/tests/test_x.py", "--jax-backend=cpu", "--jax-ab=HEAD"
-    )
+    result = pytester.runpytest_subprocess(given, "--jax-backend=cpu", "--jax-ab=HEAD")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        ["*--jax-ab=HEAD: the tests *test_x.py live inside the package under test*"]
+        [f"*--jax-ab=HEAD: the tests {named} live inside the package under test*"]
     )
     listed = subprocess.run(
         ["git", "worktree", "list"], cwd=pytester.path, capture_output=True, text=True
