@@ -381,7 +381,9 @@ def ab_run(run_pytest, tmp_path_factory):
         "-p",
         "no:cacheprovider",
         "--benchmark-max-time=0",
-        "--benchmark-min-rounds=60",
+        # Enough rounds for many 20 ms turns a side on a fast machine (60
+        # rounds of ~2 ms fitted in 6 turns: too few pairs for a verdict).
+        "--benchmark-min-rounds=400",
         "--jax-backend=cpu",
         "--jax-ab=HEAD~1",
         f"--jax-report-dir={report}",

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 from pathlib import Path
 
@@ -152,19 +153,24 @@ def server(clean_environment, tmp_path):
 
 @pytest.fixture(scope="session")
 def second_venv(tmp_path_factory) -> Path:
-    """A second environment (sharing this one's packages): another interpreter."""
+    """A second environment (sharing this one's packages): another interpreter.
+
+    Not ``--system-site-packages``: where this process runs in a virtual
+    environment, that would share the base interpreter's packages (other
+    versions) instead of these. A ``.pth`` file adds this environment's
+    site directories (their own ``.pth`` files, editable installs, included).
+    """
     where = tmp_path_factory.mktemp("venv2") / "env"
     subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "venv",
-            "--system-site-packages",
-            "--without-pip",
-            where,
-        ],
+        [sys.executable, "-m", "venv", "--without-pip", where],
         check=True,
         timeout=timeout_s(120),
+    )
+    ours = dict.fromkeys([sysconfig.get_path("purelib"), sysconfig.get_path("platlib")])
+    prefix = {"base": str(where), "platbase": str(where)}
+    theirs = sysconfig.get_path("purelib", vars=prefix)
+    Path(theirs, "_shared_with_the_suite.pth").write_text(
+        "".join(f"import site; site.addsitedir({d!r})\n" for d in ours)
     )
     return where / "bin" / "python"
 
