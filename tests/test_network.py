@@ -1,7 +1,9 @@
 """Networks: exact spectra, the fused tangent path, compile caching, bad input."""
 
+import dataclasses
 import gc
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -9,11 +11,13 @@ import pytest
 from jax.experimental import sparse
 
 from lyapax._engine.benettin import run_benettin
-from lyapax._engine.tree import merge_static, split_static
+from lyapax._engine.tree import assemble, leaf_shapes, merge_static, split_static
+from lyapax._engine.validate import as_state
 from lyapax.core import lyapunov_spectrum
 from lyapax.coupling import kuramoto_coupling, linear_coupling, sigmoidal_coupling
 from lyapax.network import (
     Network,
+    NetworkStep,
     make_network_step_fn,
     make_parametrized_network_step_fn,
     network_problem,
@@ -354,6 +358,71 @@ def test_a_module_split_again_is_the_same_split_and_a_new_one_is_its_own():
         leaves, fresh = split_static(step)
         assert fresh[0] == jax.tree.structure(step)
         assert merge_static(leaves, fresh).integrator == integrator
+
+
+def test_a_built_step_is_the_module_its_constructor_makes():
+    """The builders assemble the step without equinox's per-instance checks;
+    it is the same module as one made by its constructor (fields, pytree
+    and equality), and a field list that is not the class's is refused."""
+    problem = kuramoto_network(6, omega=0.5)
+    built = problem.step_fn
+    names = [f.name for f in dataclasses.fields(NetworkStep)]
+    made = NetworkStep(*(getattr(built, name) for name in _INIT_ORDER))
+    assert sorted(vars(built)) == sorted(vars(made)) == sorted(names)
+    assert all(getattr(built, name) is getattr(made, name) for name in names)
+    assert jax.tree.structure(built) == jax.tree.structure(made)
+    assert bool(built == made)
+    late = network_step_parametrized(
+        built.dfun, Network(built.weights, (0,)), built.coupling, built.dt
+    )
+    bound = late.bind(built.params)
+    assert sorted(vars(bound)) == sorted(names) and bool(bound == made)
+    x = problem.state0
+    np.testing.assert_array_equal(eqx.filter_jit(lambda s, y: s(y))(built, x), made(x))
+    with pytest.raises(TypeError, match=r"assemble\(NetworkStep\) needs the fields"):
+        assemble(NetworkStep, **{**vars(built), "extra": 1.0})
+    with pytest.raises(TypeError, match="got \\['coupling'"):
+        assemble(NetworkStep, coupling=built.coupling)
+
+
+_INIT_ORDER = ("dfun", "coupling", "weights", "params", "dt", "integrator")
+_INIT_ORDER = (*_INIT_ORDER, "cvar_indices")
+
+
+def test_split_leaf_kinds_known_by_type_except_a_tracers():
+    """split_static keeps a leaf's kind by its type, but asks a tracer each
+    time: inside jit every number is dynamic, outside an int stays static."""
+    tree = {"a": 1.0, "n": 3, "flag": True, "x": jnp.ones(2), "f": np.float64(2.0)}
+    dynamic, _ = split_static(tree)
+    kinds = dict(zip(sorted(tree), (d is not None for d in dynamic), strict=True))
+    assert kinds == {"a": True, "f": True, "flag": False, "n": False, "x": True}
+
+    @jax.jit
+    def inside(x, a):
+        dyn, _ = split_static({"x": x, "a": a, "n": 3})
+        assert [d is not None for d in dyn] == [True, False, True]
+        return x
+
+    inside(jnp.ones(2), 1.0)
+    assert leaf_shapes([None, 1.0, jnp.ones((2, 3)), np.float32(1)]) == (
+        ((), float),
+        ((2, 3), jnp.ones(1).dtype),
+        ((), np.dtype(np.float32)),
+    )
+
+
+def test_a_state_found_finite_is_not_read_again_but_a_new_one_is():
+    """as_state remembers the array it found finite last (a problem called
+    again); a freed array's address taken by a non-finite one is checked."""
+    good = jnp.linspace(0.0, 1.0, 5)
+    assert as_state("state0", good) is good
+    with pytest.raises(ValueError, match="state0 must be finite"):
+        as_state("state0", good.at[2].set(jnp.inf))
+    for _ in range(20):  # ids of freed arrays come back
+        as_state("state0", jnp.linspace(0.0, 1.0, 5))
+        gc.collect()
+        with pytest.raises(ValueError, match=r"entries \[1\] are nan"):
+            as_state("state0", jnp.array([0.0, jnp.nan, 1.0, 2.0, 3.0]))
 
 
 def _seed_run(n_nodes):

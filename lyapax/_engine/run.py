@@ -34,7 +34,7 @@ from lyapax._engine.shapes import (
     Times,
 )
 from lyapax._engine.summary import finish, finish_program, keep_rows, split_rows
-from lyapax._engine.tree import Static, split_static
+from lyapax._engine.tree import Static, leaf_shapes, split_static
 
 __all__ = [
     "LyapunovCheckpoint",
@@ -495,7 +495,8 @@ def _compiled_run(
         out = kernel(z0, Y0, cum0, step0, lengths)
     else:
         steps = (args.n_blocks + args.n_transient_blocks) * args.renorm_every
-        key = (run.static, _shapes((run.dynamic, z0, Y0)), qr, static_every)
+        shapes = leaf_shapes(jax.tree.leaves((run.dynamic, z0, Y0)))
+        key = (run.static, shapes, qr, static_every)
         rate = _STEP_SECONDS.get(key)
         if rate is None or rate * steps > PIECE_SECONDS:
             out = _run_in_pieces(kernel, (z0, Y0, cum0, step0), args, bar, key)
@@ -517,11 +518,6 @@ PIECE_SECONDS = 0.5
 #: step structure, shapes, QR method), at most :data:`_MAX_RATES` of them.
 _STEP_SECONDS: dict[Any, float] = {}
 _MAX_RATES = 256
-
-
-def _shapes(tree: Any) -> tuple:
-    leaves = jax.tree.leaves(tree)
-    return tuple((np.shape(x), str(getattr(x, "dtype", type(x)))) for x in leaves)
 
 
 def _run_in_pieces(

@@ -11,9 +11,8 @@ from collections import OrderedDict
 from typing import Any
 
 import jax
-import numpy as np
 
-from lyapax._engine.tree import split_static
+from lyapax._engine.tree import leaf_shapes, split_static
 from lyapax._internal.checks import as_cvar_indices
 from lyapax.network._step import NetworkStep
 
@@ -32,10 +31,7 @@ def check_shapes(step: NetworkStep, n_sv: int | None, dtype: Any) -> None:
     """
     n = step.n_nodes
     dynamic, static = split_static(step)
-    leaves = tuple(
-        (np.shape(x), getattr(x, "dtype", type(x))) for x in dynamic if x is not None
-    )
-    key: Any = (static, leaves, n_sv, dtype)
+    key: Any = (static, leaf_shapes(dynamic), n_sv, dtype)
     try:
         if key in _CHECKED:
             return

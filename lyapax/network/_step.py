@@ -23,6 +23,7 @@ import numpy as np
 from jaxtyping import Array, Float
 
 from lyapax._engine.abstract import AbstractStep
+from lyapax._engine.tree import assemble
 from lyapax.integrators import TABLEAUS, rk_stage_update
 from lyapax.network.coupling import coupling_jvp
 
@@ -158,14 +159,16 @@ class ParametrizedNetworkStep(_Network):
 
     def bind(self, params: Any) -> NetworkStep:
         """The step with ``params`` fixed."""
-        return NetworkStep(
-            self.dfun,
-            self.coupling,
-            self.weights,
-            params,
-            self.dt,
-            self.integrator,
-            self.cvar_indices,
+        # The fields were checked when this step was built.
+        return assemble(
+            NetworkStep,
+            dfun=self.dfun,
+            coupling=self.coupling,
+            weights=self.weights,
+            params=params,
+            dt=self.dt,
+            integrator=self.integrator,
+            cvar_indices=self.cvar_indices,
         )
 
     def __call__(self, state: Float[Array, " d"], params: Any) -> Float[Array, " d"]:

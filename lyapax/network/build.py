@@ -24,6 +24,7 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.problem import ODEProblem
+from lyapax._engine.tree import assemble
 from lyapax._internal.checks import as_cvar_indices, as_weights, state_rows
 from lyapax.integrators import fixed_stage_method
 from lyapax.network._checks import check_shapes
@@ -145,14 +146,16 @@ def network_step(
 
 def _checked_step(dfun, network, coupling, params, dt, integrator, n_sv, dtype):
     """The :class:`NetworkStep`, after the checks of :func:`check_shapes`."""
-    step = NetworkStep(
-        dfun,
-        coupling,
-        network.weights,
-        validate.float_params(params),
-        validate.as_dt(dt),
-        fixed_stage_method(integrator, "a network builder"),
-        network.cvar_indices,
+    # Each field is checked here or by Network; check_shapes traces the rest.
+    step = assemble(
+        NetworkStep,
+        dfun=dfun,
+        coupling=coupling,
+        weights=network.weights,
+        params=validate.float_params(params),
+        dt=validate.as_dt(dt),
+        integrator=fixed_stage_method(integrator, "a network builder"),
+        cvar_indices=network.cvar_indices,
     )
     check_shapes(step, n_sv, dtype)
     return step
