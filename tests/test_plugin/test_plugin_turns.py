@@ -256,8 +256,14 @@ def test_two_labels_interleave_their_rounds_and_a_real_2x_is_found(
 ):
     pytester.makepyfile(test_work=BENCH)
     report = pytester.path / "r"
+    # A second past TWO_LABELS' 0.3 s: the noise test needs 10 turns a side
+    # at every size, which 0.3 s did not give under load (slow suite, 2 workers).
     proc, data = run_pytest(
-        pytester.path, report, *TWO_LABELS, f"--jax-report-dir={report}"
+        pytester.path,
+        report,
+        *TWO_LABELS,
+        "--benchmark-max-time=1.0",
+        f"--jax-report-dir={report}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     records = _records(data)
