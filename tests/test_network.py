@@ -360,6 +360,18 @@ def test_a_module_split_again_is_the_same_split_and_a_new_one_is_its_own():
         assert merge_static(leaves, fresh).integrator == integrator
 
 
+#: NetworkStep's constructor arguments, in order.
+_INIT_ORDER = (
+    "dfun",
+    "coupling",
+    "weights",
+    "params",
+    "dt",
+    "integrator",
+    "cvar_indices",
+)
+
+
 def test_a_built_step_is_the_module_its_constructor_makes():
     """The builders assemble the step without equinox's per-instance checks;
     it is the same module as one made by its constructor (fields, pytree
@@ -383,10 +395,6 @@ def test_a_built_step_is_the_module_its_constructor_makes():
         assemble(NetworkStep, **{**vars(built), "extra": 1.0})
     with pytest.raises(TypeError, match="got \\['coupling'"):
         assemble(NetworkStep, coupling=built.coupling)
-
-
-_INIT_ORDER = ("dfun", "coupling", "weights", "params", "dt", "integrator")
-_INIT_ORDER = (*_INIT_ORDER, "cvar_indices")
 
 
 def test_split_leaf_kinds_known_by_type_except_a_tracers():

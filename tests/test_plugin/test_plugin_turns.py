@@ -256,8 +256,8 @@ def test_two_labels_interleave_their_rounds_and_a_real_2x_is_found(
 ):
     pytester.makepyfile(test_work=BENCH)
     report = pytester.path / "r"
-    # A second past TWO_LABELS' 0.3 s: the noise test needs 10 turns a side
-    # at every size, which 0.3 s did not give under load (slow suite, 2 workers).
+    # 1 s a label, not TWO_LABELS' 0.3 s: the noise test needs 10 turns a
+    # side at every size, which 0.3 s did not give under load (slow suite).
     proc, data = run_pytest(
         pytester.path,
         report,
