@@ -1,4 +1,4 @@
-"""Precision on every device (issue 67): one initial frame per seed for every
+"""Precision on every device: one initial frame per seed for every
 dtype, and the library's own products at ``Precision.HIGHEST`` whatever
 ``jax_default_matmul_precision`` says (the user's vector field keeps it)."""
 
@@ -13,7 +13,7 @@ from lyapax.systems import kuramoto_network
 
 # The seed page's dense Kuramoto call at d = 20 (examples/14_gpu_acceleration.py:
 # k = 5, 200 steps, renorm_every 10, dt 1e-2, no transient), in float64, as
-# computed before issue 67 (main a3bedab, CPU): the float64 frame must not move.
+# computed at main a3bedab (CPU), before this change: the float64 frame must not move.
 SEED_CALL_D20_FLOAT64 = [
     0.23280794863982102,
     0.057402232813955664,
@@ -35,7 +35,7 @@ def _seed_call(d, dtype):
 
 @pytest.mark.parametrize(("d", "k"), [(3, 3), (20, 5), (300, 4)])
 def test_the_float64_frame_is_the_one_drawn_before(d, k):
-    # The pre-issue-67 frame: QR of a float64 normal draw from the seed.
+    # The frame at main a3bedab: QR of a float64 normal draw from the seed.
     before, _ = jnp.linalg.qr(
         jax.random.normal(jax.random.PRNGKey(7), (d, k), dtype=jnp.float64)
     )
@@ -64,7 +64,7 @@ def test_float32_and_float64_runs_of_the_seed_call_agree_to_float32_accuracy():
     assert f64.exponents.dtype == jnp.float64
     assert f32.exponents.dtype == jnp.float32
     np.testing.assert_allclose(f64.exponents, SEED_CALL_D20_FLOAT64, rtol=1e-12)
-    # Before issue 67 the float32 run started from another frame (d = 50:
+    # At main a3bedab the float32 run started from another frame (d = 50:
     # lambda_1 0.0689 against 0.0573); now they differ by rounding only.
     np.testing.assert_allclose(f32.exponents, f64.exponents, rtol=0, atol=2e-5)
 

@@ -1,7 +1,7 @@
 """The fused QR's exact power-of-two scaling, built from float operations only.
 
 The TPU's float64 emulation rejects the 64-bit integer shifts of the earlier
-bit-trick version (issue 67); the float-only version must give the same factor
+bit-trick version; the float-only version must give the same factor
 bit for bit on every input, and so the same QR.
 """
 
@@ -14,7 +14,7 @@ from lyapax._engine.qr import _inverse_power_of_two, householder_qr
 
 
 def _bit_trick_reference(m):
-    """The earlier implementation (lyapax/_engine/qr.py before issue 67), kept
+    """The earlier implementation (lyapax/_engine/qr.py at main a3bedab), kept
     here as the reference: the factor from the exponent bits, clamped."""
     info = jnp.finfo(m.dtype)
     bias = int(info.maxexp) - 1
