@@ -171,3 +171,65 @@ def test_a_benettin_run_keeps_the_users_precision_in_the_vector_field():
         precisions = _dot_precisions(jax.make_jaxpr(run)(1.0))
     assert precisions
     assert all(_is_default(p) for p in precisions), precisions
+
+
+# --- precision= ---------------------------------------------------------------
+
+
+def _lorenz():
+    return lyapax.ode_problem(
+        lyapax.systems.lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01
+    )
+
+
+def test_precision_rejects_a_bad_value_naming_it():
+    with pytest.raises(ValueError, match="precision.*'half'"):
+        lyapax.lyapunov_spectrum(_lorenz(), n_steps=10, precision="half")
+
+
+def test_precision_float64_is_the_default_run_and_float32_casts():
+    kw = dict(n_steps=2000, renorm_every=10, t_transient=1.0)
+    plain = lyapax.lyapunov_spectrum(_lorenz(), **kw)
+    f64 = lyapax.lyapunov_spectrum(_lorenz(), precision="float64", **kw)
+    f32 = lyapax.lyapunov_spectrum(_lorenz(), precision="float32", **kw)
+    np.testing.assert_array_equal(f64.exponents, plain.exponents)
+    assert f32.exponents.dtype == jnp.float32
+    assert f32.checkpoint.state.dtype == jnp.float32
+
+
+def test_mixed_sums_in_float64_and_agrees_with_float64_within_two_stderr():
+    # README's first example (Lorenz, 10^5 RK4 steps).
+    kw = dict(n_steps=100_000, renorm_every=10, t_transient=50.0)
+    f64 = lyapax.lyapunov_spectrum(_lorenz(), **kw)
+    mixed = lyapax.lyapunov_spectrum(_lorenz(), precision="mixed", **kw)
+    assert mixed.exponents.dtype == jnp.float64
+    assert mixed.checkpoint.state.dtype == jnp.float32
+    assert mixed.checkpoint.cum_log_growth.dtype == jnp.float64
+    both = np.hypot(f64.stderr, mixed.stderr)
+    assert np.all(np.abs(mixed.exponents - f64.exponents) <= 2 * both), (
+        mixed.exponents,
+        f64.exponents,
+        both,
+    )
+
+
+def test_mixed_on_the_dense_kuramoto_seed_call_agrees_with_float64():
+    d = 50
+    problem = kuramoto_network(d, omega=jnp.linspace(-1.0, 1.0, d), K=1.0, dt=1e-2)
+    kw = dict(n_steps=200, k=5, renorm_every=10, t_transient=0.0)
+    f64 = lyapax.lyapunov_spectrum(problem, **kw)
+    mixed = lyapax.lyapunov_spectrum(problem, precision="mixed", **kw)
+    assert mixed.exponents.dtype == jnp.float64
+    # 200 steps do not let the float32 trajectory wander: float32 accuracy.
+    np.testing.assert_allclose(mixed.exponents, f64.exponents, rtol=0, atol=2e-5)
+    assert np.all(np.abs(mixed.exponents - f64.exponents) <= 2 * f64.stderr)
+
+
+def test_a_mixed_run_resumes_with_float64_sums():
+    kw = dict(renorm_every=10, t_transient=0.0, precision="mixed")
+    first = lyapax.lyapunov_spectrum(_lorenz(), n_steps=500, **kw)
+    more = lyapax.lyapunov_spectrum(
+        _lorenz(), n_steps=500, resume=first.checkpoint, **kw
+    )
+    assert more.checkpoint.cum_log_growth.dtype == jnp.float64
+    assert np.all(np.isfinite(more.exponents))

@@ -23,9 +23,19 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array
 
-__all__ = ["HIGHEST", "einsum", "matmul", "standard_normal"]
+__all__ = [
+    "HIGHEST",
+    "PRECISIONS",
+    "cast_floats",
+    "precision_view",
+    "einsum",
+    "matmul",
+    "resolve",
+    "standard_normal",
+]
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -50,3 +60,69 @@ def standard_normal(key: Any, shape: tuple[int, ...], dtype: Any) -> Array:
     """``jax.random.normal(key, shape)`` drawn in :func:`draw_dtype` and
     rounded to ``dtype``: bit-identical to a float64 draw in float64."""
     return jax.random.normal(key, shape, draw_dtype(dtype)).astype(dtype)
+
+
+#: Accepted values of the public ``precision=`` argument (and None: the
+#: state's own dtype).
+PRECISIONS = ("float64", "float32", "mixed")
+
+
+def resolve(precision: Any, dtype: Any) -> tuple[Any, Any]:
+    """``(state dtype, dtype of the sums of log|diag R|)`` of a run whose
+    state is ``dtype``, under ``precision`` (None, ``"float64"``,
+    ``"float32"`` or ``"mixed"``).
+
+    ``"mixed"``: state and tangents in float32, the per-block growths added
+    into float64 sums where float64 exists (x64 on); with x64 off the sums
+    are float32 too. ``"float64"`` with x64 off runs in float32, and the run
+    warns as any float32 run without x64 does.
+
+    Raises:
+        ValueError: ``precision`` is none of these, naming it.
+    """
+    if precision is None:
+        return np.dtype(dtype), None
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(
+            f"precision must be None or one of {PRECISIONS}; got {precision!r}"
+        )
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+    wide = np.dtype(np.float64 if x64 else np.float32)
+    if precision == "float64":
+        return wide, None
+    if precision == "float32":
+        return np.dtype(np.float32), None
+    return np.dtype(np.float32), wide
+
+
+def cast_floats(tree: Any, dtype: Any) -> Any:
+    """``tree`` with every real floating array leaf cast to ``dtype`` (other
+    leaves, Python numbers included, as they are)."""
+
+    def cast(leaf: Any) -> Any:
+        kind = getattr(leaf, "dtype", None)
+        if (
+            isinstance(leaf, jax.Array | np.ndarray | np.generic)
+            and kind is not None
+            and jnp.issubdtype(kind, jnp.floating)
+            and kind != dtype
+        ):
+            return jnp.asarray(leaf, dtype)
+        return leaf
+
+    return jax.tree.map(cast, tree)
+
+
+def precision_view(view: Any, precision: Any) -> tuple[Any, Any]:
+    """``(view, sums dtype or None)``: an engine view (``step``, ``z0``)
+    whose state and floating parameters are in the state dtype that
+    ``precision`` asks for (:func:`resolve`; None leaves ``view`` as it is).
+
+    Raises:
+        ValueError: a bad ``precision``, naming it.
+    """
+    state, sums = resolve(precision, view.z0.dtype)
+    if precision is None:
+        return view, None
+    step = cast_floats(view.step, state)
+    return view._replace(step=step, z0=jnp.asarray(view.z0, state)), sums
