@@ -233,3 +233,41 @@ def test_a_mixed_run_resumes_with_float64_sums():
     )
     assert more.checkpoint.cum_log_growth.dtype == jnp.float64
     assert np.all(np.isfinite(more.exponents))
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed"])
+def test_a_sweep_row_is_the_single_run_of_the_same_precision(precision):
+    x0s = jnp.array([[1.0, 1.0, 1.0], [2.0, 1.0, 0.5]])
+    sweep = lyapax.sweep_lyapunov_spectrum(
+        _lorenz(),
+        None,
+        None,
+        None,
+        2000,
+        renorm_every=10,
+        state0_batch=x0s,
+        precision=precision,
+    )
+    single = lyapax.lyapunov_spectrum(
+        lyapax.ode_problem(lyapax.systems.lorenz(), x0s[1], dt=0.01),
+        n_steps=2000,
+        renorm_every=10,
+        precision=precision,
+    )
+    want = jnp.float32 if precision == "float32" else jnp.float64
+    assert sweep.exponents.dtype == single.exponents.dtype == want
+    # The sweep's fused QR against the single run's: float32 rounding apart.
+    np.testing.assert_allclose(sweep.exponents[1], single.exponents, atol=1e-5)
+
+
+def test_a_sweep_rejects_a_bad_precision_naming_it():
+    with pytest.raises(ValueError, match="precision.*'bf16'"):
+        lyapax.sweep_lyapunov_spectrum(
+            _lorenz(),
+            None,
+            None,
+            None,
+            20,
+            state0_batch=jnp.ones((2, 3)),
+            precision="bf16",
+        )

@@ -30,6 +30,7 @@ __all__ = [
     "HIGHEST",
     "PRECISIONS",
     "cast_floats",
+    "check_precision",
     "precision_view",
     "einsum",
     "matmul",
@@ -93,6 +94,12 @@ def resolve(precision: Any, dtype: Any) -> tuple[Any, Any]:
     if precision == "float32":
         return np.dtype(np.float32), None
     return np.dtype(np.float32), wide
+
+
+def check_precision(precision: Any) -> None:
+    """Raise ``ValueError`` naming ``precision`` unless it is None or one of
+    :data:`PRECISIONS`."""
+    resolve(precision, np.float64)
 
 
 def cast_floats(tree: Any, dtype: Any) -> Any:
