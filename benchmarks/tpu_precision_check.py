@@ -8,11 +8,12 @@ In one process (a TPU admits one process at a time), for each precision:
   all-to-all, omega = linspace(-1, 1, d), K = 1, k = 5, 200 Heun steps of
   dt = 1e-2, QR every 10, no transient) for each ``--sizes`` d.
 
-The float32 problems are built from float32 arrays (state, weights, omega),
-so that nothing in the float32 run is promoted to float64; x64 stays on, so
-both runs start from the same frame (the float64 frame, rounded). With
-``lyapunov_spectrum(..., precision=...)`` available the script also runs
-``"mixed"``; without it, it says so and skips that row.
+The float32 and mixed problems are built from float32 arrays (state,
+weights, omega), so that nothing in the float32 run is promoted to float64
+and nothing is cast at each call; x64 stays on, so every run starts from the
+same frame (the float64 frame, rounded). ``"mixed"`` is
+``lyapunov_spectrum(..., precision="mixed")``; where that argument does not
+exist the script says so and skips those rows.
 
 Printed per run: exponents, their standard errors, the first call's time
 (compilation included) and a warm call's time (best of ``--repeats``), plus
@@ -20,6 +21,7 @@ JAX's backend, device and default matmul precision. ``--json PATH`` also
 writes the rows as JSON. Run:
 
     python benchmarks/tpu_precision_check.py [--sizes 50,2000] [--json out.json]
+    python benchmarks/tpu_precision_check.py --quick
 """
 
 from __future__ import annotations
@@ -109,7 +111,12 @@ def main(argv=None):
         help="any of float64, float32, mixed (commas)",
     )
     parser.add_argument("--json", default=None, help="also write the rows here")
+    parser.add_argument(
+        "--quick", action="store_true", help="smoke run: d = 20, 2000 Lorenz steps"
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.sizes, args.lorenz_steps, args.repeats = "20", 2000, 1
     sizes = [int(s) for s in args.sizes.split(",") if s]
     precisions = [p for p in args.precisions.split(",") if p]
 
@@ -128,9 +135,9 @@ def main(argv=None):
         if precision == "mixed" and not HAS_PRECISION:
             print("mixed: skipped (lyapunov_spectrum has no precision= here)")
             continue
-        # Plain float64/float32 runs take their dtype from the arrays; "mixed"
-        # starts from float64 arrays and lets precision= cast them.
-        dtype = jnp.float32 if precision == "float32" else jnp.float64
+        # Runs take their dtype from the arrays: float32 problems for float32
+        # and "mixed" (precision= would cast float64 ones at every call).
+        dtype = jnp.float64 if precision == "float64" else jnp.float32
         mode = "mixed" if precision == "mixed" else None
         calls = [("lorenz", lorenz_call(dtype, args.lorenz_steps, mode))]
         calls += [(f"kuramoto d={d}", kuramoto_call(d, dtype, mode)) for d in sizes]

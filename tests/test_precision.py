@@ -271,3 +271,13 @@ def test_a_sweep_rejects_a_bad_precision_naming_it():
             state0_batch=jnp.ones((2, 3)),
             precision="bf16",
         )
+
+
+def test_cast_floats_casts_float_arrays_only_and_keeps_a_tree_that_needs_none():
+    from lyapax._engine.precision import cast_floats
+
+    tree = {"w": jnp.ones(3), "n": jnp.arange(3), "x": 0.5, "f": np.ones(2)}
+    cast = cast_floats(tree, jnp.float32)
+    assert cast["w"].dtype == cast["f"].dtype == jnp.float32
+    assert cast["n"].dtype == tree["n"].dtype and cast["x"] == 0.5
+    assert cast_floats(cast, jnp.float32) is cast

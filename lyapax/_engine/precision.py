@@ -104,20 +104,22 @@ def check_precision(precision: Any) -> None:
 
 def cast_floats(tree: Any, dtype: Any) -> Any:
     """``tree`` with every real floating array leaf cast to ``dtype`` (other
-    leaves, Python numbers included, as they are)."""
+    leaves, Python numbers included, as they are); ``tree`` itself when no
+    leaf needs it, so that what is cached by identity (the split of a step)
+    stays cached."""
 
-    def cast(leaf: Any) -> Any:
+    def needs(leaf: Any) -> bool:
         kind = getattr(leaf, "dtype", None)
-        if (
+        return (
             isinstance(leaf, jax.Array | np.ndarray | np.generic)
             and kind is not None
             and jnp.issubdtype(kind, jnp.floating)
             and kind != dtype
-        ):
-            return jnp.asarray(leaf, dtype)
-        return leaf
+        )
 
-    return jax.tree.map(cast, tree)
+    if not any(needs(leaf) for leaf in jax.tree.leaves(tree)):
+        return tree
+    return jax.tree.map(lambda x: jnp.asarray(x, dtype) if needs(x) else x, tree)
 
 
 def precision_view(view: Any, precision: Any) -> tuple[Any, Any]:
@@ -131,5 +133,7 @@ def precision_view(view: Any, precision: Any) -> tuple[Any, Any]:
     state, sums = resolve(precision, view.z0.dtype)
     if precision is None:
         return view, None
+    if view.z0.dtype == state and cast_floats(view.step, state) is view.step:
+        return view, sums
     step = cast_floats(view.step, state)
     return view._replace(step=step, z0=jnp.asarray(view.z0, state)), sums
