@@ -52,9 +52,10 @@ def einsum(subscripts: str, *operands: Any) -> Array:
 
 
 def draw_dtype(dtype: Any) -> Any:
-    """The dtype a frame of ``dtype`` is drawn in: float64 when x64 is on,
-    else ``dtype`` itself."""
-    return jnp.float64 if jax.config.jax_enable_x64 else dtype  # type: ignore[attr-defined]
+    """The dtype a frame of ``dtype`` is drawn in: float64 for a real
+    floating ``dtype`` when x64 is on, else ``dtype`` itself."""
+    x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]
+    return jnp.float64 if x64 and jnp.issubdtype(dtype, jnp.floating) else dtype
 
 
 def standard_normal(key: Any, shape: tuple[int, ...], dtype: Any) -> Array:
