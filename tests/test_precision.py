@@ -281,3 +281,14 @@ def test_cast_floats_casts_float_arrays_only_and_keeps_a_tree_that_needs_none():
     assert cast["w"].dtype == cast["f"].dtype == jnp.float32
     assert cast["n"].dtype == tree["n"].dtype and cast["x"] == 0.5
     assert cast_floats(cast, jnp.float32) is cast
+
+
+def test_without_x64_float64_and_mixed_fall_back_to_float32():
+    from lyapax._engine.precision import draw_dtype, resolve
+
+    with jax.enable_x64(False):
+        assert resolve("float64", np.float32) == (np.float32, None)
+        assert resolve("mixed", np.float32) == (np.float32, np.float32)
+        assert draw_dtype(np.float32) == np.float32
+    assert resolve("mixed", np.float32) == (np.float32, np.float64)
+    assert resolve(None, np.float64) == (np.float64, None)
