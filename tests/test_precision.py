@@ -63,7 +63,8 @@ def test_float32_and_float64_runs_of_the_seed_call_agree_to_float32_accuracy():
     f32 = _seed_call(20, jnp.float32)
     assert f64.exponents.dtype == jnp.float64
     assert f32.exponents.dtype == jnp.float32
-    np.testing.assert_allclose(f64.exponents, SEED_CALL_D20_FLOAT64, rtol=1e-12)
+    if jax.default_backend() == "cpu":  # where the stored value was computed
+        np.testing.assert_allclose(f64.exponents, SEED_CALL_D20_FLOAT64, rtol=1e-12)
     # At main a3bedab the float32 run started from another frame (d = 50:
     # lambda_1 0.0689 against 0.0573); now they differ by rounding only.
     np.testing.assert_allclose(f32.exponents, f64.exponents, rtol=0, atol=2e-5)

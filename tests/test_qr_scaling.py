@@ -59,16 +59,35 @@ def _inputs(dtype):
     return np.abs(values).astype(dtype)
 
 
+def _numpy_reference(m):
+    """The same bit trick in NumPy, on the host: a reference for any device."""
+    info = np.finfo(m.dtype)
+    bias = int(info.maxexp) - 1
+    uint = np.uint64 if m.dtype == np.float64 else np.uint32
+    biased = np.clip((m.view(uint) >> info.nmant) & (2 * bias + 1), 1, 2 * bias - 1)
+    return ((2 * bias - biased).astype(uint) << uint(info.nmant)).view(m.dtype)
+
+
+def _on_tpu():
+    return jax.default_backend() == "tpu"
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_the_factor_is_bit_identical_to_the_bit_trick_version(dtype):
-    m = jnp.asarray(_inputs(dtype))
-    new = jax.jit(jax.vmap(_inverse_power_of_two))(m)
-    old = jax.jit(jax.vmap(_bit_trick_reference))(m)
-    assert new.dtype == old.dtype == dtype
-    np.testing.assert_array_equal(
-        np.asarray(new).view(np.uint64 if dtype == np.float64 else np.uint32),
-        np.asarray(old).view(np.uint64 if dtype == np.float64 else np.uint32),
-    )
+    values = _inputs(dtype)
+    if _on_tpu():
+        # The chip flushes subnormals and its float64 emulation's exponent
+        # range is not established here: compare zero and float32's normal
+        # range there (the full range is compared on CPU and GPU).
+        keep = (values == 0) | ((values >= 2.0**-126) & (values < 2.0**127))
+        values = values[keep]
+    uint = np.uint64 if dtype == np.float64 else np.uint32
+    new = np.asarray(jax.jit(jax.vmap(_inverse_power_of_two))(jnp.asarray(values)))
+    assert new.dtype == dtype
+    np.testing.assert_array_equal(new.view(uint), _numpy_reference(values).view(uint))
+    if not _on_tpu():  # the old JAX version itself, where it compiles
+        old = jax.jit(jax.vmap(_bit_trick_reference))(jnp.asarray(values))
+        np.testing.assert_array_equal(new.view(uint), np.asarray(old).view(uint))
 
 
 def test_the_factor_uses_no_integer_bit_operations():
@@ -85,6 +104,8 @@ def test_householder_qr_is_bit_identical_to_the_bit_trick_version(dtype, scale):
 
     if dtype == np.float32 and not 1e-44 < scale < 1e37:
         pytest.skip("out of float32's range")
+    if _on_tpu():
+        pytest.skip("the bit-trick reference does not compile on a TPU")
     rng = np.random.default_rng(int(-np.log10(scale) * 7) % 1000)
     Y = (rng.standard_normal((6, 4)) * scale).astype(dtype)
     Y[2, 1] = 0.0
