@@ -121,6 +121,7 @@ def lyapunov_spectrum(
     static_renorm_every: bool = False,
     *,
     progress: bool | TextSink = False,
+    precision: str | None = None,
 ) -> LyapunovResult:
     """Leading ``k`` Lyapunov exponents of a map or a discretised flow.
 
@@ -161,6 +162,12 @@ def lyapunov_spectrum(
             draw it in; updated from the device loop 16 times a run (the first
             call with a bar compiles a program of its own). Silent by default;
             ignored, with a warning, under ``jax.jit``/``vmap``/``grad``.
+        precision: None (the state's dtype), ``"float64"``, ``"float32"``
+            (the state and the problem's floating parameters cast to that
+            dtype), or ``"mixed"``: state and tangents in float32, the sums of
+            ``log|diag R|`` in float64 where x64 is on (float32 otherwise), for
+            float64-grade averages at float32 speed on hardware without fast
+            float64. ``"float64"`` with x64 off runs in float32 and warns.
 
     Returns:
         :class:`LyapunovResult`.
@@ -180,4 +187,6 @@ def lyapunov_spectrum(
     problem, n_steps = resolve_step_call(
         "lyapunov_spectrum", step_fn_or_problem, state0, dt, n_steps
     )
-    return run.spectrum(problem, n_steps, RunOptions.of(locals()), stacklevel=2)
+    return run.spectrum(
+        problem, n_steps, RunOptions.of(locals()), stacklevel=2, precision=precision
+    )

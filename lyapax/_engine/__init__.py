@@ -10,6 +10,8 @@
 - :mod:`~lyapax._engine.benettin`: the Benettin/QR kernel (the jitted loop);
 - :mod:`~lyapax._engine.qr`, :mod:`~lyapax._engine.stats`,
   :mod:`~lyapax._engine.summary`: re-orthonormalisation, error bars, results;
+- :mod:`~lyapax._engine.precision`: the library's own products at
+  ``Precision.HIGHEST``, random frames drawn once for every dtype;
 - :mod:`~lyapax._engine.tree`, :mod:`~lyapax._engine.validate`,
   :mod:`~lyapax._engine.shapes`: pytree helpers, call-time argument checks,
   shape-annotated types;

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine.abstract import as_step, check_step_output
+from lyapax._engine.precision import draw_dtype
 from lyapax._engine.qr import householder_qr, thin_qr
 from lyapax._engine.tree import merge_static
 from lyapax._engine.validate import under_transformation
@@ -333,10 +334,12 @@ def _padded(rows, capacity):
 def initial_basis(
     seed: Int[ArrayLike, ""], *, d: int, k: int, dtype: Any
 ) -> Float[Array, "d k"]:
-    """Orthonormal ``(d, k)`` frame: QR of a standard-normal matrix from ``seed``."""
-    M = jax.random.normal(jax.random.PRNGKey(seed), (d, k), dtype=dtype)
+    """Orthonormal ``(d, k)`` frame: QR of a standard-normal matrix from ``seed``,
+    drawn and factored in float64 where x64 is on and rounded to ``dtype`` (one
+    frame per seed for every dtype; see :mod:`~lyapax._engine.precision`)."""
+    M = jax.random.normal(jax.random.PRNGKey(seed), (d, k), dtype=draw_dtype(dtype))
     Q, _ = jnp.linalg.qr(M)
-    return Q
+    return Q.astype(dtype)
 
 
 @partial(jax.jit, static_argnames=("d", "k", "dtype"))

@@ -15,7 +15,6 @@ columns are nearly parallel (stiff spectra, long ``renorm_every``). Larger
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
@@ -70,17 +69,38 @@ def householder_qr(
 
 
 def _inverse_power_of_two(m: Float[Array, ""]) -> Float[Array, ""]:
-    """``2**-e`` with ``2**e <= m < 2**(e+1)`` for a normal ``m`` (clamped so
-    that the factor is a normal number: zero, subnormal, inf and NaN get one
-    that leaves them as they are); built from the exponent bits, cheaper than
-    ``frexp`` and ``ldexp``."""
-    info = jnp.finfo(m.dtype)
-    mantissa_bits = info.nmant
-    bias = int(info.maxexp) - 1  # 1023 for float64, 127 for float32
-    ints = jnp.int64 if m.dtype == jnp.float64 else jnp.int32
-    bits = jax.lax.bitcast_convert_type(m, ints)
-    biased = jnp.clip((bits >> mantissa_bits) & (2 * bias + 1), 1, 2 * bias - 1)
-    return jax.lax.bitcast_convert_type((2 * bias - biased) << mantissa_bits, m.dtype)
+    """``2**-e`` with ``2**e <= m < 2**(e+1)``, ``e`` clamped to the normal
+    exponents but the extreme ones (``|e| <= 1022`` in float64, ``126`` in
+    float32), so that the factor is a normal number; zero and subnormal ``m``
+    get the largest factor, inf and NaN the smallest.
+
+    Built from float comparisons and multiplications by powers of two only
+    (all exact): no integer bit tricks, whose 64-bit forms the TPU's float64
+    emulation rejects ("shift-right-arithmetic with different element types"),
+    and no ``frexp``/``ldexp``, which JAX builds from the same bit tricks and
+    ``pow``. The exponent is found by binary search: ``m`` is scaled into
+    ``[1, 2)`` by ``2**(+-2**i)`` for ``i`` from high to low, and the same
+    factors multiply into the answer.
+    """
+    dtype = m.dtype
+    bias = int(jnp.finfo(dtype).maxexp) - 1  # 1023 for float64, 127 for float32
+    # Clamp m to [2**-(bias - 1), 2**(bias - 1)]; NaN fails `<=` and takes the top.
+    lo = jnp.asarray(2.0 ** -(bias - 1), dtype)
+    hi = jnp.asarray(2.0 ** (bias - 1), dtype)
+    s = jnp.where(m < lo, lo, m)
+    s = jnp.where(s <= hi, s, hi)
+    factor = jnp.ones((), dtype)
+    one = jnp.ones((), dtype)
+    for i in reversed(range(bias.bit_length())):
+        step = 2**i
+        # Greedy on the binary digits of |e|: every product stays a normal
+        # power of two (or a normal s), so each multiplication is exact.
+        down = jnp.where(s >= jnp.asarray(2.0**step, dtype), 2.0**-step, one)
+        up = jnp.where(s < jnp.asarray(2.0 ** (1 - step), dtype), 2.0**step, one)
+        by = (down * up).astype(dtype)
+        s = s * by
+        factor = factor * by
+    return factor
 
 
 def _reflect(

@@ -23,6 +23,7 @@ from lyapax._engine import finite, progress, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
 from lyapax._engine.options import RunOptions
+from lyapax._engine.precision import precision_view
 from lyapax._engine.problem import LyapunovCheckpoint
 from lyapax._engine.shapes import (
     Exponents,
@@ -332,13 +333,16 @@ def spectrum(
     options: RunOptions,
     *,
     stacklevel: int,
+    precision: Any = None,
 ) -> LyapunovResult:
     """Validate the run, start it (fresh or from ``options.resume``), run the
     kernel.
 
-    ``stacklevel`` is that of a warning raised in the caller of this function.
+    ``stacklevel`` is that of a warning raised in the caller of this function;
+    ``precision`` that of :func:`lyapax._engine.precision.resolve`.
     """
     view = problem.for_engine()
+    view, sums = precision_view(view, precision)
     d = int(view.z0.shape[0])
     resume = options.resume
     args, method = setup_run(
@@ -353,6 +357,9 @@ def spectrum(
     if resume is None:
         z0, t0, step0 = view.z0, 0.0, 0
         start: Start = options.seed
+        if sums is not None:  # precision="mixed": the sums in their own dtype
+            Y0, cum0 = fresh_frame(start, d=d, k=args.k, dtype=dtype)
+            start = (Y0, cum0.astype(sums))
     else:
         kind = view.checkpoint_type
         if kind is not None and not isinstance(resume, kind):
@@ -362,9 +369,10 @@ def spectrum(
             )
         _check_resume(resume, d, args.k, view.dt, args.t_transient)
         z0, step0 = view.resume_point(resume)
+        z0 = jnp.asarray(z0, dtype)  # precision= may have cast the state
         start = (
             jnp.asarray(resume.Y, dtype=dtype),
-            jnp.asarray(resume.cum_log_growth, dtype=dtype),
+            jnp.asarray(resume.cum_log_growth, dtype=sums or dtype),
         )
         t0 = resume.elapsed_time
     static_every = options.renorm.static

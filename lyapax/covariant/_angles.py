@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import matmul
 
 __all__ = ["subspace_angles"]
 
@@ -36,9 +37,9 @@ def subspace_angles(
         A, B = B, A  # the sines below need q <= p
     Qa, _ = jnp.linalg.qr(A)
     Qb, _ = jnp.linalg.qr(B)
-    M = jnp.swapaxes(Qa, -1, -2) @ Qb
+    M = matmul(jnp.swapaxes(Qa, -1, -2), Qb)
     cos = jnp.linalg.svd(M, compute_uv=False)  # descending: smallest angle first
-    sin = jnp.linalg.svd(Qb - Qa @ M, compute_uv=False)[..., ::-1]  # ascending
+    sin = jnp.linalg.svd(Qb - matmul(Qa, M), compute_uv=False)[..., ::-1]  # ascending
     small = cos**2 > 0.5
     angles = jnp.where(
         small,

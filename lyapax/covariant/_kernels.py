@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from lyapax._engine.abstract import as_step, check_step_output
 from lyapax._engine.benettin import qr_factor
+from lyapax._engine.precision import einsum, matmul
 from lyapax._engine.tree import merge_static
 
 __all__ = [
@@ -154,7 +155,7 @@ def upper_inverse(R: jax.Array) -> jax.Array:
     h = k // 2
     Ai = upper_inverse(R[..., :h, :h])
     Di = upper_inverse(R[..., h:, h:])
-    top = -(Ai @ R[..., :h, h:]) @ Di
+    top = -matmul(matmul(Ai, R[..., :h, h:]), Di)
     zeros = jnp.zeros((*R.shape[:-2], k - h, h), R.dtype)
     return jnp.concatenate(
         [jnp.concatenate([Ai, top], -1), jnp.concatenate([zeros, Di], -1)], -2
@@ -194,7 +195,7 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
         )
         # Both factors are upper triangular with exact zeros below the
         # diagonal (upper_inverse writes them), so the product is too.
-        step_back = inverse[j] @ C  # R_{j+1}^{-1} C_{j+1}
+        step_back = matmul(inverse[j], C)  # R_{j+1}^{-1} C_{j+1}
         norms = jnp.linalg.norm(step_back, axis=0)
         G = jax.lax.dynamic_update_index_in_dim(G, -jnp.log(norms), j, 0)
         return step_back / norms, Cs, G
@@ -210,7 +211,7 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
 @jax.jit
 def combine(Q: jax.Array, C: jax.Array) -> jax.Array:
     """``V = Q C`` row by row: ``(n, d, k) x (n, k, k) -> (n, d, k)``."""
-    return jnp.einsum("ndk,nkl->ndl", Q, C)
+    return einsum("ndk,nkl->ndl", Q, C)
 
 
 @jax.jit
@@ -222,4 +223,4 @@ def combine_rows(
     (rows past its end read as zeros), columns permuted by ``order (k,)``."""
     rows = first + jnp.arange(Q.shape[0])
     C = jnp.take(C, rows, axis=0, mode="fill", fill_value=0)
-    return jnp.einsum("ndk,nkl->ndl", Q, C[:, :, order])
+    return einsum("ndk,nkl->ndl", Q, C[:, :, order])

@@ -22,6 +22,8 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
+from lyapax._engine.precision import matmul
+
 #: Distances held at once by one chunk of the neighbour search.
 _CHUNK_DISTANCES = 2**22
 
@@ -61,7 +63,7 @@ def nearest_neighbours(
 
     def one_chunk(rows):
         a = Y[rows]
-        d2 = sq[rows][:, None] + sq[None, :] - 2.0 * a @ Y.T
+        d2 = sq[rows][:, None] + sq[None, :] - 2.0 * matmul(a, Y.T)
         far = jnp.abs(rows[:, None] - cand[None, :]) > theiler
         d2 = jnp.where(far, jnp.maximum(d2, 0.0), jnp.inf)
         # k passes of argmin: on a CPU, lax.top_k over long rows is ~50x slower.

@@ -37,6 +37,7 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import standard_normal
 from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
@@ -182,7 +183,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, bounds, *, static, capa
     def one(p, x0, seed):
         view = row_view(dynamic, static, p, x0, dt)
         step, z0 = view.step, view.z0
-        u = jax.random.normal(jax.random.PRNGKey(seed), z0.shape, z0.dtype)
+        u = standard_normal(jax.random.PRNGKey(seed), z0.shape, z0.dtype)
         zero = jnp.zeros((), z0.dtype)
 
         def advance(_, c):

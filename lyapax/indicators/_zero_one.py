@@ -27,6 +27,7 @@ from jaxtyping import Array, ArrayLike, Float
 
 from lyapax._engine import validate
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import draw_dtype
 
 __all__ = ["ZeroOneResult", "zero_one_test"]
 
@@ -171,9 +172,14 @@ def zero_one_test(
     flat = arr.reshape(-1, n)
     opts = _Options.of(n, flat.shape[0], n_frequencies, n_cut, seed, batch_size)
     key = jax.random.PRNGKey(opts.seed)
+    # Drawn in float64 where it exists: one set of frequencies per seed.
     cs = jax.random.uniform(
-        key, (opts.n_frequencies,), arr.dtype, minval=C_RANGE[0], maxval=C_RANGE[1]
-    )
+        key,
+        (opts.n_frequencies,),
+        draw_dtype(arr.dtype),
+        minval=C_RANGE[0],
+        maxval=C_RANGE[1],
+    ).astype(arr.dtype)
     k, kc = _zero_one_kernel(flat, cs, opts.n_cut, opts.batch_size)
     return ZeroOneResult(
         K=k.reshape(batch),

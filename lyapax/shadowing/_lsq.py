@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import jax.scipy.linalg as jsl
 
+from lyapax._engine.precision import einsum, matmul
 from lyapax.shadowing._segments import Segments
 
 
@@ -46,8 +47,8 @@ def _block_tridiagonal_solve(
         s_ii, s_low, r = blocks
         # M = S_{i,i-1} L_{i-1}^{-T}
         mm = jsl.solve_triangular(l_prev, s_low.T, lower=True).T
-        li = jnp.linalg.cholesky(s_ii - mm @ mm.T)
-        yi = jsl.solve_triangular(li, r - mm @ y_prev, lower=True)
+        li = jnp.linalg.cholesky(s_ii - matmul(mm, mm.T))
+        yi = jsl.solve_triangular(li, r - matmul(mm, y_prev), lower=True)
         return (li, yi), (li, mm, yi)
 
     l0 = jnp.linalg.cholesky(diag[0])
@@ -59,7 +60,7 @@ def _block_tridiagonal_solve(
 
     def backward(x_next: Any, blocks: Any) -> Any:
         li, y, m_next = blocks
-        xi = jsl.solve_triangular(li.T, y - m_next.T @ x_next, lower=False)
+        xi = jsl.solve_triangular(li.T, y - matmul(m_next.T, x_next), lower=False)
         return xi, xi
 
     m_next = jnp.concatenate([ms[1:], jnp.zeros_like(eye)[None]])
@@ -76,19 +77,19 @@ def shadowing_coefficients(seg: Segments) -> jax.Array:
         return jnp.zeros((k, 0, n_p), seg.D.dtype)
     dinv = jax.vmap(_spd_inverse)(seg.C)  # (K, m, m)
     if k == 1:
-        return -dinv[0] @ seg.D[0][None]
+        return -matmul(dinv[0], seg.D[0][None])
     r, b = seg.R[:-1], seg.b[:-1]  # the K - 1 interior boundaries
-    rdr = jnp.einsum("kij,kjl,kml->kim", r, dinv[:-1], r)
+    rdr = einsum("kij,kjl,kml->kim", r, dinv[:-1], r)
     diag = rdr + dinv[1:]
-    lower = -r[1:] @ dinv[1:-1]  # S_{i+1,i} = -R_{i+1} D_{i+1}
-    bdd = -r @ (dinv[:-1] @ seg.D[:-1]) + dinv[1:] @ seg.D[1:]
+    lower = -matmul(r[1:], dinv[1:-1])  # S_{i+1,i} = -R_{i+1} D_{i+1}
+    bdd = -matmul(r, matmul(dinv[:-1], seg.D[:-1])) + matmul(dinv[1:], seg.D[1:])
     lam = _block_tridiagonal_solve(diag, lower, -(b + bdd))
     # (B^T lam)_i = -R_i^T lam_i (i < K - 1) + lam_{i-1} (i > 0)
     zero = jnp.zeros_like(lam[:1])
-    bt = jnp.concatenate([-jnp.swapaxes(r, 1, 2) @ lam, zero]) + jnp.concatenate(
+    bt = jnp.concatenate([-matmul(jnp.swapaxes(r, 1, 2), lam), zero]) + jnp.concatenate(
         [zero, lam]
     )
-    return -dinv @ (seg.D + bt)
+    return -matmul(dinv, seg.D + bt)
 
 
 def segment_sensitivities(
@@ -100,7 +101,7 @@ def segment_sensitivities(
     its end boundary, ``c_i (J(t_{i+1}) - average)``, where ``c_i f`` is the
     flow component removed there (none after the last segment).
     """
-    jv = seg.jv + jnp.einsum("km,kmp->kp", seg.jw, a)
-    removed = seg.xv + jnp.einsum("km,kmp->kp", seg.xw, a)
+    jv = seg.jv + einsum("km,kmp->kp", seg.jw, a)
+    removed = seg.xv + einsum("km,kmp->kp", seg.xw, a)
     c = -removed.at[-1].set(0.0)
     return jv + c * (objective_ends[:, None] - average)

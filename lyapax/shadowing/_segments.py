@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from lyapax._engine.precision import matmul, standard_normal
 from lyapax._engine.qr import thin_qr
 from lyapax.integrators import ode_step
 
@@ -151,7 +152,7 @@ def _boundary(
     ``(m + P,)``, ``R (m, m)`` and ``b (m, P)``."""
     ff = jnp.sum(f * f)
     use = project & (ff > 0)
-    xi = jnp.where(use, (f @ frame) / jnp.where(ff > 0, ff, 1.0), 0.0)
+    xi = jnp.where(use, matmul(f, frame) / jnp.where(ff > 0, ff, 1.0), 0.0)
     frame = frame - f[:, None] * xi[None, :]
     w, v = frame[:, :m], frame[:, m:]
     if m == 0:
@@ -162,8 +163,8 @@ def _boundary(
             jnp.zeros((0, v.shape[1]), frame.dtype),
         )
     q, r = thin_qr(w)
-    b = q.T @ v
-    return jnp.concatenate([q, v - q @ b], axis=1), xi, r, b
+    b = matmul(q.T, v)
+    return jnp.concatenate([q, v - matmul(q, b)], axis=1), xi, r, b
 
 
 def quadrature_stride(segment_steps: int) -> int:
@@ -209,7 +210,7 @@ def tangent_pass(
         return jax.vmap(one, in_axes=(1, 0), out_axes=(None, 1, 0))(frame, dp)
 
     def gram(frame: jax.Array) -> jax.Array:
-        return frame[:, :m].T @ frame
+        return matmul(frame[:, :m].T, frame)
 
     def segment(frame: jax.Array, xs: Any) -> tuple[jax.Array, tuple[jax.Array, ...]]:
         u0, project_end = xs
@@ -235,7 +236,7 @@ def tangent_pass(
         return new, out
 
     key = jax.random.key(0)
-    start = jax.random.normal(key, (d, m + n_p), states.dtype)
+    start = standard_normal(key, (d, m + n_p), states.dtype)
     start = start.at[:, m:].set(0.0)
     frame, _, _, _ = _boundary(start, rhs(states[0], params), project[0], m)
     _, outs = jax.lax.scan(segment, frame, (states[:-1], project[1:]))

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
 from lyapax._engine.benettin import Lengths, initial_frame, run_benettin
+from lyapax._engine.precision import precision_view
 from lyapax._engine.run import LyapunovResult
 from lyapax._engine.summary import finish
 from lyapax._engine.trajectory import Trajectory, iterate
@@ -46,7 +47,15 @@ def _spread(f, mesh, n_shared: int = 1):
 
 @partial(
     jax.jit,
-    static_argnames=("static", "mesh", "k", "capacity", "save_capacity", "qr"),
+    static_argnames=(
+        "static",
+        "mesh",
+        "k",
+        "capacity",
+        "save_capacity",
+        "qr",
+        "precision",
+    ),
 )
 def spectrum_kernel(
     dynamic,
@@ -62,17 +71,22 @@ def spectrum_kernel(
     capacity,
     save_capacity,
     qr,
+    precision=None,
 ):
     """One Benettin run per row. Returns a LyapunovResult with a row axis whose
     ``history``, ``times`` and ``trajectory`` are buffers longer than the run
-    (see :mod:`lyapax._engine.summary`); the caller keeps their first rows."""
+    (see :mod:`lyapax._engine.summary`); the caller keeps their first rows.
+    ``precision``: see :func:`lyapax._engine.precision.resolve`."""
 
     def one(dyn, p, x0, seed, dt, lengths):
         lengths = Lengths.unpack(lengths)
         view = merge_static(dyn, static).build(p, x0, dt)
+        view, sums = precision_view(view, precision)
         step_dyn, step_static = split_static(view.step)
         z0 = view.z0
         Y0, cum0 = initial_frame(seed, d=z0.shape[0], k=k, dtype=z0.dtype)
+        if sums is not None:  # precision="mixed": the sums in their own dtype
+            cum0 = cum0.astype(sums)
         out = run_benettin(
             step_dyn,
             z0,

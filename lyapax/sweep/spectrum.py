@@ -19,6 +19,7 @@ from lyapax._engine import finite, run
 from lyapax._engine import progress as _progress
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import check_precision
 from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, RunOptions
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
@@ -55,6 +56,7 @@ def sweep_lyapunov_spectrum(
     qr: str = "auto",
     progress: bool | TextSink = False,
     checkpoint: str | os.PathLike[str] | None = None,
+    precision: str | None = None,
 ) -> LyapunovResult:
     """Lyapunov spectra of a batch of parameter sets and/or initial states.
 
@@ -127,6 +129,9 @@ def sweep_lyapunov_spectrum(
             sweep. Chunks of another sweep (problem, numbers, settings,
             chunking, devices) or lyapax version are refused. Single-process
             sweeps only.
+        precision: as in :func:`~lyapax.core.lyapunov_spectrum`: None (the
+            state's dtype), ``"float64"``, ``"float32"`` or ``"mixed"``
+            (float32 rows, sums of ``log|diag R|`` in float64 where x64 is on).
 
     Returns:
         :class:`~lyapax.core.LyapunovResult` with a leading batch axis ``n`` on
@@ -153,6 +158,7 @@ def sweep_lyapunov_spectrum(
         saved trajectory.
     """
     options = RunOptions.of(locals())
+    check_precision(precision)
     batch = resolve(
         "sweep_lyapunov_spectrum",
         step_fn,
@@ -185,7 +191,13 @@ def sweep_lyapunov_spectrum(
 
     def kernel_of(dyn: Any) -> Any:
         return partial(
-            spectrum_kernel, dyn, static=static, mesh=plan.mesh, k=args.k, qr=method
+            spectrum_kernel,
+            dyn,
+            static=static,
+            mesh=plan.mesh,
+            k=args.k,
+            qr=method,
+            precision=precision,
         )
 
     kernel = kernel_of(dynamic)
@@ -204,7 +216,8 @@ def sweep_lyapunov_spectrum(
             lambda dyn, *rows: kernel_of(dyn)(*rows, batch.dt, lengths, **sizes),
             (dynamic, *first),
             batch.batched_inputs,
-            {"kind": "spectrum", "to_host": bool(to_host)},
+            {"kind": "spectrum", "to_host": bool(to_host)}
+            | ({} if precision is None else {"precision": precision}),
             to_host,
             owner,
         )

@@ -1,0 +1,140 @@
+"""The library's own linear algebra at full precision, and dtype-free random frames.
+
+On a TPU a float32 matrix product runs in bfloat16 passes by default (about
+three digits; ``jax_default_matmul_precision`` chooses). The products that
+are the library's own (Gram and projection products, the covariant vectors'
+coefficients, the shadowing least squares, neighbour distances) go through
+:func:`matmul` and :func:`einsum`, which ask for
+``jax.lax.Precision.HIGHEST`` whatever that default says; the user's vector
+field (and so the tangent products through it) keeps the user's setting. On
+CPU the precision argument changes nothing: float32 and float64 products are
+computed in full there either way.
+
+:func:`standard_normal` draws random frames in float64 whenever float64
+exists (``jax_enable_x64``) and rounds them to the run's dtype, so that one
+seed gives one frame for every precision: the float64 frame as before, and a
+float32 run starts from that frame rounded. With x64 off only float32 can be
+drawn, and a seed's float32 frame is JAX's float32 draw.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array
+
+__all__ = [
+    "HIGHEST",
+    "PRECISIONS",
+    "cast_floats",
+    "check_precision",
+    "precision_view",
+    "einsum",
+    "matmul",
+    "resolve",
+    "standard_normal",
+]
+
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def matmul(a: Any, b: Any) -> Array:
+    """``a @ b`` at ``Precision.HIGHEST``."""
+    return jnp.matmul(a, b, precision=HIGHEST)
+
+
+def einsum(subscripts: str, *operands: Any) -> Array:
+    """``jnp.einsum`` at ``Precision.HIGHEST``."""
+    return jnp.einsum(subscripts, *operands, precision=HIGHEST)
+
+
+def draw_dtype(dtype: Any) -> Any:
+    """The dtype a frame of ``dtype`` is drawn in: float64 for a real
+    floating ``dtype`` when x64 is on, else ``dtype`` itself."""
+    x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]
+    return jnp.float64 if x64 and jnp.issubdtype(dtype, jnp.floating) else dtype
+
+
+def standard_normal(key: Any, shape: tuple[int, ...], dtype: Any) -> Array:
+    """``jax.random.normal(key, shape)`` drawn in :func:`draw_dtype` and
+    rounded to ``dtype``: bit-identical to a float64 draw in float64."""
+    return jax.random.normal(key, shape, draw_dtype(dtype)).astype(dtype)
+
+
+#: Accepted values of the public ``precision=`` argument (and None: the
+#: state's own dtype).
+PRECISIONS = ("float64", "float32", "mixed")
+
+
+def resolve(precision: Any, dtype: Any) -> tuple[Any, Any]:
+    """``(state dtype, dtype of the sums of log|diag R|)`` of a run whose
+    state is ``dtype``, under ``precision`` (None, ``"float64"``,
+    ``"float32"`` or ``"mixed"``).
+
+    ``"mixed"``: state and tangents in float32, the per-block growths added
+    into float64 sums where float64 exists (x64 on); with x64 off the sums
+    are float32 too. ``"float64"`` with x64 off runs in float32, and the run
+    warns as any float32 run without x64 does.
+
+    Raises:
+        ValueError: ``precision`` is none of these, naming it.
+    """
+    if precision is None:
+        return np.dtype(dtype), None
+    if not isinstance(precision, str) or precision not in PRECISIONS:
+        raise ValueError(
+            f"precision must be None or one of {PRECISIONS}; got {precision!r}"
+        )
+    x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+    wide = np.dtype(np.float64 if x64 else np.float32)
+    if precision == "float64":
+        return wide, None
+    if precision == "float32":
+        return np.dtype(np.float32), None
+    return np.dtype(np.float32), wide
+
+
+def check_precision(precision: Any) -> None:
+    """Raise ``ValueError`` naming ``precision`` unless it is None or one of
+    :data:`PRECISIONS`."""
+    resolve(precision, np.float64)
+
+
+def cast_floats(tree: Any, dtype: Any) -> Any:
+    """``tree`` with every real floating array leaf cast to ``dtype`` (other
+    leaves, Python numbers included, as they are); ``tree`` itself when no
+    leaf needs it, so that what is cached by identity (the split of a step)
+    stays cached."""
+
+    def needs(leaf: Any) -> bool:
+        kind = getattr(leaf, "dtype", None)
+        return (
+            isinstance(leaf, jax.Array | np.ndarray | np.generic)
+            and kind is not None
+            and jnp.issubdtype(kind, jnp.floating)
+            and kind != dtype
+        )
+
+    if not any(needs(leaf) for leaf in jax.tree.leaves(tree)):
+        return tree
+    return jax.tree.map(lambda x: jnp.asarray(x, dtype) if needs(x) else x, tree)
+
+
+def precision_view(view: Any, precision: Any) -> tuple[Any, Any]:
+    """``(view, sums dtype or None)``: an engine view (``step``, ``z0``)
+    whose state and floating parameters are in the state dtype that
+    ``precision`` asks for (:func:`resolve`; None leaves ``view`` as it is).
+
+    Raises:
+        ValueError: a bad ``precision``, naming it.
+    """
+    state, sums = resolve(precision, view.z0.dtype)
+    if precision is None:
+        return view, None
+    if view.z0.dtype == state and cast_floats(view.step, state) is view.step:
+        return view, sums
+    step = cast_floats(view.step, state)
+    return view._replace(step=step, z0=jnp.asarray(view.z0, state)), sums

@@ -1,0 +1,295 @@
+"""Precision on every device: one initial frame per seed for every
+dtype, and the library's own products at ``Precision.HIGHEST`` whatever
+``jax_default_matmul_precision`` says (the user's vector field keeps it)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lyapax
+from lyapax._engine.benettin import fresh_frame, initial_basis
+from lyapax.systems import kuramoto_network
+
+# The seed page's dense Kuramoto call at d = 20 (examples/14_gpu_acceleration.py:
+# k = 5, 200 steps, renorm_every 10, dt 1e-2, no transient), in float64, as
+# computed at main a3bedab (CPU), before this change: the float64 frame must not move.
+SEED_CALL_D20_FLOAT64 = [
+    0.23280794863982102,
+    0.057402232813955664,
+    0.055331481979462374,
+    -0.021500730267724213,
+    -0.050470681542046494,
+]
+
+
+def _seed_call(d, dtype):
+    theta0 = jnp.asarray(2 * np.pi * np.arange(d) / d, dtype)
+    problem = kuramoto_network(
+        d, omega=jnp.linspace(-1.0, 1.0, d), K=1.0, dt=1e-2, theta0=theta0
+    )
+    return lyapax.lyapunov_spectrum(
+        problem, n_steps=200, k=5, renorm_every=10, t_transient=0.0
+    )
+
+
+@pytest.mark.parametrize(("d", "k"), [(3, 3), (20, 5), (300, 4)])
+def test_the_float64_frame_is_the_one_drawn_before(d, k):
+    # The frame at main a3bedab: QR of a float64 normal draw from the seed.
+    before, _ = jnp.linalg.qr(
+        jax.random.normal(jax.random.PRNGKey(7), (d, k), dtype=jnp.float64)
+    )
+    for frame in (
+        initial_basis(7, d=d, k=k, dtype=jnp.float64),
+        fresh_frame(7, d=d, k=k, dtype=jnp.float64)[0],
+    ):
+        assert frame.dtype == jnp.float64
+        np.testing.assert_array_equal(np.asarray(frame), np.asarray(before))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float16])
+def test_a_lower_precision_frame_is_the_float64_frame_rounded(dtype):
+    f64 = initial_basis(3, d=20, k=5, dtype=jnp.float64)
+    for frame in (
+        initial_basis(3, d=20, k=5, dtype=dtype),
+        fresh_frame(3, d=20, k=5, dtype=dtype)[0],
+    ):
+        assert frame.dtype == dtype
+        np.testing.assert_array_equal(np.asarray(frame), np.asarray(f64.astype(dtype)))
+
+
+def test_float32_and_float64_runs_of_the_seed_call_agree_to_float32_accuracy():
+    f64 = _seed_call(20, jnp.float64)
+    f32 = _seed_call(20, jnp.float32)
+    assert f64.exponents.dtype == jnp.float64
+    assert f32.exponents.dtype == jnp.float32
+    if jax.default_backend() == "cpu":  # where the stored value was computed
+        np.testing.assert_allclose(f64.exponents, SEED_CALL_D20_FLOAT64, rtol=1e-12)
+    # At main a3bedab the float32 run started from another frame (d = 50:
+    # lambda_1 0.0689 against 0.0573); now they differ by rounding only.
+    np.testing.assert_allclose(f32.exponents, f64.exponents, rtol=0, atol=2e-5)
+
+
+# --- Precision.HIGHEST on the library's own products ---------------------------
+
+
+def _dot_precisions(jaxpr):
+    """The ``precision`` of every ``dot_general`` in a closed jaxpr, nested
+    jaxprs (jit, scan, while, cond, custom rules) included."""
+    found = []
+
+    def walk(jx):
+        for eqn in jx.eqns:
+            if eqn.primitive.name == "dot_general":
+                found.append(eqn.params["precision"])
+            for value in eqn.params.values():
+                for sub in value if isinstance(value, tuple | list) else (value,):
+                    if isinstance(sub, jax.extend.core.ClosedJaxpr):
+                        walk(sub.jaxpr)
+                    elif isinstance(sub, jax.extend.core.Jaxpr):
+                        walk(sub)
+
+    walk(jaxpr.jaxpr)
+    return found
+
+
+def _is_highest(precision):
+    highest = jax.lax.Precision.HIGHEST
+    return precision == highest or (
+        isinstance(precision, tuple) and all(p == highest for p in precision)
+    )
+
+
+def _library_products():
+    """(name, function, arguments) of the library's own matrix products."""
+    from lyapax.covariant._angles import subspace_angles
+    from lyapax.covariant._kernels import combine, upper_inverse
+
+    rng = np.random.default_rng(0)
+    R = np.triu(rng.standard_normal((6, 6))) + 6 * np.eye(6)
+    return [
+        ("combine", combine, (np.ones((4, 6, 3)), np.ones((4, 3, 3)))),
+        ("upper_inverse", upper_inverse, (R,)),
+        ("subspace_angles", subspace_angles, (np.ones((6, 3)), np.eye(6)[:, :2])),
+    ]
+
+
+@pytest.mark.parametrize("name", ["combine", "upper_inverse", "subspace_angles"])
+def test_library_products_ask_for_highest_under_a_bfloat16_default(name):
+    fn, args = {n: (f, a) for n, f, a in _library_products()}[name][:2]
+    with jax.default_matmul_precision("bfloat16"):
+        precisions = _dot_precisions(jax.make_jaxpr(fn)(*args))
+    assert precisions, f"{name} has no matrix product to check"
+    assert all(_is_highest(p) for p in precisions), precisions
+
+
+def test_the_shadowing_least_squares_and_gram_products_ask_for_highest():
+    from lyapax.shadowing import _lsq, _segments
+
+    text = __import__("inspect").getsource(_lsq) + __import__("inspect").getsource(
+        _segments
+    )
+    # Every product there goes through the HIGHEST helpers: no bare `@`.
+    code = [line.split("#")[0] for line in text.splitlines()]
+    assert not [line for line in code if " @ " in line and '"' not in line]
+
+
+def _is_default(precision):
+    return precision is None or (
+        isinstance(precision, tuple)
+        and all(p in (None, jax.lax.Precision.DEFAULT) for p in precision)
+    )
+
+
+@pytest.mark.parametrize("d", [3, 300])  # the fused QR and LAPACK's
+def test_a_benettin_run_adds_no_product_below_highest(d):
+    # An elementwise field: every matrix product in the traced run is the
+    # library's own, and none may follow the bfloat16 default.
+    def run(x):
+        field = lambda y: -0.5 * y + 0.1 * jnp.roll(y, 1)  # noqa: E731
+        problem = lyapax.ode_problem(field, x * jnp.ones(d), dt=0.01)
+        return lyapax.lyapunov_spectrum(
+            problem, n_steps=20, k=3, renorm_every=5, t_transient=0.0
+        ).exponents
+
+    with jax.default_matmul_precision("bfloat16"):
+        precisions = _dot_precisions(jax.make_jaxpr(run)(1.0))
+    assert all(_is_highest(p) for p in precisions), precisions
+
+
+def test_a_benettin_run_keeps_the_users_precision_in_the_vector_field():
+    # The user's `A @ y` (and its tangent products) keep the default, which
+    # the context's bfloat16 then sets when the program is lowered.
+    A = jnp.array([[0.1, 1.0, 0.0], [-1.0, 0.1, 0.0], [0.0, 0.0, -0.5]])
+
+    def run(x):
+        problem = lyapax.ode_problem(lambda y: A @ y, x * jnp.ones(3), dt=0.01)
+        return lyapax.lyapunov_spectrum(
+            problem, n_steps=20, renorm_every=5, t_transient=0.0
+        ).exponents
+
+    with jax.default_matmul_precision("bfloat16"):
+        precisions = _dot_precisions(jax.make_jaxpr(run)(1.0))
+    assert precisions
+    assert all(_is_default(p) for p in precisions), precisions
+
+
+# --- precision= ---------------------------------------------------------------
+
+
+def _lorenz():
+    return lyapax.ode_problem(
+        lyapax.systems.lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01
+    )
+
+
+def test_precision_rejects_a_bad_value_naming_it():
+    with pytest.raises(ValueError, match="precision.*'half'"):
+        lyapax.lyapunov_spectrum(_lorenz(), n_steps=10, precision="half")
+
+
+def test_precision_float64_is_the_default_run_and_float32_casts():
+    kw = dict(n_steps=2000, renorm_every=10, t_transient=1.0)
+    plain = lyapax.lyapunov_spectrum(_lorenz(), **kw)
+    f64 = lyapax.lyapunov_spectrum(_lorenz(), precision="float64", **kw)
+    f32 = lyapax.lyapunov_spectrum(_lorenz(), precision="float32", **kw)
+    np.testing.assert_array_equal(f64.exponents, plain.exponents)
+    assert f32.exponents.dtype == jnp.float32
+    assert f32.checkpoint.state.dtype == jnp.float32
+
+
+def test_mixed_sums_in_float64_and_agrees_with_float64_within_two_stderr():
+    # README's first example (Lorenz, 10^5 RK4 steps).
+    kw = dict(n_steps=100_000, renorm_every=10, t_transient=50.0)
+    f64 = lyapax.lyapunov_spectrum(_lorenz(), **kw)
+    mixed = lyapax.lyapunov_spectrum(_lorenz(), precision="mixed", **kw)
+    assert mixed.exponents.dtype == jnp.float64
+    assert mixed.checkpoint.state.dtype == jnp.float32
+    assert mixed.checkpoint.cum_log_growth.dtype == jnp.float64
+    both = np.hypot(f64.stderr, mixed.stderr)
+    assert np.all(np.abs(mixed.exponents - f64.exponents) <= 2 * both), (
+        mixed.exponents,
+        f64.exponents,
+        both,
+    )
+
+
+def test_mixed_on_the_dense_kuramoto_seed_call_agrees_with_float64():
+    d = 50
+    problem = kuramoto_network(d, omega=jnp.linspace(-1.0, 1.0, d), K=1.0, dt=1e-2)
+    kw = dict(n_steps=200, k=5, renorm_every=10, t_transient=0.0)
+    f64 = lyapax.lyapunov_spectrum(problem, **kw)
+    mixed = lyapax.lyapunov_spectrum(problem, precision="mixed", **kw)
+    assert mixed.exponents.dtype == jnp.float64
+    # 200 steps do not let the float32 trajectory wander: float32 accuracy.
+    np.testing.assert_allclose(mixed.exponents, f64.exponents, rtol=0, atol=2e-5)
+    assert np.all(np.abs(mixed.exponents - f64.exponents) <= 2 * f64.stderr)
+
+
+def test_a_mixed_run_resumes_with_float64_sums():
+    kw = dict(renorm_every=10, t_transient=0.0, precision="mixed")
+    first = lyapax.lyapunov_spectrum(_lorenz(), n_steps=500, **kw)
+    more = lyapax.lyapunov_spectrum(
+        _lorenz(), n_steps=500, resume=first.checkpoint, **kw
+    )
+    assert more.checkpoint.cum_log_growth.dtype == jnp.float64
+    assert np.all(np.isfinite(more.exponents))
+
+
+@pytest.mark.parametrize("precision", ["float32", "mixed"])
+def test_a_sweep_row_is_the_single_run_of_the_same_precision(precision):
+    x0s = jnp.array([[1.0, 1.0, 1.0], [2.0, 1.0, 0.5]])
+    sweep = lyapax.sweep_lyapunov_spectrum(
+        _lorenz(),
+        None,
+        None,
+        None,
+        2000,
+        renorm_every=10,
+        state0_batch=x0s,
+        precision=precision,
+    )
+    single = lyapax.lyapunov_spectrum(
+        lyapax.ode_problem(lyapax.systems.lorenz(), x0s[1], dt=0.01),
+        n_steps=2000,
+        renorm_every=10,
+        precision=precision,
+    )
+    want = jnp.float32 if precision == "float32" else jnp.float64
+    assert sweep.exponents.dtype == single.exponents.dtype == want
+    # The sweep's fused QR against the single run's: float32 rounding apart.
+    np.testing.assert_allclose(sweep.exponents[1], single.exponents, atol=1e-5)
+
+
+def test_a_sweep_rejects_a_bad_precision_naming_it():
+    with pytest.raises(ValueError, match="precision.*'bf16'"):
+        lyapax.sweep_lyapunov_spectrum(
+            _lorenz(),
+            None,
+            None,
+            None,
+            20,
+            state0_batch=jnp.ones((2, 3)),
+            precision="bf16",
+        )
+
+
+def test_cast_floats_casts_float_arrays_only_and_keeps_a_tree_that_needs_none():
+    from lyapax._engine.precision import cast_floats
+
+    tree = {"w": jnp.ones(3), "n": jnp.arange(3), "x": 0.5, "f": np.ones(2)}
+    cast = cast_floats(tree, jnp.float32)
+    assert cast["w"].dtype == cast["f"].dtype == jnp.float32
+    assert cast["n"].dtype == tree["n"].dtype and cast["x"] == 0.5
+    assert cast_floats(cast, jnp.float32) is cast
+
+
+def test_without_x64_float64_and_mixed_fall_back_to_float32():
+    from lyapax._engine.precision import draw_dtype, resolve
+
+    with jax.enable_x64(False):
+        assert resolve("float64", np.float32) == (np.float32, None)
+        assert resolve("mixed", np.float32) == (np.float32, np.float32)
+        assert draw_dtype(np.float32) == np.float32
+    assert resolve("mixed", np.float32) == (np.float32, np.float64)
+    assert resolve(None, np.float64) == (np.float64, None)
