@@ -187,6 +187,7 @@ def lyapunov_spectrum(
     problem, n_steps = resolve_step_call(
         "lyapunov_spectrum", step_fn_or_problem, state0, dt, n_steps
     )
+    # stacklevel 3: past holds_one_blas_thread's wrapper to the caller's line.
     return run.spectrum(
-        problem, n_steps, RunOptions.of(locals()), stacklevel=2, precision=precision
+        problem, n_steps, RunOptions.of(locals()), stacklevel=3, precision=precision
     )

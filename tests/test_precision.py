@@ -2,14 +2,17 @@
 dtype, and the library's own products at ``Precision.HIGHEST`` whatever
 ``jax_default_matmul_precision`` says (the user's vector field keeps it)."""
 
+import warnings
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import lyapax
+from lyapax import lyapunov_spectrum, ode_problem
 from lyapax._engine.benettin import fresh_frame, initial_basis
-from lyapax.systems import kuramoto_network
+from lyapax.systems import kuramoto_network, lorenz
 
 # The seed page's dense Kuramoto call at d = 20 (examples/14_gpu_acceleration.py:
 # k = 5, 200 steps, renorm_every 10, dt 1e-2, no transient), in float64, as
@@ -293,3 +296,21 @@ def test_without_x64_float64_and_mixed_fall_back_to_float32():
         assert draw_dtype(np.float32) == np.float32
     assert resolve("mixed", np.float32) == (np.float32, np.float64)
     assert resolve(None, np.float64) == (np.float64, None)
+
+
+def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
+    """A float64 run whose arrays land on a TPU says what emulated float64
+    is (measured there); float32 there, and float64 on a CPU, do not."""
+    from lyapax._engine import precision as prec
+
+    problem = ode_problem(lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lyapunov_spectrum(problem, n_steps=20, renorm_every=10)  # CPU: silent
+    assert prec.emulated_float64(np.float64) is False
+    monkeypatch.setattr(prec.jax, "default_backend", lambda: "tpu")
+    assert prec.emulated_float64(np.float64) and prec.emulated_float64(np.complex128)
+    assert not prec.emulated_float64(np.float32)
+    with pytest.warns(UserWarning, match="float64 on a TPU is emulated") as seen:
+        lyapunov_spectrum(problem, n_steps=20, renorm_every=10)
+    assert "precision='float32' or 'mixed'" in str(seen[0].message)

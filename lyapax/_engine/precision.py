@@ -28,6 +28,8 @@ from jaxtyping import Array
 
 __all__ = [
     "HIGHEST",
+    "EMULATED_FLOAT64",
+    "emulated_float64",
     "PRECISIONS",
     "cast_floats",
     "check_precision",
@@ -138,3 +140,27 @@ def precision_view(view: Any, precision: Any) -> tuple[Any, Any]:
         return view, sums
     step = cast_floats(view.step, state)
     return view._replace(step=step, z0=jnp.asarray(view.z0, state)), sums
+
+
+#: What float64 is on a platform that emulates it (measured on a TPU v5e with
+#: JAX 0.10.2 against NumPy; docs/method.md, "Precision").
+EMULATED_FLOAT64 = (
+    "float64 on a TPU is emulated with pairs of float32: about 1e-14 relative "
+    "per operation, but only float32's exponent range (|x| from ~1e-38 to "
+    "~3e38: smaller values flush to 0, larger ones overflow), programs compile "
+    "about 20x longer, and a state of one element (shape () or (1,)) was "
+    "measured at float32 accuracy (one Vern6 step 2e-7 off); for full float64 "
+    "run on the CPU (jax.config.update('jax_platforms', 'cpu')), for speed pass "
+    "precision='float32' or 'mixed'"
+)
+
+
+def emulated_float64(dtype: Any) -> bool:
+    """Whether a ``dtype`` run would compute in emulated float64: a float64
+    (or complex128) state on the platform that JAX places new arrays on,
+    when that platform is a TPU."""
+    if np.dtype(dtype) not in (np.dtype(np.float64), np.dtype(np.complex128)):
+        return False
+    device = jax.config.jax_default_device  # type: ignore[attr-defined]
+    platform = device if isinstance(device, str) else getattr(device, "platform", None)
+    return (platform or jax.default_backend()) == "tpu"

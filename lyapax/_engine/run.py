@@ -23,7 +23,11 @@ from lyapax._engine import finite, progress, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
 from lyapax._engine.options import RunOptions
-from lyapax._engine.precision import precision_view
+from lyapax._engine.precision import (
+    EMULATED_FLOAT64,
+    emulated_float64,
+    precision_view,
+)
 from lyapax._engine.problem import LyapunovCheckpoint
 from lyapax._engine.shapes import (
     Exponents,
@@ -226,6 +230,8 @@ def run_args(
             UserWarning,
             stacklevel=stacklevel + 1,
         )
+    if emulated_float64(dtype):
+        warnings.warn(EMULATED_FLOAT64, UserWarning, stacklevel=stacklevel + 1)
     return RunArgs(
         n_steps,
         k,

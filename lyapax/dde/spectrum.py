@@ -86,4 +86,5 @@ def lyapunov_spectrum_dde(
             buf0=problem.buf0 if buf0 is None else buf0,
             params=problem.params if params is None else params,
         )
-    return run.spectrum(problem, n_steps, RunOptions.of(locals()), stacklevel=2)
+    # stacklevel 3: past holds_one_blas_thread's wrapper to the caller's line.
+    return run.spectrum(problem, n_steps, RunOptions.of(locals()), stacklevel=3)
