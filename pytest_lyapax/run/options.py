@@ -34,6 +34,10 @@ from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
 RESULTS_DIR = "results"  # under the report directory: recorded results' files
 
+# Field metadata of a setting that stays in the controller; every other field
+# of Settings travels to the workers (run/payload.py).
+CONTROLLER_ONLY = "controller_only"
+
 
 @dataclass(frozen=True)
 class AgreeSettings:
@@ -54,7 +58,9 @@ class Settings:
     sizes: tuple[int, ...] | None = None
     report_dir: Path | None = None
     compare_path: Path | None = None
-    compare_data: Mapping[str, Any] | None = field(default=None, compare=False)
+    compare_data: Mapping[str, Any] | None = field(
+        default=None, compare=False, metadata={CONTROLLER_ONLY: True}
+    )
     compare_fail: tuple[CompareThreshold, ...] = ()
     compare_allow_missing: bool = False
     compare_across_machines: bool = False
