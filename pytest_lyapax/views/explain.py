@@ -126,7 +126,9 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     reasons = busy.index(view.records) if marked else {}
     for bench in view.benches:
         header, rows = tables.sized_rows(bench, view.order, _missing(view))
-        lines = roofline_view.crossover_lines(bench, roof)
+        compiled = tables.compile_line(bench, view.order)
+        lines = [compiled] if compiled else []
+        lines += roofline_view.crossover_lines(bench, roof)
         lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
         if model is not None:

@@ -25,7 +25,11 @@ def _per_label(cells: Sequence[str]) -> str:
 
 def _measured_cells(points: Sequence[Point | None]) -> list[str]:
     """The compile and peak-memory cells of one size, over the backends."""
-    compile_s = [format_seconds(p.compile_s if p else None) for p in points]
+    compile_s = [
+        format_seconds(p.compile_s if p else None)
+        + (" (cached)" if p and p.compile_s is not None and p.cache == "hit" else "")
+        for p in points
+    ]
     peaks = [
         format_bytes(p.peak_bytes) + (" rss" if p.peak_is_rss else "")
         if p and p.peak_bytes is not None
@@ -204,3 +208,24 @@ def machine_lines(matches: Sequence[MachineMatch]) -> list[str]:
     if not rows:
         return []
     return render_table(["backend", "saved run on", "this run on", "machine"], rows)
+
+
+def compile_line(bench: SizedBenchmark, labels: Sequence[str]) -> str | None:
+    """Each series' compile time over its sizes and how many of its warm-ups
+    loaded their program from the persistent cache, e.g. ``compile: cpu
+    1.2 s over 4 sizes (cache: 4 of 4 hit); tpu ...`` (None: not recorded)."""
+    parts = []
+    for label in labels:
+        points = [p for p in bench.series.get(label, []) if p.compile_s is not None]
+        if not points:
+            continue
+        total = sum(p.compile_s or 0.0 for p in points)
+        text = f"{label} {format_seconds(total)} over {len(points)} size(s)"
+        looked = [p for p in points if p.cache in ("hit", "miss")]
+        if looked:
+            hits = sum(p.cache == "hit" for p in looked)
+            text += f" (cache: {hits} of {len(looked)} hit)"
+        elif any(p.cache == "off" for p in points):
+            text += " (cache off)"
+        parts.append(text)
+    return "compile: " + "; ".join(parts) if parts else None
