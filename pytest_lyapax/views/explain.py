@@ -125,7 +125,12 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     marked = busy.mode_of(view.key) != busy.IGNORE
     reasons = busy.index(view.records) if marked else {}
     for bench in view.benches:
-        header, rows = tables.sized_rows(bench, view.order, _missing(view))
+        not_timed = {
+            (f.backend, f.size): f.status.replace("_", " ")
+            for f in view.failed
+            if f.size is not None and _belongs(f, bench)
+        }
+        header, rows = tables.sized_rows(bench, view.order, _missing(view), not_timed)
         compiled = tables.compile_line(bench, view.order)
         lines = [compiled] if compiled else []
         lines += roofline_view.crossover_lines(bench, roof)

@@ -56,10 +56,16 @@ def render_table(
 
 
 def sized_rows(
-    bench: SizedBenchmark, labels: Sequence[str], missing: Mapping[str, str]
+    bench: SizedBenchmark,
+    labels: Sequence[str],
+    missing: Mapping[str, str],
+    not_timed: Mapping[tuple[str, int], str] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the size x backend median table, with speedups
-    against the first backend (a missing backend shows its status)."""
+    against the first backend (a missing backend shows its status; a size
+    measured on one backend but not timed on another shows why there:
+    ``not_timed[(label, size)]``, e.g. "over budget")."""
+    not_timed = not_timed or {}
     with_data = [label for label in labels if label in bench.series]
     ref = with_data[0] if with_data else None
     others = [label for label in with_data if label != ref]
@@ -82,6 +88,8 @@ def sized_rows(
             value = bench.medians(label).get(size)
             if value is None and label in missing:
                 row.append(missing[label])
+            elif value is None and (label, size) in not_timed:
+                row.append(not_timed[label, size])
             else:
                 row.append(format_seconds(value))
         for other in others:

@@ -122,10 +122,15 @@ def test_sizes_that_do_not_fit_are_over_budget_points(budgeted):
 
 
 def test_each_backend_has_its_own_budget(budgeted):
-    _, data, _ = budgeted
+    proc, data, report = budgeted
     timed, points = _sizes(data, "cpu4")
     assert timed == {1, 2}
     assert set(points) == {4, 8, 16}  # size 4 ran on cpu
+    # The table's row of size 4 says why cpu4 has no time there.
+    summary = (report / "summary.md").read_text()
+    for text in (proc.stdout, summary):
+        rows = [line for line in text.splitlines() if line.strip("| ").startswith("4 ")]
+        assert any("over budget" in row for row in rows), text
 
 
 def test_reports_list_the_predicted_sizes(budgeted):
@@ -332,8 +337,7 @@ def test_compile_and_run_time_are_budgeted_apart():
     point = budget.decide(series, 32, limits, options, "tpu")
     assert point is not None and point["status"] == "over_budget"
     assert (
-        "not run: compile budget 60 s per series on backend 'tpu'"
-        in (point["message"])
+        "not run: compile budget 60 s per series on backend 'tpu'" in (point["message"])
     )
     assert "--jax-compile-cache" in point["message"]
     assert point["predicted_s"] == pytest.approx(2e-3)  # the calls stay cheap
@@ -387,3 +391,25 @@ def test_a_long_compile_does_not_trip_the_first_call_ceiling():
     assert "first call took 35 s (its compile of 5 s apart) at size 2" in (
         series.stopped
     )
+
+
+def test_the_cost_model_fits_a_flat_region_before_growth():
+    from pytest_lyapax.report import costmodel
+    from pytest_lyapax.report.series import Point
+
+    # Launch-bound (22 ms) until the device fills, then linear in the batch.
+    def t(n):
+        return 22e-3 + 22e-3 * n / 1024
+
+    points = [
+        Point(n, t(n), t(n), t(n), tuple(t(n) * (1 + e) for e in (-0.01, 0, 0.01)))
+        for n in (1, 16, 128, 1024, 8192)
+    ]
+    fit = costmodel.fit_series("tpu", points, "sweep")
+    assert fit.fits and fit.p == pytest.approx(1.0, abs=0.05)
+    assert fit.a == pytest.approx(22e-3, rel=0.05)
+    flat = budget.predict(
+        [budget._Measured(p.size, p.median, p.samples, p.median) for p in points[:4]],
+        8192,
+    )
+    assert flat.interval_s[0] <= t(8192) <= flat.interval_s[1]
