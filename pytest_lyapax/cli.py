@@ -153,11 +153,11 @@ def cmd_plot(args: argparse.Namespace) -> int:
     roof = roofline_view.index(merged.benchmarks)
     reasons = busy.index(merged.benchmarks)
     for bench in benches[:MAX_TABLE_ROWS]:
-        lines = roofline_view.crossover_lines(bench, roof)
+        lines = roofline_view.crossover_lines(bench, roof, reasons)
         for line in lines + busy.crossover_notes(bench, reasons):
             print(f"{bench.name}: {line}")
-        for line in models[bench.key].lines():
-            print(f"{bench.name}: cost model {line}")
+        for line in busy.model_lines(models[bench.key], bench, reasons):
+            print(f"{bench.name}: {busy.with_prefix('cost model ', line)}")
     return 0
 
 

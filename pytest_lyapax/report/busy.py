@@ -56,6 +56,7 @@ from pytest_lyapax.report.schema import TIME_FIELDS
 
 if TYPE_CHECKING:  # a plain pytest start reads busy's options, not the analysis
     from pytest_lyapax.report.compare import Comparison, ComparisonResult
+    from pytest_lyapax.report.costmodel import BenchmarkModel
     from pytest_lyapax.report.crossover import Crossover
     from pytest_lyapax.report.series import SizedBenchmark
 
@@ -267,6 +268,43 @@ def crossover_notes(bench: SizedBenchmark, reasons: Index) -> list[str]:
             f"the machine was busy (at {first}: {why[0]}){more}"
         )
     return lines
+
+
+MARK = "UNRELIABLE (busy machine): "
+
+
+def marked(line: str, busy: bool) -> str:
+    """``line`` with the busy mark in front where it read busy rounds."""
+    return MARK + line if busy else line
+
+
+def with_prefix(prefix: str, line: str) -> str:
+    """``prefix + line``, the busy mark kept in front."""
+    if line.startswith(MARK):
+        return MARK + prefix + line[len(MARK) :]
+    return prefix + line
+
+
+def series_busy(bench: SizedBenchmark, label: str, reasons: Index) -> bool:
+    """Whether any measured size of ``label``'s series ran on a busy machine."""
+    return any(
+        (bench.key, label, p.size) in reasons for p in bench.series.get(label, [])
+    )
+
+
+def model_lines(
+    model: BenchmarkModel, bench: SizedBenchmark, reasons: Index
+) -> list[str]:
+    """The cost model's lines (``BenchmarkModel.lines``), each fit and each
+    predicted crossover marked when a series it was fitted to has a busy
+    size: a fit reads every size of its series."""
+    if all(f.status == "too-few-sizes" for f in model.fits):
+        return model.lines()
+    busy = {f.label: series_busy(bench, f.label, reasons) for f in model.fits}
+    return [marked(f.describe(), busy[f.label]) for f in model.fits] + [
+        marked(c.describe(), busy.get(c.reference, False) or busy.get(c.other, False))
+        for c in model.crossovers
+    ]
 
 
 # ------------------------------------------------------------ comparisons

@@ -133,11 +133,12 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
         header, rows = tables.sized_rows(bench, view.order, _missing(view), not_timed)
         compiled = tables.compile_line(bench, view.order)
         lines = [compiled] if compiled else []
-        lines += roofline_view.crossover_lines(bench, roof)
+        lines += roofline_view.crossover_lines(bench, roof, reasons)
         lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
         if model is not None:
-            lines += [f"cost model {line}" for line in model.lines()]
+            for line in busy.model_lines(model, bench, reasons):
+                lines.append(busy.with_prefix("cost model ", line))
         # The terminal lists the sizes not timed in a section of their own.
         failed = [] if text else [f for f in view.failed if _belongs(f, bench)]
         lines += [

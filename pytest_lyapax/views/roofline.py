@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_lyapax.report import busy
 from pytest_lyapax.report.crossover import Crossover, crossovers
 from pytest_lyapax.report.identity import record_label, record_size, series_id
 from pytest_lyapax.report.roofline import Marker, percent, symbol
@@ -230,15 +231,21 @@ def why(roof: Index, bench: SizedBenchmark, c: Crossover) -> str | None:
     return head + "; ".join(clauses)
 
 
-def crossover_lines(bench: SizedBenchmark, roof: Index) -> list[str]:
+def crossover_lines(
+    bench: SizedBenchmark, roof: Index, reasons: busy.Index | None = None
+) -> list[str]:
     """Each crossover of ``bench`` in words, followed by the roofline's reason
-    for it where its points have roofline entries."""
+    for it where its points have roofline entries; both marked unreliable
+    where a judged size read a busy record (``reasons``: busy.index)."""
     out = []
     for c in crossovers(bench):
-        out.append(c.describe(bench.size_label))
+        unreliable = bool(reasons) and bool(
+            busy.crossover_marks(bench, c, reasons or {})
+        )
+        out.append(busy.marked(c.describe(bench.size_label), unreliable))
         reason = why(roof, bench, c)
         if reason is not None:
-            out.append(reason)
+            out.append(busy.marked(reason, unreliable))
     return out
 
 
