@@ -354,7 +354,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
         rows = agreement_view.agreement_rows(entries, only_disagreeing=True)
     print(agreement_view.headline(entries))
     if rows:
-        table = agreement_view.format_table(rows, agreement_view.AGREEMENT_HEADER)
+        table = tables.render_table(agreement_view.AGREEMENT_HEADER, rows, ruled=False)
         for line in table[: MAX_TABLE_ROWS + 1]:
             print(line)
     return 0 if all(e["agree"] for e in entries) else 1

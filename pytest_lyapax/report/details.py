@@ -256,3 +256,15 @@ def host_argument_benchmarks(records: Sequence[Mapping[str, Any]]) -> list[str]:
         ):
             out.append(str(record.get("fullname")))
     return out
+
+
+def rounds_modes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Per backend label, how its benchmarks' rounds were timed
+    (``extra_info["rounds_mode"]``: ``interleaved`` with the other local
+    backends, or ``sequential``; several modes joined by ``/``)."""
+    seen: dict[str, dict[str, None]] = {}
+    for record in records:
+        label, mode = record_label(record), extra_info(record).get("rounds_mode")
+        if label is not None and isinstance(mode, str) and mode:
+            seen.setdefault(label, {})[mode] = None
+    return {label: "/".join(modes) for label, modes in seen.items()}

@@ -107,7 +107,7 @@ class LyapaxSession:
     # Controller: the backend label of each xdist worker (WorkerController),
     # decided once when xdist configures it (scheduling.assign_label).
     worker_labels: dict[Any, str] = field(default_factory=dict)
-    # Controller: results compared across backends (see agree.py), per test.
+    # Controller: results compared across backends (run/agreement.py), per test.
     agreement: list[dict[str, Any]] = field(default_factory=list)
     # Controller: each label's results against its rerun's (--jax-rerun).
     determinism: list[dict[str, Any]] = field(default_factory=list)

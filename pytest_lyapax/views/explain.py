@@ -107,6 +107,13 @@ def _backends(view: ReportView, text: bool) -> Section:
             (row[0], runtext.variables(b) or "-", *row[1:])
             for row, b in zip(rows, view.backends, strict=True)
         ]
+    modes = details.rounds_modes(view.records)
+    if modes:  # how the rounds were timed (--jax-sequential)
+        header = (*header[:-1], "rounds", header[-1])
+        rows = [
+            (*row[:-1], modes.get(str(b["label"]), "-"), row[-1])
+            for row, b in zip(rows, view.backends, strict=True)
+        ]
     return Section("Backends", [Table(header, tuple(rows))])
 
 

@@ -40,10 +40,17 @@ def _measured_cells(points: Sequence[Point | None]) -> list[str]:
 
 
 def render_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    left: int = 1,
+    ruled: bool = True,
 ) -> list[str]:
-    """Plain-text table: the first ``left`` columns left-aligned, the rest right."""
+    """Plain-text table, the one formatter of the views: the first ``left``
+    columns left-aligned, the rest right, a dashed rule under the header
+    when ``ruled``; unruled, every column is left-aligned (a failure's long
+    report, the agreement tables)."""
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+    left = left if ruled else len(widths)
 
     def line(cells: Sequence[str]) -> str:
         out = [
@@ -52,7 +59,8 @@ def render_table(
         ]
         return "  ".join(out).rstrip()
 
-    return [line(header), "  ".join("-" * w for w in widths), *map(line, rows)]
+    rule = ["  ".join("-" * w for w in widths)] if ruled else []
+    return [line(header), *rule, *map(line, rows)]
 
 
 def sized_rows(
