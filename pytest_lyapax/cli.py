@@ -152,8 +152,9 @@ def cmd_plot(args: argparse.Namespace) -> int:
     )
     roof = roofline_view.index(merged.benchmarks)
     reasons = busy.index(merged.benchmarks)
+    busy_peaks = busy.peaks_index(merged.benchmarks)
     for bench in benches[:MAX_TABLE_ROWS]:
-        lines = roofline_view.crossover_lines(bench, roof, reasons)
+        lines = roofline_view.crossover_lines(bench, roof, reasons, busy_peaks)
         for line in lines + busy.crossover_notes(bench, reasons):
             print(f"{bench.name}: {line}")
         for line in busy.model_lines(models[bench.key], bench, reasons):

@@ -163,10 +163,13 @@ def tick_uncertainty(state: Mapping[str, Any]) -> float:
     return math.sqrt(cpus * stretches) * tick / wall
 
 
-def busy_reasons(state: Mapping[str, Any], label: str | None = None) -> list[str]:
-    """Why the rounds ran on a busy machine (see the module docstring);
-    empty when no recorded signal says so.  ``label`` names the backend."""
-    during = f"{label}'s rounds" if label else "the rounds"
+def busy_reasons(
+    state: Mapping[str, Any], label: str | None = None, what: str = "rounds"
+) -> list[str]:
+    """Why the rounds (``what``) ran on a busy machine (see the module
+    docstring); empty when no recorded signal says so.  ``label`` names the
+    backend."""
+    during = f"{label}'s {what}" if label else f"the {what}"
     cpus = _number(state, "cpus") or 1.0
     margin = tick_uncertainty(state)
     out = []
@@ -210,6 +213,22 @@ def busy_reason(
 def record_reason(record: Mapping[str, Any]) -> str | None:
     """Why a record's rounds ran on a busy machine, naming its backend."""
     return busy_reason(machine_state_of(record), record_label(record))
+
+
+def peaks_index(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Per backend label whose peaks (``extra_info.peaks``) were measured on
+    a busy machine: why (their ``machine_state``, as of rounds)."""
+    out: dict[str, str] = {}
+    for record in records:
+        label = record_label(record)
+        peaks = extra_info(record).get("peaks")
+        state = peaks.get(KEY) if isinstance(peaks, Mapping) else None
+        if label is None or label in out or not isinstance(state, Mapping):
+            continue
+        reasons = busy_reasons(state, label, "peak measurement")
+        if reasons:
+            out[label] = "; ".join(reasons)
+    return out
 
 
 # ------------------------------------------------------------ crossovers

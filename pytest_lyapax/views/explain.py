@@ -131,6 +131,7 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     roof = roofline_view.index(view.records)
     marked = busy.mode_of(view.key) != busy.IGNORE
     reasons = busy.index(view.records) if marked else {}
+    busy_peaks = busy.peaks_index(view.records) if marked else {}
     for bench in view.benches:
         not_timed = {
             (f.backend, f.size): f.status.replace("_", " ")
@@ -140,7 +141,7 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
         header, rows = tables.sized_rows(bench, view.order, _missing(view), not_timed)
         compiled = tables.compile_line(bench, view.order)
         lines = [compiled] if compiled else []
-        lines += roofline_view.crossover_lines(bench, roof, reasons)
+        lines += roofline_view.crossover_lines(bench, roof, reasons, busy_peaks)
         lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
         if model is not None:

@@ -232,11 +232,16 @@ def why(roof: Index, bench: SizedBenchmark, c: Crossover) -> str | None:
 
 
 def crossover_lines(
-    bench: SizedBenchmark, roof: Index, reasons: busy.Index | None = None
+    bench: SizedBenchmark,
+    roof: Index,
+    reasons: busy.Index | None = None,
+    busy_peaks: Mapping[str, str] | None = None,
 ) -> list[str]:
     """Each crossover of ``bench`` in words, followed by the roofline's reason
     for it where its points have roofline entries; both marked unreliable
-    where a judged size read a busy record (``reasons``: busy.index)."""
+    where a judged size read a busy record (``reasons``: busy.index), the
+    reason also where either side's peaks were measured on a busy machine
+    (``busy_peaks``: busy.peaks_index)."""
     out = []
     for c in crossovers(bench):
         unreliable = bool(reasons) and bool(
@@ -245,7 +250,14 @@ def crossover_lines(
         out.append(busy.marked(c.describe(bench.size_label), unreliable))
         reason = why(roof, bench, c)
         if reason is not None:
-            out.append(busy.marked(reason, unreliable))
+            peaks = [
+                (busy_peaks or {})[label]
+                for label in (c.other, c.reference)
+                if label in (busy_peaks or {})
+            ]
+            if peaks:
+                reason += f" (peaks measured on a busy machine: {'; '.join(peaks)})"
+            out.append(busy.marked(reason, unreliable or bool(peaks)))
     return out
 
 
