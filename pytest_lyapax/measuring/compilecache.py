@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ENV = "JAX_COMPILATION_CACHE_DIR"
@@ -28,8 +29,23 @@ FOLDER = "compile-cache"  # under the report folder: the default
 OPTION = "--jax-compile-cache"
 
 
-def use(directory: Path | None) -> None:
-    """Point this process's JAX at ``directory`` (None: no persistent cache)."""
+def use(directory: Path | None) -> Callable[[], None]:
+    """Point this process's JAX at ``directory`` (None: no persistent cache);
+    returns what puts the environment and JAX's setting back (a run inside
+    another process's test, as pytester's in-process runs are)."""
+    before = os.environ.get(ENV)
+    jax_before = _jax_setting()
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(ENV, None)
+        else:
+            os.environ[ENV] = before
+        if "jax" in sys.modules and _jax_setting() != jax_before:
+            import jax
+
+            jax.config.update("jax_compilation_cache_dir", jax_before)
+
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
         os.environ[ENV] = str(directory)
@@ -41,6 +57,16 @@ def use(directory: Path | None) -> None:
         jax.config.update(
             "jax_compilation_cache_dir", None if directory is None else str(directory)
         )
+    return restore
+
+
+def _jax_setting() -> str | None:
+    if "jax" not in sys.modules:
+        return None
+    import jax
+
+    value = getattr(jax.config, "jax_compilation_cache_dir", None)
+    return value if isinstance(value, str) else None
 
 
 def describe(directory: Path | None) -> str:

@@ -256,7 +256,7 @@ class WorkerHooks(_TestRunner):
         own = session.states.get(session.own_label or "")
         if own is not None and own.backend.host is None:
             # Before the first compile; a remote host keeps its own cache.
-            compilecache.use(session.settings.compile_cache)
+            self.config.add_cleanup(compilecache.use(session.settings.compile_cache))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
@@ -271,7 +271,7 @@ class InProcessHooks(_TestRunner):
     def pytest_sessionstart(self) -> None:
         benchmarks.raise_default_rounds(self.config)
         session = self.session
-        compilecache.use(session.settings.compile_cache)
+        self.config.add_cleanup(compilecache.use(session.settings.compile_cache))
         # Which backend this process runs is settled now, after every
         # pytest_configure (conftests may still configure JAX).
         if session.pending_detection:

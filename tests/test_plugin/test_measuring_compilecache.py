@@ -129,12 +129,15 @@ def test_use_sets_the_environment_and_jax(tmp_path, monkeypatch):
     monkeypatch.delenv(compilecache.ENV, raising=False)
     before = jax.config.jax_compilation_cache_dir
     try:
-        compilecache.use(tmp_path / "cache")
+        restore = compilecache.use(tmp_path / "cache")
         assert os.environ[compilecache.ENV] == str(tmp_path / "cache")
         assert jax.config.jax_compilation_cache_dir == str(tmp_path / "cache")
         assert (tmp_path / "cache").is_dir()
         compilecache.use(None)
         assert compilecache.ENV not in os.environ
         assert jax.config.jax_compilation_cache_dir is None
+        restore()  # as the process was before the first use
+        assert compilecache.ENV not in os.environ
+        assert jax.config.jax_compilation_cache_dir == before
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
