@@ -152,12 +152,13 @@ def cmd_plot(args: argparse.Namespace) -> int:
     )
     roof = roofline_view.index(merged.benchmarks)
     reasons = busy.index(merged.benchmarks)
+    busy_peaks = busy.peaks_index(merged.benchmarks)
     for bench in benches[:MAX_TABLE_ROWS]:
-        lines = roofline_view.crossover_lines(bench, roof)
+        lines = roofline_view.crossover_lines(bench, roof, reasons, busy_peaks)
         for line in lines + busy.crossover_notes(bench, reasons):
             print(f"{bench.name}: {line}")
-        for line in models[bench.key].lines():
-            print(f"{bench.name}: cost model {line}")
+        for line in busy.model_lines(models[bench.key], bench, reasons):
+            print(f"{bench.name}: {busy.with_prefix('cost model ', line)}")
     return 0
 
 
@@ -354,7 +355,7 @@ def cmd_agree(args: argparse.Namespace) -> int:
         rows = agreement_view.agreement_rows(entries, only_disagreeing=True)
     print(agreement_view.headline(entries))
     if rows:
-        table = agreement_view.format_table(rows, agreement_view.AGREEMENT_HEADER)
+        table = tables.render_table(agreement_view.AGREEMENT_HEADER, rows, ruled=False)
         for line in table[: MAX_TABLE_ROWS + 1]:
             print(line)
     return 0 if all(e["agree"] for e in entries) else 1

@@ -2,7 +2,8 @@
 
 ``pytest --jax-backend=cpu,gpu`` runs every test once per backend, each
 backend in its own pytest-xdist worker whose ``JAX_PLATFORMS`` is set before
-JAX is imported, one backend after another; benchmarks are measured with
+JAX is imported, their rounds interleaved (``--jax-sequential``: one backend
+after another); benchmarks are measured with
 pytest-benchmark and merged into one report.  Without ``--jax-backend`` (or the
 ``jax_backend`` ini key) the plugin stays out of the way.
 """

@@ -11,7 +11,8 @@ rounds, and none of it makes an extra call; it lands in the benchmark's
                 timed as *first-call overhead* (``kind: "first_call"``), with
                 the tracing, lowering and XLA compilation time that JAX itself
                 reported during that call (``jax.monitoring``).  The persistent
-                compilation cache is recorded: enabled, and whether it was hit;
+                compilation cache is recorded: enabled, whether it was hit,
+                the programs looked up in it and found (``lookups``, ``hits``);
                 ``compiles`` counts the programs XLA compiled meanwhile.
 ``memory``      the device's peak bytes in use (``Device.memory_stats()``, on
                 GPU/TPU; a high-water mark of the worker process), the
@@ -55,6 +56,7 @@ _TRACE_EVENTS = (
 )
 _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+_CACHE_LOOKUP_EVENT = "/jax/compilation_cache/compile_requests_use_cache"
 
 
 class _JaxEvents:
@@ -126,6 +128,11 @@ class _JaxEvents:
     def cache_hits(self) -> int:
         return self.counts[_CACHE_HIT_EVENT]
 
+    @property
+    def cache_lookups(self) -> int:
+        """Programs looked up in the persistent cache (hits and misses)."""
+        return self.counts[_CACHE_LOOKUP_EVENT]
+
 
 _EVENTS = _JaxEvents()
 
@@ -148,9 +155,10 @@ def warming_up() -> bool:
     return _EVENTS.active
 
 
-def _cache_state(events: _JaxEvents) -> dict[str, bool | None]:
+def _cache_state(events: _JaxEvents) -> dict[str, Any]:
     """Whether the persistent compilation cache is on and was hit (None: on,
-    but nothing was compiled or looked up, or off)."""
+    but nothing was compiled or looked up, or off), and how many programs
+    were looked up in it and found (``lookups``, ``hits``)."""
     import jax
 
     enabled = bool(getattr(jax.config, "jax_enable_compilation_cache", False)) and bool(
@@ -161,7 +169,12 @@ def _cache_state(events: _JaxEvents) -> dict[str, bool | None]:
         hit = True
     elif enabled and events.compiled:
         hit = False
-    return {"enabled": enabled, "hit": hit}
+    return {
+        "enabled": enabled,
+        "hit": hit,
+        "lookups": events.cache_lookups,
+        "hits": events.cache_hits,
+    }
 
 
 def warm_up(

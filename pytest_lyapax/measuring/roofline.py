@@ -317,5 +317,14 @@ def peaks_once() -> dict[str, Any]:
 
     key = f"{jax.default_backend()}:{jax.numpy.result_type(float)}"
     if key not in _PEAKS_CACHE:
-        _PEAKS_CACHE[key] = measure_peaks()
+        from pytest_lyapax.measuring.machine import MachineObserver
+
+        # The machine's state while the peaks were measured: peaks taken on
+        # a busy machine make every explanation read from them unreliable.
+        watch = MachineObserver()
+        watch.start()
+        peaks = measure_peaks()
+        watch.stop()
+        peaks["machine_state"] = watch.state()
+        _PEAKS_CACHE[key] = peaks
     return dict(_PEAKS_CACHE[key])

@@ -56,6 +56,7 @@ from pytest_lyapax.report.schema import TIME_FIELDS
 
 if TYPE_CHECKING:  # a plain pytest start reads busy's options, not the analysis
     from pytest_lyapax.report.compare import Comparison, ComparisonResult
+    from pytest_lyapax.report.costmodel import BenchmarkModel
     from pytest_lyapax.report.crossover import Crossover
     from pytest_lyapax.report.series import SizedBenchmark
 
@@ -162,10 +163,13 @@ def tick_uncertainty(state: Mapping[str, Any]) -> float:
     return math.sqrt(cpus * stretches) * tick / wall
 
 
-def busy_reasons(state: Mapping[str, Any], label: str | None = None) -> list[str]:
-    """Why the rounds ran on a busy machine (see the module docstring);
-    empty when no recorded signal says so.  ``label`` names the backend."""
-    during = f"{label}'s rounds" if label else "the rounds"
+def busy_reasons(
+    state: Mapping[str, Any], label: str | None = None, what: str = "rounds"
+) -> list[str]:
+    """Why the rounds (``what``) ran on a busy machine (see the module
+    docstring); empty when no recorded signal says so.  ``label`` names the
+    backend."""
+    during = f"{label}'s {what}" if label else f"the {what}"
     cpus = _number(state, "cpus") or 1.0
     margin = tick_uncertainty(state)
     out = []
@@ -209,6 +213,22 @@ def busy_reason(
 def record_reason(record: Mapping[str, Any]) -> str | None:
     """Why a record's rounds ran on a busy machine, naming its backend."""
     return busy_reason(machine_state_of(record), record_label(record))
+
+
+def peaks_index(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Per backend label whose peaks (``extra_info.peaks``) were measured on
+    a busy machine: why (their ``machine_state``, as of rounds)."""
+    out: dict[str, str] = {}
+    for record in records:
+        label = record_label(record)
+        peaks = extra_info(record).get("peaks")
+        state = peaks.get(KEY) if isinstance(peaks, Mapping) else None
+        if label is None or label in out or not isinstance(state, Mapping):
+            continue
+        reasons = busy_reasons(state, label, "peak measurement")
+        if reasons:
+            out[label] = "; ".join(reasons)
+    return out
 
 
 # ------------------------------------------------------------ crossovers
@@ -267,6 +287,43 @@ def crossover_notes(bench: SizedBenchmark, reasons: Index) -> list[str]:
             f"the machine was busy (at {first}: {why[0]}){more}"
         )
     return lines
+
+
+MARK = "UNRELIABLE (busy machine): "
+
+
+def marked(line: str, busy: bool) -> str:
+    """``line`` with the busy mark in front where it read busy rounds."""
+    return MARK + line if busy else line
+
+
+def with_prefix(prefix: str, line: str) -> str:
+    """``prefix + line``, the busy mark kept in front."""
+    if line.startswith(MARK):
+        return MARK + prefix + line[len(MARK) :]
+    return prefix + line
+
+
+def series_busy(bench: SizedBenchmark, label: str, reasons: Index) -> bool:
+    """Whether any measured size of ``label``'s series ran on a busy machine."""
+    return any(
+        (bench.key, label, p.size) in reasons for p in bench.series.get(label, [])
+    )
+
+
+def model_lines(
+    model: BenchmarkModel, bench: SizedBenchmark, reasons: Index
+) -> list[str]:
+    """The cost model's lines (``BenchmarkModel.lines``), each fit and each
+    predicted crossover marked when a series it was fitted to has a busy
+    size: a fit reads every size of its series."""
+    if all(f.status == "too-few-sizes" for f in model.fits):
+        return model.lines()
+    busy = {f.label: series_busy(bench, f.label, reasons) for f in model.fits}
+    return [marked(f.describe(), busy[f.label]) for f in model.fits] + [
+        marked(c.describe(), busy.get(c.reference, False) or busy.get(c.other, False))
+        for c in model.crossovers
+    ]
 
 
 # ------------------------------------------------------------ comparisons

@@ -59,6 +59,7 @@ class Warmup:
     trace_lower_s: float | None = None
     compile_s: float | None = None
     cache: str | None = None  # "hit", "miss", "off" or None (unknown)
+    cache_hits: int | None = None  # programs loaded from the persistent cache
 
     def short(self) -> str:
         """One number, for a figure: compile time, else the first call's."""
@@ -97,12 +98,14 @@ def warmup_of(record: Mapping[str, Any]) -> Warmup | None:
         elif cache.get("hit") is False:
             state = "miss"
         kind = "compile" if w.get("kind") == "compile" else "first_call"
+        hits = cache.get("hits")
         return Warmup(
             kind,
             _number(w.get("first_call_s")),
             _number(w.get("trace_lower_s")),
             _number(w.get("compile_s")),
             state,
+            hits if isinstance(hits, int) and not isinstance(hits, bool) else None,
         )
     old = first_call_s(record)
     return None if old is None else Warmup("first_call", old)
@@ -253,3 +256,15 @@ def host_argument_benchmarks(records: Sequence[Mapping[str, Any]]) -> list[str]:
         ):
             out.append(str(record.get("fullname")))
     return out
+
+
+def rounds_modes(records: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Per backend label, how its benchmarks' rounds were timed
+    (``extra_info["rounds_mode"]``: ``interleaved`` with the other local
+    backends, or ``sequential``; several modes joined by ``/``)."""
+    seen: dict[str, dict[str, None]] = {}
+    for record in records:
+        label, mode = record_label(record), extra_info(record).get("rounds_mode")
+        if label is not None and isinstance(mode, str) and mode:
+            seen.setdefault(label, {})[mode] = None
+    return {label: "/".join(modes) for label, modes in seen.items()}

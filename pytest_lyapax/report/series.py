@@ -42,6 +42,9 @@ class Point:
     peak_bytes: int | None = None
     peak_is_rss: bool = False
     turns: tuple[int, ...] = ()  # each round's turn when interleaved (stats.py)
+    # The persistent compilation cache at the warm-up: "hit", "miss", "off"
+    # or None (unknown; details.Warmup).
+    cache: str | None = None
 
 
 def point_of(record: Mapping[str, Any], size: int = 0) -> Point:
@@ -58,6 +61,7 @@ def point_of(record: Mapping[str, Any], size: int = 0) -> Point:
         peak,
         is_rss,
         turns=stats.round_turns(record),
+        cache=warmup.cache if warmup is not None else None,
     )
 
 

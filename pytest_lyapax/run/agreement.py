@@ -25,8 +25,9 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import agreement as results
-from pytest_lyapax.report import agreement
+# The recorder of results in the workers and the comparison in the controller.
+from pytest_lyapax.measuring import agreement as recorder
+from pytest_lyapax.report import agreement as comparison
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.options import Settings
 from pytest_lyapax.run.session import CONTROLLER, LyapaxSession
@@ -59,7 +60,7 @@ def check_reference(settings: Settings) -> None:
 def worker_hooks(config: pytest.Config, session: LyapaxSession) -> AgreeWorker:
     """A worker's agreement hooks; its recorded arrays go to the run's store."""
     agree = session.settings.agree
-    config.stash[results.STORE_KEY] = agree.store
+    config.stash[recorder.STORE_KEY] = agree.store
     return AgreeWorker(agree.benchmarks)
 
 
@@ -72,16 +73,16 @@ def controller_hooks(
     return AgreeController(config, session) if session.role == CONTROLLER else None
 
 
-def marker_tolerance(item: pytest.Item) -> agreement.Tolerance:
+def marker_tolerance(item: pytest.Item) -> comparison.Tolerance:
     marker = item.get_closest_marker(MARKER)
     if marker is None:
-        return agreement.Tolerance()
+        return comparison.Tolerance()
     if marker.args:
         raise ValueError(
             f"@pytest.mark.{MARKER} takes keywords only (rtol=, atol=, z=), got "
             f"{marker.args!r}"
         )
-    return agreement.check_tolerance(marker.kwargs)
+    return comparison.check_tolerance(marker.kwargs)
 
 
 class AgreeWorker:
@@ -105,9 +106,9 @@ class AgreeWorker:
                 tolerance = marker_tolerance(item).to_json()
             except ValueError:
                 tolerance = {}
-            payload = results.payload_of(item, tolerance, self.benchmarks)
+            payload = recorder.payload_of(item, tolerance, self.benchmarks)
             if payload is not None:
-                setattr(report, results.RESULTS_ATTR, payload)
+                setattr(report, recorder.RESULTS_ATTR, payload)
         return report
 
 
@@ -128,7 +129,7 @@ def test_key(nodeid: str, label: str) -> str:
 class _Seen:
     passed: bool
     entries: list[dict[str, Any]]
-    tolerance: agreement.Tolerance
+    tolerance: comparison.Tolerance
 
 
 class AgreeController:
@@ -182,12 +183,12 @@ class AgreeController:
         seen = self.seen.setdefault(key, {})
         if label in seen:
             return  # another process of the same backend (--jax-processes)
-        raw = getattr(report, results.RESULTS_ATTR, None)
+        raw = getattr(report, recorder.RESULTS_ATTR, None)
         data = json.loads(raw) if raw else {}
         seen[label] = _Seen(
             report.passed,
             list(data.get("entries", [])),
-            agreement.Tolerance.from_json(data.get("tolerance")),
+            comparison.Tolerance.from_json(data.get("tolerance")),
         )
         if seen[label].entries and report.passed:
             # In the report too, so runs of two machines can be compared later.
@@ -213,7 +214,7 @@ class AgreeController:
         a, b = seen[first], seen[rerun]
         if not (a.passed and b.passed) or not (a.entries or b.entries):
             return
-        names = agreement.identical_entries(a.entries, b.entries, agreement.load_file)
+        names = comparison.identical_entries(a.entries, b.entries, comparison.load_file)
         self.session.determinism.append(
             {
                 "test": key,
@@ -231,12 +232,12 @@ class AgreeController:
             return
         if not (ref.passed and other.passed):
             return  # a failed test is reported as such; its results may be partial
-        verdicts = agreement.compare_entries(
+        verdicts = comparison.compare_entries(
             ref.entries,
             other.entries,
             other.tolerance,
-            agreement.load_file,
-            widths_may_differ=agreement.precision_differs(
+            comparison.load_file,
+            widths_may_differ=comparison.precision_differs(
                 self.session.backend(reference).env,
                 self.session.backend(label).env,
             ),
@@ -244,7 +245,7 @@ class AgreeController:
         failing = [
             v
             for v in verdicts
-            if not v.ok and (v.kind == agreement.RESULT or self.settings.strict)
+            if not v.ok and (v.kind == comparison.RESULT or self.settings.strict)
         ]
         warned = [v for v in verdicts if not v.ok and v not in failing]
         self.session.agreement.append(

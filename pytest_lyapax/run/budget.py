@@ -1,12 +1,22 @@
 """A time budget per sized series and backend (``--jax-budget``, ``--jax-max-call``).
 
 The sizes of a series (one test function with its other parameters, on one
-backend) run in ascending order in their backend's worker.  Before a size
-starts, :func:`check` predicts what it will cost -- the warm-up call plus the
-calibration call plus the timed rounds -- from the sizes of that series
-already measured in this worker, and skips it when the upper end of the
-prediction does not fit in what is left of the series' budget.  A skipped
-size is recorded as an :data:`OVER_BUDGET` point (predicted seconds per call,
+backend) run in ascending order in their backend's worker.  Compile time and
+run time are budgeted apart, each against ``--jax-budget``: a size's *run
+time* is its wall time less the compile part of its warm-up (trace, lower
+and XLA compile, as recorded; else the first call less the median call), so
+a minute-long first compile never makes a 2 ms series look expensive, and a
+series of long compiles stops on its own account.  A size loaded from the
+persistent compilation cache (``--jax-compile-cache``) costs its loading.
+
+Before a size starts, :func:`check` predicts its run time -- the warm-up
+call plus the calibration call plus the timed rounds -- from the sizes of
+that series already measured in this worker, and its compile time as the
+largest compile of the series so far; it skips the size when either does not
+fit in what is left of its account.  Until two sizes are measured nothing is
+predicted: a size axis is never extrapolated from one size, the next size
+runs and its own first call is judged (``--jax-max-call``).  A skipped size
+is recorded as an :data:`OVER_BUDGET` point (predicted seconds per call,
 their interval, the rule used) and is never timed.  The budget decides only
 before a size starts: a running size is never cut short.
 
@@ -14,18 +24,21 @@ The prediction of the seconds per call at size ``n``:
 
 ``cost model``  with :data:`~pytest_lyapax.report.costmodel.MIN_SIZES` or more sizes
                 measured and the model fitting them, ``t(n) = a + b n^p``
-                (``costmodel.py``); its interval is the 2.5-97.5 percentile
+                (``costmodel.py``; ``a`` is the flat, launch-bound region
+                before the growth); its interval is the 2.5-97.5 percentile
                 range of the bootstrap refits' predictions.
 ``scaled``      otherwise: the last size's median ``t`` scaled by the size
                 ratio ``r``: ``t r^q`` with ``q`` the local exponent between
-                the last two sizes (clamped to [0, 4]), the interval
-                ``[t r^max(q - 0.5, 0), t r^max(q + 1, 2)]``: the decision,
-                made on the upper end, assumes growth one power faster than
-                seen, and at least quadratic.  With one size measured:
-                ``t r^1.5`` in ``[t r, t r^2]``.
+                the last two sizes (clamped to [0, 4]; 0 where the series is
+                flat), the interval ``[t r^max(q - 0.5, 0), t r^max(q + 1, 2)]``:
+                the decision, made on the upper end, assumes growth one power
+                faster than seen, and at least quadratic.  The one-size form
+                ``t r^1.5`` in ``[t r, t r^2]`` only describes a size not run
+                because ``--jax-max-call`` stopped the series after one size.
 
-``--jax-max-call``: a warm-up (first) call longer than the ceiling stops that
-series' larger sizes on that backend (same point, reason "first call took ...").
+``--jax-max-call``: a first call whose own time (less its compile part) is
+longer than the ceiling stops that series' larger sizes on that backend
+(same point, reason "first call took ...").
 """
 
 from __future__ import annotations
@@ -40,7 +53,7 @@ from typing import Any
 import pytest
 
 from pytest_lyapax.measuring.measure import OVER_BUDGET
-from pytest_lyapax.report.details import first_call_s
+from pytest_lyapax.report.details import first_call_s, warmup_of
 from pytest_lyapax.report.identity import is_size
 from pytest_lyapax.report.units import format_seconds
 
@@ -118,7 +131,8 @@ class _Measured:
     size: int
     median: float
     samples: tuple[float, ...]
-    first_call_s: float
+    first_call_s: float  # the first call's own time, its compile part apart
+    compile_s: float = 0.0  # the warm-up's trace, lower and compile
 
 
 @dataclass
@@ -126,7 +140,8 @@ class Series:
     """One series on one backend in one worker: what ran, what it cost."""
 
     measured: list[_Measured] = field(default_factory=list)
-    spent_s: float = 0.0
+    spent_s: float = 0.0  # run time: wall time less the compile parts
+    compile_spent_s: float = 0.0
     stopped: str = ""  # why larger sizes are not run (--jax-max-call)
     stopped_at: int = 0
 
@@ -244,39 +259,90 @@ def check(item: pytest.Item, label: str, limits: Limits) -> dict[str, Any] | Non
     if not is_size(size):
         return None
     series = series_state(item.config).setdefault(key, Series())
+    options = benchmark_options(item.config)
+    point = decide(series, size, limits, options, label, key[0])
+    return None if point is None else {"fullname": item.nodeid, **point}
+
+
+def decide(
+    series: Series,
+    size: int,
+    limits: Limits,
+    options: Mapping[str, Any],
+    label: str,
+    name: str = "",
+) -> dict[str, Any] | None:
+    """The over-budget point of ``size`` in ``series`` (without its test id),
+    or None: run it (the module's rule)."""
     smaller = [m for m in series.measured if m.size < size]
-    if not smaller:
-        return None
-    prediction = predict(smaller, size, key[0])
+    stopped = bool(series.stopped) and size > series.stopped_at
+    if not smaller or (len(smaller) < 2 and not stopped):
+        return None  # never extrapolated from one size: it runs
+    prediction = predict(smaller, size, name)
     lo, hi = prediction.interval_s
-    if series.stopped and size > series.stopped_at:
-        reason = f"{prediction.text()}, not run: {series.stopped}"
+    if stopped:
+        reason = series.stopped
     elif limits.budget_s is not None:
-        compile_s = max(0.0, smaller[-1].first_call_s - smaller[-1].median)
-        cost = size_cost(hi, compile_s, benchmark_options(item.config))
-        left = limits.budget_s - series.spent_s
-        if cost <= left:
+        reason = _over_budget(series, smaller, hi, limits.budget_s, label, options)
+        if not reason:
             return None
-        reason = (
-            f"{prediction.text()}, not run: budget {format_duration(limits.budget_s)}"
-            f" per series on backend {label!r} ({format_duration(max(left, 0.0))} "
-            f"left, this size would take up to {format_duration(cost)}; "
-            "--jax-budget=none runs it)"
-        )
     else:
         return None
     return {
-        "fullname": item.nodeid,
         "backend": label,
         "size": size,
         "status": OVER_BUDGET,
-        "message": reason,
+        "message": f"{prediction.text()}, not run: {reason}",
         "predicted_s": prediction.per_call_s,
         "predicted_interval_s": [lo, hi],
         "rule": prediction.rule,
         "basis": prediction.basis,
         "budget_s": limits.budget_s,
     }
+
+
+def _over_budget(
+    series: Series,
+    smaller: Sequence[_Measured],
+    per_call_s: float,
+    budget_s: float,
+    label: str,
+    options: Mapping[str, Any],
+) -> str:
+    """Why a size whose calls may take ``per_call_s`` does not fit ("": it
+    fits): its run time, or its compile (the largest of the series so far),
+    each against its own account."""
+    cost = size_cost(per_call_s, 0.0, options)
+    left = budget_s - series.spent_s
+    each = f"budget {format_duration(budget_s)} per series on backend {label!r}"
+    if cost > left:
+        return (
+            f"{each} ({format_duration(max(left, 0.0))} left, this size would run "
+            f"for up to {format_duration(cost)}; --jax-budget=none runs it)"
+        )
+    compile_s = max(m.compile_s for m in smaller)
+    left = budget_s - series.compile_spent_s
+    if compile_s > left:
+        return (
+            f"compile {each} ({format_duration(max(left, 0.0))} left, its compiles "
+            f"took up to {format_duration(compile_s)}; a second run loads them "
+            "from --jax-compile-cache; --jax-budget=none runs it)"
+        )
+    return ""
+
+
+def compile_part(record: Mapping[str, Any]) -> float | None:
+    """Seconds of the record's warm-up spent tracing, lowering and compiling
+    (or loading from the persistent cache); None where not recorded."""
+    w = warmup_of(record)
+    total = first_call_s(record)
+    if w is None or total is None:
+        return None
+    if w.kind == "compile" and w.first_call_s is not None:
+        return max(0.0, total - w.first_call_s)
+    if w.compile_s is None and w.trace_lower_s is None:
+        return None
+    return min(total, (w.compile_s or 0.0) + (w.trace_lower_s or 0.0))
 
 
 def observe(
@@ -297,21 +363,28 @@ def observe(
     if start is None or not is_size(size):
         return
     series = series_state(item.config).setdefault(key, Series())
-    series.spent_s += time.perf_counter() - waited_s - start
-    if record is None:
-        return
-    stats = record.get("stats") or {}
+    wall_s = time.perf_counter() - waited_s - start
+    stats = (record or {}).get("stats") or {}
     median = stats.get("median")
-    first = first_call_s(record)
-    if not isinstance(median, int | float) or median <= 0:
+    if record is None or not isinstance(median, int | float) or median <= 0:
+        series.spent_s += wall_s
         return
+    first = first_call_s(record)
     first_s = first if first is not None else float(median)
+    compile_s = compile_part(record)
+    if compile_s is None:
+        compile_s = max(0.0, first_s - float(median))
+    compile_s = min(compile_s, first_s)
+    series.spent_s += max(wall_s - compile_s, 0.0)
+    series.compile_spent_s += compile_s
+    own_s = first_s - compile_s
     samples = tuple(float(x) for x in stats.get("data") or ())
-    series.measured.append(_Measured(size, float(median), samples, first_s))
+    series.measured.append(_Measured(size, float(median), samples, own_s, compile_s))
     series.measured.sort(key=lambda m: m.size)
-    if limits.max_call_s is not None and first_s > limits.max_call_s:
+    if limits.max_call_s is not None and own_s > limits.max_call_s:
         series.stopped = (
-            f"first call took {format_duration(first_s)} at size {size} on backend "
+            f"first call took {format_duration(own_s)} (its compile of "
+            f"{format_duration(compile_s)} apart) at size {size} on backend "
             f"{label!r}, above --jax-max-call {format_duration(limits.max_call_s)}"
         )
         series.stopped_at = size

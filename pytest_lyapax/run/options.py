@@ -25,6 +25,7 @@ from pytest_lyapax.backends.labels import (
     PLATFORM_BACKENDS,
     Backend,
 )
+from pytest_lyapax.measuring import compilecache
 from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import CompareThreshold, parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
@@ -33,6 +34,10 @@ from pytest_lyapax.run import devices
 from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
 RESULTS_DIR = "results"  # under the report directory: recorded results' files
+
+# Field metadata of a setting that stays in the controller; every other field
+# of Settings travels to the workers (run/payload.py).
+CONTROLLER_ONLY = "controller_only"
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,9 @@ class Settings:
     sizes: tuple[int, ...] | None = None
     report_dir: Path | None = None
     compare_path: Path | None = None
-    compare_data: Mapping[str, Any] | None = field(default=None, compare=False)
+    compare_data: Mapping[str, Any] | None = field(
+        default=None, compare=False, metadata={CONTROLLER_ONLY: True}
+    )
     compare_fail: tuple[CompareThreshold, ...] = ()
     compare_allow_missing: bool = False
     compare_across_machines: bool = False
@@ -81,6 +88,9 @@ class Settings:
     agree: AgreeSettings = AgreeSettings()
     # The other version of an A/B run (--jax-ab: a revision or a path; None: off).
     ab: str | None = None
+    # JAX's persistent compilation cache of the workers (--jax-compile-cache;
+    # None: off; measuring/compilecache.py).
+    compile_cache: Path | None = None
 
     @property
     def active(self) -> bool:
@@ -357,6 +367,7 @@ NEED_BACKEND = {
     "jax_backend_platform": "--jax-backend-platform",
     "jax_backend_env": ENV_OPTION,
     "jax_report_dir": "--jax-report-dir",
+    "jax_compile_cache": "--jax-compile-cache",
     "jax_compare": "--jax-compare",
     "jax_compare_fail": "--jax-compare-fail",
     "jax_compare_allow_missing": "--jax-compare-allow-missing",
@@ -542,7 +553,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     required_text = config.getoption("jax_require")
     required = parse_required(required_text, backends) if required_text else ()
 
-    report_dir = compare_path = compare_data = None
+    report_dir = compare_path = compare_data = compile_cache = None
     if backends:
         cli_dir = config.getoption("jax_report_dir")
         ini_value = str(config.getini("jax_report_dir") or "").strip()
@@ -558,6 +569,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         else:
             report_dir = config.rootpath / "lyapax-report"
         report_dir = report_dir.resolve()
+        compile_cache = read_compile_cache(config, report_dir)
         if compare_text is not None:
             compare_path = invocation_dir / compare_text
         if check_paths:
@@ -596,7 +608,34 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             store=None if report_dir is None else report_dir / RESULTS_DIR,
         ),
         ab=ab,
+        compile_cache=compile_cache,
     )
+
+
+def read_compile_cache(config: pytest.Config, report_dir: Path) -> Path | None:
+    """``--jax-compile-cache`` (relative to where pytest was started), the
+    ``jax_compile_cache`` ini key (relative to the ini file), the
+    ``JAX_COMPILATION_CACHE_DIR`` of this environment, or the report folder's
+    ``compile-cache``; None for ``none``."""
+    text = config.getoption("jax_compile_cache")
+    base, where = config.invocation_params.dir, compilecache.OPTION
+    if text is None:
+        text = str(config.getini("jax_compile_cache") or "").strip() or None
+        base = config.inipath.parent if config.inipath else config.rootpath
+        where = "jax_compile_cache (ini)"
+    if text is None:
+        from_env = os.environ.get(compilecache.ENV, "").strip()
+        if from_env:
+            return Path(from_env).resolve()
+        return report_dir / compilecache.FOLDER
+    if not text.strip():
+        raise pytest.UsageError(
+            f"{where}: got an empty path; give a folder, e.g. "
+            f"{compilecache.OPTION}=.jax-cache, or none (off)"
+        )
+    if text.strip().lower() == "none":
+        return None
+    return (base / text.strip()).resolve()
 
 
 def read_limits(config: pytest.Config) -> tuple[float | None, float | None]:

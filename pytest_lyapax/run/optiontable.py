@@ -146,6 +146,14 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         metavar="DIR",
     ),
     Option(
+        "--jax-compile-cache",
+        "JAX's persistent compilation cache for the workers: a folder, or "
+        "'none' (off). Default: JAX_COMPILATION_CACHE_DIR if set, else "
+        "compile-cache/ in the report folder; a second run loads the programs "
+        "the first compiled (needs --jax-backend). Ini: jax_compile_cache.",
+        metavar="DIR|none",
+    ),
+    Option(
         "--jax-compare",
         "Compare this run with a saved benchmark.json, per backend and size "
         "(needs --jax-backend).",
@@ -284,6 +292,11 @@ INI_KEYS: tuple[IniKey, ...] = (
         type="linelist",
     ),
     IniKey("jax_devices", "Device counts, e.g. 1,2,4 (see --jax-devices)."),
+    IniKey(
+        "jax_compile_cache",
+        "Compile cache folder, relative to the ini file, or none "
+        "(see --jax-compile-cache).",
+    ),
     IniKey(
         "jax_report_dir",
         "Report directory, relative to the ini file (see --jax-report-dir).",

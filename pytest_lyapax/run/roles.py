@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import benchmarks, fixture, points
+from pytest_lyapax.measuring import benchmarks, compilecache, fixture, points
 from pytest_lyapax.measuring.observers import observers_for
 from pytest_lyapax.measuring.rounds import RoundsWatch
 from pytest_lyapax.run import budget, devices
@@ -252,6 +252,11 @@ class WorkerHooks(_TestRunner):
 
     def pytest_sessionstart(self) -> None:
         benchmarks.enable_in_worker(self.config)
+        session = self.session
+        own = session.states.get(session.own_label or "")
+        if own is not None and own.backend.host is None:
+            # Before the first compile; a remote host keeps its own cache.
+            self.config.add_cleanup(compilecache.use(session.settings.compile_cache))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self) -> None:
@@ -266,6 +271,7 @@ class InProcessHooks(_TestRunner):
     def pytest_sessionstart(self) -> None:
         benchmarks.raise_default_rounds(self.config)
         session = self.session
+        self.config.add_cleanup(compilecache.use(session.settings.compile_cache))
         # Which backend this process runs is settled now, after every
         # pytest_configure (conftests may still configure JAX).
         if session.pending_detection:

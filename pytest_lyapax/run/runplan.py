@@ -18,7 +18,7 @@ import pytest
 from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends
-from pytest_lyapax.measuring import benchmarks
+from pytest_lyapax.measuring import benchmarks, compilecache
 from pytest_lyapax.run import ab, agreement, devices, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
@@ -164,6 +164,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         return session
     remote.check_typed_xdist(config, _xdist_flags_on_command_line(config))
     reason = why_not_xdist(config)
+    session.notes.append(compilecache.describe(settings.compile_cache))
     if reason is None:
         other = _other_version(config, session)
         local = [b for b in settings.backends if b.host is None]

@@ -16,7 +16,6 @@ import json
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -31,7 +30,8 @@ from pytest_lyapax.backends.labels import (
 )
 from pytest_lyapax.measuring.rounds import NoTurns, Turns
 from pytest_lyapax.run import devices
-from pytest_lyapax.run.options import AgreeSettings, Settings
+from pytest_lyapax.run.options import Settings
+from pytest_lyapax.run.payload import settings_from_json, settings_to_json
 
 if TYPE_CHECKING:
     from pytest_lyapax.run.budget import Limits
@@ -107,7 +107,7 @@ class LyapaxSession:
     # Controller: the backend label of each xdist worker (WorkerController),
     # decided once when xdist configures it (scheduling.assign_label).
     worker_labels: dict[Any, str] = field(default_factory=dict)
-    # Controller: results compared across backends (see agree.py), per test.
+    # Controller: results compared across backends (run/agreement.py), per test.
     agreement: list[dict[str, Any]] = field(default_factory=list)
     # Controller: each label's results against its rerun's (--jax-rerun).
     determinism: list[dict[str, Any]] = field(default_factory=list)
@@ -179,38 +179,19 @@ class LyapaxSession:
     def worker_payload(
         self, label: str, turns: str | None = None, rank: int = 0
     ) -> str:
-        """Serialise what a worker needs (as a JSON string, as xdist prefers);
-        ``turns``: the address of the controller's turn server and ``rank``
-        the worker's place in the run order (turns.py)."""
-        agree = self.settings.agree
+        """Serialise what a worker needs (as a JSON string, as xdist prefers):
+        every setting (payload.py) and each backend's state; ``turns``: the
+        address of the controller's turn server and ``rank`` the worker's
+        place in the run order (turns.py)."""
         return json.dumps(
             {
                 "label": label,
                 "turns": turns,
                 "rank": rank,
-                "sizes": self.settings.sizes,
-                "known_labels": self.settings.known_labels,
                 "benchmark_disabled": self.benchmark_disabled,
-                "extras": self.settings.extras,
-                "budget_s": self.settings.budget_s,
-                "max_call_s": self.settings.max_call_s,
-                "recompile": self.settings.recompile,
-                "agree": {
-                    "store": None if agree.store is None else str(agree.store),
-                    "benchmarks": agree.benchmarks,
-                },
+                "settings": settings_to_json(self.settings),
                 "states": [
-                    {
-                        "label": s.backend.label,
-                        "platform": s.backend.platform,
-                        "env": [list(pair) for pair in s.backend.env],
-                        "rerun_of": s.backend.rerun_of,
-                        "ab_of": s.backend.ab_of,
-                        "devices_of": s.backend.devices_of,
-                        "devices": s.backend.devices,
-                        "status": s.status,
-                        "reason": s.reason,
-                    }
+                    {"label": s.backend.label, "status": s.status, "reason": s.reason}
                     for s in self.states.values()
                 ],
             }
@@ -219,37 +200,12 @@ class LyapaxSession:
     @classmethod
     def for_worker(cls, payload: str) -> LyapaxSession:
         data = json.loads(payload)
+        settings = settings_from_json(data["settings"])
+        backends = {b.label: b for b in settings.backends}
         states = {
-            s["label"]: BackendState(
-                Backend(
-                    s["label"],
-                    s["platform"],
-                    env=tuple((str(k), str(v)) for k, v in s.get("env", [])),
-                    rerun_of=str(s.get("rerun_of", "")),
-                    ab_of=str(s.get("ab_of", "")),
-                    devices_of=str(s.get("devices_of", "")),
-                    devices=int(s.get("devices", 0)),
-                ),
-                s["status"],
-                s["reason"],
-            )
+            s["label"]: BackendState(backends[s["label"]], s["status"], s["reason"])
             for s in data["states"]
         }
-        sizes = tuple(data["sizes"]) if data["sizes"] is not None else None
-        agree = data.get("agree", {})
-        settings = Settings(
-            backends=tuple(s.backend for s in states.values()),
-            sizes=sizes,
-            known_labels=tuple(data["known_labels"]),
-            extras=bool(data.get("extras", True)),
-            budget_s=data.get("budget_s"),
-            max_call_s=data.get("max_call_s"),
-            recompile=str(data.get("recompile", "warn")),
-            agree=AgreeSettings(
-                benchmarks=bool(agree.get("benchmarks", True)),
-                store=Path(agree["store"]) if agree.get("store") else None,
-            ),
-        )
         session = cls(
             settings,
             WORKER,

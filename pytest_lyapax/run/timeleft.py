@@ -6,13 +6,14 @@ estimates the seconds its remaining tests take and sends the estimate with
 the test's teardown report (:data:`LEFT_ATTR`); the controller's progress
 lines (``progress.py``) show it as ``~... left``.  The rule, per backend:
 
-- a remaining size of a sized benchmark whose series has a smaller size
-  measured: the size's cost (:func:`~pytest_lyapax.run.budget.size_cost`:
+- a remaining size of a sized benchmark whose series has two smaller sizes
+  measured: the size's run cost (:func:`~pytest_lyapax.run.budget.size_cost`:
   warm-up, calibration call and rounds) at the seconds per call
-  :func:`~pytest_lyapax.run.budget.predict` gives -- but the sizes of one
-  series together never more than what is left of that series' budget
-  (``--jax-budget``); nothing for the sizes a ``--jax-max-call`` stop skips;
-- every other test (unsized tests and the first size of each series): the
+  :func:`~pytest_lyapax.run.budget.predict` gives, plus the series' largest
+  compile -- but the sizes of one series together never more than what is
+  left of that series' two accounts (``--jax-budget``); nothing for the sizes
+  a ``--jax-max-call`` stop skips;
+- every other test (unsized tests and the first two sizes of each series): the
   median wall time (set-up, call and teardown) of such tests done so far.
 """
 
@@ -68,8 +69,8 @@ def estimate(
     for key, size in sized:
         state = series.get(key)
         smaller = [m for m in state.measured if m.size < size] if state else []
-        if state is None or not smaller:
-            others += 1  # the first size of its series: no prediction yet
+        if state is None or len(smaller) < 2:
+            others += 1  # the first two sizes of a series: no prediction yet
             continue
         if state.stopped and size > state.stopped_at:
             continue  # --jax-max-call: it will not run
@@ -78,14 +79,18 @@ def estimate(
             cost = known[1]
         else:
             per_call = budget.predict(smaller, size, key[0]).per_call_s
-            compile_s = max(0.0, smaller[-1].first_call_s - smaller[-1].median)
-            cost = budget.size_cost(per_call, compile_s, options)
+            cost = budget.size_cost(per_call, 0.0, options)
             memo[(key, size)] = (len(smaller), cost)
+        compile_s = max(m.compile_s for m in smaller)
         if budget_s is not None:
             left = left_of.get(key, budget_s - state.spent_s)
             cost = min(cost, max(left, 0.0))
             left_of[key] = left - cost
-        total += cost
+            compile_key = (key[0], key[1], key[2] + " compile")
+            left = left_of.get(compile_key, budget_s - state.compile_spent_s)
+            compile_s = min(compile_s, max(left, 0.0))
+            left_of[compile_key] = left - compile_s
+        total += cost + compile_s
     if others:
         if not other_walls_s:
             return None

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_lyapax.report.agreement import NameVerdict
+from pytest_lyapax.views.tables import render_table
 
 
 def _num(value: Any) -> str:
@@ -58,17 +59,6 @@ def table_rows(verdicts: Sequence[NameVerdict]) -> list[tuple[str, ...]]:
     return rows
 
 
-def format_table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
-    """Plain text columns (terminal output, a failure's long report)."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=True))]
-    lines += [
-        "  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True))
-        for row in rows
-    ]
-    return [line.rstrip() for line in lines]
-
-
 def failure_text(
     test: str, label: str, reference: str, verdicts: Sequence[NameVerdict]
 ) -> str:
@@ -78,7 +68,7 @@ def failure_text(
         f"{test}: results on backend {label!r} disagree with the reference "
         f"backend {reference!r}"
     )
-    return "\n".join([head, *format_table(rows, TABLE_HEADER)])
+    return "\n".join([head, *render_table(TABLE_HEADER, rows, ruled=False)])
 
 
 AGREEMENT_HEADER = ("test", "backend", "vs", "name", "verdict", "max abs", "max rel")

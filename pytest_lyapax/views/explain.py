@@ -107,6 +107,13 @@ def _backends(view: ReportView, text: bool) -> Section:
             (row[0], runtext.variables(b) or "-", *row[1:])
             for row, b in zip(rows, view.backends, strict=True)
         ]
+    modes = details.rounds_modes(view.records)
+    if modes:  # how the rounds were timed (--jax-sequential)
+        header = (*header[:-1], "rounds", header[-1])
+        rows = [
+            (*row[:-1], modes.get(str(b["label"]), "-"), row[-1])
+            for row, b in zip(rows, view.backends, strict=True)
+        ]
     return Section("Backends", [Table(header, tuple(rows))])
 
 
@@ -124,13 +131,22 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     roof = roofline_view.index(view.records)
     marked = busy.mode_of(view.key) != busy.IGNORE
     reasons = busy.index(view.records) if marked else {}
+    busy_peaks = busy.peaks_index(view.records) if marked else {}
     for bench in view.benches:
-        header, rows = tables.sized_rows(bench, view.order, _missing(view))
-        lines = roofline_view.crossover_lines(bench, roof)
+        not_timed = {
+            (f.backend, f.size): f.status.replace("_", " ")
+            for f in view.failed
+            if f.size is not None and _belongs(f, bench)
+        }
+        header, rows = tables.sized_rows(bench, view.order, _missing(view), not_timed)
+        compiled = tables.compile_line(bench, view.order)
+        lines = [compiled] if compiled else []
+        lines += roofline_view.crossover_lines(bench, roof, reasons, busy_peaks)
         lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
         if model is not None:
-            lines += [f"cost model {line}" for line in model.lines()]
+            for line in busy.model_lines(model, bench, reasons):
+                lines.append(busy.with_prefix("cost model ", line))
         # The terminal lists the sizes not timed in a section of their own.
         failed = [] if text else [f for f in view.failed if _belongs(f, bench)]
         lines += [

@@ -301,6 +301,14 @@ def _draw_predicted(ax: Axes, point: FailedPoint, color: str) -> None:
     )
 
 
+def _measured_elsewhere(bench: SizedBenchmark, point: FailedPoint) -> bool:
+    """Whether another backend measured the size ``point`` did not run at."""
+    return any(
+        label != point.backend and point.size in bench.points(label)
+        for label in bench.series
+    )
+
+
 def _draw_extras(
     ax: Axes,
     bench: SizedBenchmark,
@@ -332,6 +340,15 @@ def _draw_extras(
             continue
         if point.predicted is not None:
             _draw_predicted(ax, point, colors.get(point.backend, "0.3"))
+            if _measured_elsewhere(bench, point):
+                ax.annotate(
+                    f"not run on {point.backend}",
+                    (point.size, point.predicted[0]),
+                    xytext=(4, 4),
+                    textcoords="offset points",
+                    fontsize=6,
+                    color=colors.get(point.backend, "0.3"),
+                )
             continue
         ax.plot(
             [point.size],

@@ -19,7 +19,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_lyapax.views import document
-from pytest_lyapax.views.agreement import format_table
 from pytest_lyapax.views.document import Figure, Lines, ReportView, Section, Table
 from pytest_lyapax.views.explain import report_sections
 from pytest_lyapax.views.tables import render_table
@@ -77,10 +76,7 @@ def text_lines(section: Section) -> list[str]:
     out: list[str] = []
     for block in section.blocks:
         if isinstance(block, Table):
-            if block.ruled:
-                out += render_table(block.header, block.rows, left=block.left)
-            else:
-                out += format_table(block.rows, block.header)
+            out += render_table(block.header, block.rows, block.left, block.ruled)
         elif isinstance(block, Lines):
             out += block.lines
     return out

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_lyapax.report import busy
 from pytest_lyapax.report.crossover import Crossover, crossovers
 from pytest_lyapax.report.identity import record_label, record_size, series_id
 from pytest_lyapax.report.roofline import Marker, percent, symbol
@@ -230,15 +231,33 @@ def why(roof: Index, bench: SizedBenchmark, c: Crossover) -> str | None:
     return head + "; ".join(clauses)
 
 
-def crossover_lines(bench: SizedBenchmark, roof: Index) -> list[str]:
+def crossover_lines(
+    bench: SizedBenchmark,
+    roof: Index,
+    reasons: busy.Index | None = None,
+    busy_peaks: Mapping[str, str] | None = None,
+) -> list[str]:
     """Each crossover of ``bench`` in words, followed by the roofline's reason
-    for it where its points have roofline entries."""
+    for it where its points have roofline entries; both marked unreliable
+    where a judged size read a busy record (``reasons``: busy.index), the
+    reason also where either side's peaks were measured on a busy machine
+    (``busy_peaks``: busy.peaks_index)."""
     out = []
     for c in crossovers(bench):
-        out.append(c.describe(bench.size_label))
+        unreliable = bool(reasons) and bool(
+            busy.crossover_marks(bench, c, reasons or {})
+        )
+        out.append(busy.marked(c.describe(bench.size_label), unreliable))
         reason = why(roof, bench, c)
         if reason is not None:
-            out.append(reason)
+            peaks = [
+                (busy_peaks or {})[label]
+                for label in (c.other, c.reference)
+                if label in (busy_peaks or {})
+            ]
+            if peaks:
+                reason += f" (peaks measured on a busy machine: {'; '.join(peaks)})"
+            out.append(busy.marked(reason, unreliable or bool(peaks)))
     return out
 
 

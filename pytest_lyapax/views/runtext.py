@@ -29,7 +29,7 @@ def variables(backend: Mapping[str, Any]) -> str:
 
 def backend_lines(view: ReportView) -> Section:
     """The terminal's backend table: where each ran, then why not ok."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for b in view.backends:
         device = b.get("device") or ""
         if b.get("jax_version"):
@@ -49,13 +49,24 @@ def backend_lines(view: ReportView) -> Section:
                 device.strip(", ") or "-",
             )
         )
-    header = ("backend", "environment", "status", "tests", "benchmarks", "device")
+    header: tuple[str, ...] = (
+        "backend",
+        "environment",
+        "status",
+        "tests",
+        "benchmarks",
+        "device",
+    )
+    modes = details.rounds_modes(view.records)
+    if modes:  # how the rounds were timed (--jax-sequential)
+        header = (*header[:5], "rounds", header[5])
+        rows = [(*row[:5], modes.get(row[0], "-"), row[5]) for row in rows]
     reasons = tuple(
         f"{b['label']}: {b['reason']}" for b in view.backends if b.get("reason")
     )
     return Section(
         "pytest-lyapax: backends",
-        [Table(header, tuple(rows), left=6), Lines(reasons)],
+        [Table(header, tuple(rows), left=len(header)), Lines(reasons)],
     )
 
 

@@ -25,7 +25,11 @@ def _per_label(cells: Sequence[str]) -> str:
 
 def _measured_cells(points: Sequence[Point | None]) -> list[str]:
     """The compile and peak-memory cells of one size, over the backends."""
-    compile_s = [format_seconds(p.compile_s if p else None) for p in points]
+    compile_s = [
+        format_seconds(p.compile_s if p else None)
+        + (" (cached)" if p and p.compile_s is not None and p.cache == "hit" else "")
+        for p in points
+    ]
     peaks = [
         format_bytes(p.peak_bytes) + (" rss" if p.peak_is_rss else "")
         if p and p.peak_bytes is not None
@@ -36,10 +40,17 @@ def _measured_cells(points: Sequence[Point | None]) -> list[str]:
 
 
 def render_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], left: int = 1
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    left: int = 1,
+    ruled: bool = True,
 ) -> list[str]:
-    """Plain-text table: the first ``left`` columns left-aligned, the rest right."""
+    """Plain-text table, the one formatter of the views: the first ``left``
+    columns left-aligned, the rest right, a dashed rule under the header
+    when ``ruled``; unruled, every column is left-aligned (a failure's long
+    report, the agreement tables)."""
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+    left = left if ruled else len(widths)
 
     def line(cells: Sequence[str]) -> str:
         out = [
@@ -48,14 +59,21 @@ def render_table(
         ]
         return "  ".join(out).rstrip()
 
-    return [line(header), "  ".join("-" * w for w in widths), *map(line, rows)]
+    rule = ["  ".join("-" * w for w in widths)] if ruled else []
+    return [line(header), *rule, *map(line, rows)]
 
 
 def sized_rows(
-    bench: SizedBenchmark, labels: Sequence[str], missing: Mapping[str, str]
+    bench: SizedBenchmark,
+    labels: Sequence[str],
+    missing: Mapping[str, str],
+    not_timed: Mapping[tuple[str, int], str] | None = None,
 ) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the size x backend median table, with speedups
-    against the first backend (a missing backend shows its status)."""
+    against the first backend (a missing backend shows its status; a size
+    measured on one backend but not timed on another shows why there:
+    ``not_timed[(label, size)]``, e.g. "over budget")."""
+    not_timed = not_timed or {}
     with_data = [label for label in labels if label in bench.series]
     ref = with_data[0] if with_data else None
     others = [label for label in with_data if label != ref]
@@ -78,6 +96,8 @@ def sized_rows(
             value = bench.medians(label).get(size)
             if value is None and label in missing:
                 row.append(missing[label])
+            elif value is None and (label, size) in not_timed:
+                row.append(not_timed[label, size])
             else:
                 row.append(format_seconds(value))
         for other in others:
@@ -204,3 +224,24 @@ def machine_lines(matches: Sequence[MachineMatch]) -> list[str]:
     if not rows:
         return []
     return render_table(["backend", "saved run on", "this run on", "machine"], rows)
+
+
+def compile_line(bench: SizedBenchmark, labels: Sequence[str]) -> str | None:
+    """Each series' compile time over its sizes and how many of its warm-ups
+    loaded their program from the persistent cache, e.g. ``compile: cpu
+    1.2 s over 4 sizes (cache: 4 of 4 hit); tpu ...`` (None: not recorded)."""
+    parts = []
+    for label in labels:
+        points = [p for p in bench.series.get(label, []) if p.compile_s is not None]
+        if not points:
+            continue
+        total = sum(p.compile_s or 0.0 for p in points)
+        text = f"{label} {format_seconds(total)} over {len(points)} size(s)"
+        looked = [p for p in points if p.cache in ("hit", "miss")]
+        if looked:
+            hits = sum(p.cache == "hit" for p in looked)
+            text += f" (cache: {hits} of {len(looked)} hit)"
+        elif any(p.cache == "off" for p in points):
+            text += " (cache off)"
+        parts.append(text)
+    return "compile: " + "; ".join(parts) if parts else None

@@ -122,10 +122,15 @@ def test_sizes_that_do_not_fit_are_over_budget_points(budgeted):
 
 
 def test_each_backend_has_its_own_budget(budgeted):
-    _, data, _ = budgeted
+    proc, data, report = budgeted
     timed, points = _sizes(data, "cpu4")
     assert timed == {1, 2}
     assert set(points) == {4, 8, 16}  # size 4 ran on cpu
+    # The table's row of size 4 says why cpu4 has no time there.
+    summary = (report / "summary.md").read_text()
+    for text in (proc.stdout, summary):
+        rows = [line for line in text.splitlines() if line.strip("| ").startswith("4 ")]
+        assert any("over budget" in row for row in rows), text
 
 
 def test_reports_list_the_predicted_sizes(budgeted):
@@ -295,3 +300,116 @@ def test_merge_and_plot_carry_predicted_points_apart(budgeted, tmp_path):
         not {(p["backend"], p["size"]) for p in out["pytest_lyapax"]["points"]} & timed
     )
     assert (tmp_path / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def _flat(*sizes, median=22e-3, compile_s=0.0):
+    return budget.Series(
+        measured=[budget._Measured(n, median, (), median, compile_s) for n in sizes]
+    )
+
+
+def test_one_measured_size_is_never_extrapolated():
+    # A batched call on an accelerator: 22 ms at batch 1, flat until the
+    # device fills.  With one size measured the next size runs, whatever a
+    # growth assumption would predict; from two flat sizes on, the scaled
+    # rule's upper end (r^2) still lets the larger batches run in 60 s.
+    limits = budget.Limits(budget_s=60.0)
+    options = {"min_rounds": 10, "max_time": 0.5}
+    assert budget.decide(_flat(1), 1024, limits, options, "tpu") is None
+    assert budget.decide(_flat(1, 16), 128, limits, options, "tpu") is None
+    assert budget.decide(_flat(1, 16, 128), 1024, limits, options, "tpu") is None
+    # What a flat series predicts: no growth, an upper end of r^2.
+    flat = budget.predict(_flat(1, 16).measured, 128)
+    assert flat.per_call_s == pytest.approx(22e-3)
+    assert flat.interval_s[1] == pytest.approx(22e-3 * 64)
+
+
+def test_compile_and_run_time_are_budgeted_apart():
+    limits = budget.Limits(budget_s=60.0)
+    options = {"min_rounds": 10, "max_time": 0.5}
+    # Two sizes of 2 ms calls, each compiled for 50 s: the compiles are not
+    # run time, and the next 50 s compile still fits its own account.
+    series = _flat(8, 16, median=2e-3, compile_s=50.0)
+    series.spent_s, series.compile_spent_s = 1.0, 0.0
+    assert budget.decide(series, 32, limits, options, "tpu") is None
+    # The compile account spent: the size is not run, and says why.
+    series.compile_spent_s = 100.0
+    point = budget.decide(series, 32, limits, options, "tpu")
+    assert point is not None and point["status"] == "over_budget"
+    assert (
+        "not run: compile budget 60 s per series on backend 'tpu'" in (point["message"])
+    )
+    assert "--jax-compile-cache" in point["message"]
+    assert point["predicted_s"] == pytest.approx(2e-3)  # the calls stay cheap
+    # The run account spent: the run time decides, whatever the compiles did.
+    series.compile_spent_s, series.spent_s = 0.0, 59.99
+    point = budget.decide(series, 32, limits, options, "tpu")
+    assert point is not None
+    assert "not run: budget 60 s per series on backend 'tpu'" in point["message"]
+
+
+def _record(total, warmup):
+    return {
+        "stats": {"median": 2e-3, "data": [2e-3] * 3},
+        "extra_info": {"first_call_s": total, "warmup": warmup},
+    }
+
+
+def test_the_compile_part_of_a_warm_up():
+    lowered = {"kind": "compile", "first_call_s": 0.5, "compile_s": 59.0}
+    assert budget.compile_part(_record(60.0, lowered)) == pytest.approx(59.5)
+    called = {"kind": "first_call", "first_call_s": 3.0, "compile_s": 2.0}
+    called["trace_lower_s"] = 0.5
+    assert budget.compile_part(_record(3.0, called)) == pytest.approx(2.5)
+    assert budget.compile_part({"extra_info": {"first_call_s": 1.0}}) is None
+
+
+def test_a_long_compile_does_not_trip_the_first_call_ceiling():
+    from types import SimpleNamespace
+
+    limits = budget.Limits(budget_s=None, max_call_s=30.0)
+    config = SimpleNamespace(stash=pytest.Stash())
+
+    def observed(size, total, warmup):
+        item = SimpleNamespace(
+            nodeid=f"t.py::test[tpu-{size}]",
+            callspec=SimpleNamespace(params={"jax_size": size}),
+            stash=pytest.Stash(),
+            config=config,
+        )
+        budget.skip_over_budget(item, "tpu", limits)
+        budget.observe(item, "tpu", _record(total, warmup), limits)
+        return next(iter(budget.series_state(config).values()))
+
+    # A 60 s compile and a 0.5 s call: the ceiling judges the call.
+    series = observed(1, 60.5, {"kind": "compile", "first_call_s": 0.5})
+    assert not series.stopped
+    assert series.measured[0].compile_s == pytest.approx(60.0)
+    assert series.measured[0].first_call_s == pytest.approx(0.5)
+    assert series.compile_spent_s == pytest.approx(60.0)
+    series = observed(2, 40.0, {"kind": "compile", "first_call_s": 35.0})
+    assert "first call took 35 s (its compile of 5 s apart) at size 2" in (
+        series.stopped
+    )
+
+
+def test_the_cost_model_fits_a_flat_region_before_growth():
+    from pytest_lyapax.report import costmodel
+    from pytest_lyapax.report.series import Point
+
+    # Launch-bound (22 ms) until the device fills, then linear in the batch.
+    def t(n):
+        return 22e-3 + 22e-3 * n / 1024
+
+    points = [
+        Point(n, t(n), t(n), t(n), tuple(t(n) * (1 + e) for e in (-0.01, 0, 0.01)))
+        for n in (1, 16, 128, 1024, 8192)
+    ]
+    fit = costmodel.fit_series("tpu", points, "sweep")
+    assert fit.fits and fit.p == pytest.approx(1.0, abs=0.05)
+    assert fit.a == pytest.approx(22e-3, rel=0.05)
+    flat = budget.predict(
+        [budget._Measured(p.size, p.median, p.samples, p.median) for p in points[:4]],
+        8192,
+    )
+    assert flat.interval_s[0] <= t(8192) <= flat.interval_s[1]

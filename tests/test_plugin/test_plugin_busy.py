@@ -431,3 +431,37 @@ def test_the_same_gate_fails_under_fail(busy_run, run_pytest):
     assert "UNRELIABLE (busy)  REGRESSION median:10%" in proc.stdout
     assert "test_load.py::test_sum[cpu2-8] regressed (median:10%)" in proc.stdout
     assert report["pytest_lyapax"]["comparison"]["regressions"]
+
+
+# Four sizes a side, so that the cost model fits; cpu2 busy at 40 only.
+MODELLED = [
+    record(
+        label,
+        n,
+        scale * (1e-4 + 1e-6 * n),
+        state(foreign=1.6) if busy_at == n else state(),
+    )
+    for label, scale, busy_at in (("cpu", 1.0, None), ("cpu2", 2.0, 40))
+    for n in (10, 20, 40, 80)
+]
+
+
+def test_a_cost_model_fitted_to_busy_rounds_is_marked_on_its_lines():
+    from pytest_lyapax.report import costmodel
+
+    (bench,) = group_sized(MODELLED, ["cpu", "cpu2"])
+    model = costmodel.benchmark_model(bench)
+    lines = busy.model_lines(model, bench, busy.index(MODELLED))
+    assert len(lines) == len(model.lines()) == 3
+    assert not lines[0].startswith(busy.MARK)  # cpu's fit read quiet rounds
+    assert lines[1] == busy.MARK + model.lines()[1]  # cpu2's fit
+    assert lines[2] == busy.MARK + model.lines()[2]  # the predicted crossover
+    text = summary_markdown(view_of(document(MODELLED))).decode()
+    marked = [line for line in text.splitlines() if "cost model" in line]
+    assert marked and all(
+        line.startswith("- UNRELIABLE (busy machine): cost model")
+        for line in marked
+        if "cpu2" in line
+    ), marked
+    quiet = summary_markdown(view_of(document(MODELLED, mode="ignore"))).decode()
+    assert "UNRELIABLE" not in quiet

@@ -389,3 +389,24 @@ def test_report_html_renders_in_headless_chromium(rendered, tmp_path):
     control.write_text('<img src="http://example.invalid/x.png">')
     chromium(["--dump-dom", control.as_uri()], tmp_path, tmp_path / "net3.json")
     assert page_requests(tmp_path / "net3.json") == ["http://example.invalid/x.png"]
+
+
+def test_the_backends_tables_name_how_the_rounds_were_timed():
+    from pytest_lyapax.views import runtext
+
+    report = synthetic_report()
+    for record in report["benchmarks"]:
+        label = record["extra_info"]["backend"]
+        record["extra_info"]["rounds_mode"] = (
+            "interleaved" if label == "cpu" else "sequential"
+        )
+    view = view_of(report)
+    summary = render.summary_markdown(view).decode()
+    table = [line for line in summary.splitlines() if line.startswith("| ")]
+    assert any("rounds" in line for line in table)
+    assert any(line.startswith("| cpu ") and "interleaved" in line for line in table)
+    assert any(line.startswith("| gpu ") and "sequential" in line for line in table)
+    terminal = runtext.backend_lines(view).blocks[0]
+    assert "rounds" in terminal.header
+    rows = {row[0]: row for row in terminal.rows}
+    assert "interleaved" in rows["cpu"] and "sequential" in rows["gpu"]

@@ -25,25 +25,29 @@ OPTIONS = {"min_rounds": 10, "max_time": 0.0}
 
 
 def _series(*sizes, spent=0.0, per=1e-3):
-    """A series whose sizes took ``per * n**2`` s per call (first calls 2x)."""
-    measured = [budget._Measured(n, per * n * n, (), 2 * per * n * n) for n in sizes]
+    """A series whose sizes took ``per * n**2`` s per call, and as long
+    again to compile."""
+    measured = [
+        budget._Measured(n, per * n * n, (), per * n * n, per * n * n) for n in sizes
+    ]
     return budget.Series(measured=measured, spent_s=spent)
 
 
 def test_time_left_from_the_cost_model_and_the_budget():
     series = {KEY: _series(1, 2, spent=0.1)}
     # The scaled rule from sizes 1 and 2 (local exponent 2): 16 ms per call
-    # at 4, 64 ms at 8; each size costs its compile time (the first call
-    # minus the median: 4 ms, from size 2) and 12 calls.
+    # at 4, 64 ms at 8; each size costs the series' largest compile (4 ms,
+    # from size 2) and 12 calls.
     four, eight = 4e-3 + 12 * 16e-3, 4e-3 + 12 * 64e-3
     memo = {}
     unbounded = timeleft.estimate([(KEY, 4), (KEY, 8)], 0, series, [], None, OPTIONS)
     assert unbounded == pytest.approx(four + eight)
     again = timeleft.estimate([(KEY, 4), (KEY, 8)], 0, series, [], None, OPTIONS, memo)
-    assert again == unbounded and memo[(KEY, 8)] == (2, pytest.approx(eight))
-    # A budget of 0.5 s (0.4 s left): size 4 fits, 8 gets what is left.
+    assert again == unbounded and memo[(KEY, 8)] == (2, pytest.approx(eight - 4e-3))
+    # A budget of 0.5 s (0.4 s of run time left): size 4 fits, 8 runs for
+    # what is left; the compiles have their own account (0.5 s unspent).
     left = timeleft.estimate([(KEY, 4), (KEY, 8)], 0, series, [], 0.5, OPTIONS)
-    assert left == pytest.approx(four + (0.4 - four))
+    assert left == pytest.approx(four + (0.4 - 12 * 16e-3) + 4e-3)
     # Three other tests at the median of the walls done without a prediction;
     # a series not started yet counts as one of them.
     other = ("t.py::test_other", "", "cpu")
@@ -64,7 +68,7 @@ def test_time_left_follows_the_fitted_model_with_enough_sizes():
     left = timeleft.estimate([(KEY, 160)], 0, series, [], None, OPTIONS)
     predicted = budget.predict(series[KEY].measured, 160, KEY[0])
     assert predicted.rule == budget.COST_MODEL
-    compile_s = 1e-6 * 80**2  # first call minus median at 80
+    compile_s = 1e-6 * 80**2  # the largest compile, at 80
     assert left == pytest.approx(compile_s + 12 * predicted.per_call_s)
     assert predicted.per_call_s == pytest.approx(1e-6 * 160**2, rel=0.05)
 

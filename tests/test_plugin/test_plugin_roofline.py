@@ -125,6 +125,10 @@ def test_peaks_are_ordered(peaks):
     assert peaks["bandwidth_bytes_per_s"] > 0
     assert 0 < peaks["launch_s"] < peaks["probe_s"]
     assert measuring.peaks_once() == peaks  # once per process
+    # The machine's state while they were measured, read as rounds' are.
+    state = peaks["machine_state"]
+    assert state["stretches"] == 1 and state["wall_s"] > 0
+    assert "cores" in state["foreign_cpu"] or "unavailable" in state["foreign_cpu"]
 
 
 PEAKS = {"flops_per_s": 1e10, "bandwidth_bytes_per_s": 1e10, "launch_s": 1e-5}

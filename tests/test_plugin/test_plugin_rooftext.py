@@ -246,3 +246,59 @@ def test_terminal_tells_the_reason_and_the_series_lines():
         SERIES["cpu"],
         SERIES["gpu"],
     ]
+
+
+def test_a_crossover_and_its_reason_read_from_busy_rounds_are_marked():
+    from pytest_lyapax.report import busy
+
+    document = _document()
+    for record in document["benchmarks"]:
+        if record["extra_info"]["backend"] == "gpu" and record["extra_info"]["size"]:
+            if record["extra_info"]["size"] == 2000:
+                record["extra_info"]["machine_state"] = {
+                    "wall_s": 10.0,
+                    "stretches": 40,
+                    "cpus": 2,
+                    "foreign_cpu": {"cores": 1.6, "own_cores": 1.0, "tick_s": 0.01},
+                }
+    view = view_of(document)
+    (bench,) = view.benches
+    roof = roofline_view.index(view.records)
+    lines = roofline_view.crossover_lines(bench, roof, busy.index(view.records))
+    assert lines == [busy.MARK + CROSSOVER, busy.MARK + WHY]
+    summary = summary_markdown(view).decode()
+    for line in summary.splitlines():
+        if "gpu vs cpu: gpu faster" in line or "why, from the roofline" in line:
+            assert "UNRELIABLE (busy machine): " in line, line
+    # Without busy rounds, nothing is marked.
+    assert _why(_document()) == [CROSSOVER, WHY]
+
+
+def test_a_reason_read_from_peaks_measured_on_a_busy_machine_is_marked():
+    from pytest_lyapax.report import busy
+
+    document = _document()
+    for record in document["benchmarks"]:
+        if record["extra_info"]["backend"] == "cpu":
+            record["extra_info"]["peaks"]["machine_state"] = {
+                "wall_s": 10.0,
+                "stretches": 40,
+                "cpus": 2,
+                "foreign_cpu": {"cores": 1.6, "own_cores": 1.0, "tick_s": 0.01},
+            }
+    view = view_of(document)
+    (bench,) = view.benches
+    peaks = busy.peaks_index(view.records)
+    assert peaks == {
+        "cpu": "other processes used 1.6 of 2 cores during cpu's peak measurement"
+    }
+    lines = roofline_view.crossover_lines(
+        bench, roofline_view.index(view.records), busy.index(view.records), peaks
+    )
+    # The measured verdict read quiet rounds; its reason read busy peaks.
+    assert lines == [
+        CROSSOVER,
+        f"{busy.MARK}{WHY} (peaks measured on a busy machine: {peaks['cpu']})",
+    ]
+    summary = summary_markdown(view).decode()
+    assert "UNRELIABLE (busy machine): why, from the roofline" in summary

@@ -93,3 +93,26 @@ def test_figure_size_is_bounded():
     width, height = fig.get_size_inches() * fig.dpi
     assert width <= 1500 and height <= 3400
     assert "24 of 150 sized benchmarks drawn" in fig.texts[0].get_text()
+
+
+def test_a_size_not_run_on_one_backend_but_measured_on_another_is_named():
+    from pytest_lyapax.report.details import FailedPoint
+    from pytest_lyapax.report.series import Point, SizedBenchmark
+    from pytest_lyapax.views.figure import _measured_elsewhere
+
+    bench = SizedBenchmark(
+        "t.py::test_x",
+        "test_x",
+        series={
+            "cpu": [Point(n, 1e-3 * n, 1e-3 * n, 1e-3 * n) for n in (1, 16, 128)],
+            "tpu": [Point(n, 2e-2, 2e-2, 2e-2) for n in (1, 16)],
+        },
+    )
+
+    def point(label, size):
+        return FailedPoint(
+            "t.py::test_x", "t.py::test_x", label, size, "over_budget", "", (1, 1, 2)
+        )
+
+    assert _measured_elsewhere(bench, point("tpu", 128))
+    assert not _measured_elsewhere(bench, point("tpu", 1024))
