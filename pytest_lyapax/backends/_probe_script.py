@@ -48,6 +48,12 @@ def probe_jax() -> dict[str, Any]:
             backend=jax.default_backend(),
             device=device.device_kind,
             device_count=jax.device_count(),
+            precision={
+                "dtype": "float64" if jax.config.jax_enable_x64 else "float32",
+                "matmul": str(
+                    jax.config.jax_default_matmul_precision or "default"
+                ).lower(),
+            },
         )
     except BaseException as exc:  # noqa: BLE001 - every failure is the answer
         out.update(ok=False, error_type=type(exc).__name__, error=str(exc))

@@ -43,6 +43,7 @@ import pytest
 
 from pytest_lyapax.measuring import counters, measure, roofline
 from pytest_lyapax.measuring.agreement import BENCHMARK_RESULT_ATTR
+from pytest_lyapax.measuring.precision import in_force
 from pytest_lyapax.measuring.rounds import RoundsWatch
 
 _EXTRAS_ATTR = "_pytest_lyapax_extras"
@@ -393,6 +394,7 @@ def instrument(
     if env:
         info.setdefault("backend_env", dict(env))
     info.update({k: v for k, v in describe().items() if k not in info})
+    info.setdefault("precision", in_force().to_json())
     info.setdefault("size", params.get("jax_size"))
     if marker is not None and marker.kwargs.get("label"):
         info.setdefault("size_label", str(marker.kwargs["label"]))

@@ -61,6 +61,7 @@ class BackendState:
             "platform": self.backend.platform,
             **({"env": dict(self.backend.env)} if self.backend.env else {}),
             **({"rerun_of": self.backend.rerun_of} if self.backend.rerun_of else {}),
+            **({"precision": self.backend.precision} if self.backend.precision else {}),
             **({"ab_of": self.backend.ab_of} if self.backend.ab_of else {}),
             **(
                 {
@@ -208,6 +209,7 @@ class LyapaxSession:
                         "ab_of": s.backend.ab_of,
                         "devices_of": s.backend.devices_of,
                         "devices": s.backend.devices,
+                        "precision": s.backend.precision,
                         "status": s.status,
                         "reason": s.reason,
                     }
@@ -229,6 +231,7 @@ class LyapaxSession:
                     ab_of=str(s.get("ab_of", "")),
                     devices_of=str(s.get("devices_of", "")),
                     devices=int(s.get("devices", 0)),
+                    precision=str(s.get("precision", "")),
                 ),
                 s["status"],
                 s["reason"],

@@ -14,6 +14,7 @@ from pytest_lyapax.backends.labels import CRASHED, outcome_text
 from pytest_lyapax.report import busy, details
 from pytest_lyapax.report.compare import ComparisonResult
 from pytest_lyapax.report.gates import refusal
+from pytest_lyapax.report.precision import backend_precision
 from pytest_lyapax.views import tables
 from pytest_lyapax.views.document import Lines, ReportView, RunFacts, Section, Table
 
@@ -44,18 +45,27 @@ def backend_lines(view: ReportView) -> Section:
                 str(b["label"]),
                 environment,
                 str(b.get("status")),
+                backend_precision(b) or "-",
                 tests or "-",
                 str(b.get("n_benchmarks")),
                 device.strip(", ") or "-",
             )
         )
-    header = ("backend", "environment", "status", "tests", "benchmarks", "device")
+    header = (
+        "backend",
+        "environment",
+        "status",
+        "precision",
+        "tests",
+        "benchmarks",
+        "device",
+    )
     reasons = tuple(
         f"{b['label']}: {b['reason']}" for b in view.backends if b.get("reason")
     )
     return Section(
         "pytest-lyapax: backends",
-        [Table(header, tuple(rows), left=6), Lines(reasons)],
+        [Table(header, tuple(rows), left=7), Lines(reasons)],
     )
 
 
