@@ -27,6 +27,7 @@ import pytest
 
 from pytest_lyapax.measuring import agreement as results
 from pytest_lyapax.report import agreement
+from pytest_lyapax.report.precision import Precision
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.options import Settings
 from pytest_lyapax.run.session import CONTROLLER, LyapaxSession
@@ -224,6 +225,13 @@ class AgreeController:
             }
         )
 
+    def _precision(self, label: str) -> Precision | None:
+        """The label's precision as its probe found it (None: unknown)."""
+        state = self.session.states.get(label)
+        if state is None:
+            return None
+        return Precision.from_json(state.info.get("precision"), state.backend.expected)
+
     def _compare(self, key: str, label: str, report: pytest.TestReport | None) -> None:
         reference = self._reference(label)
         ref, other = self.seen[key][reference], self.seen[key][label]
@@ -240,6 +248,7 @@ class AgreeController:
                 self.session.backend(reference).env,
                 self.session.backend(label).env,
             ),
+            precisions=(self._precision(reference), self._precision(label)),
         )
         failing = [
             v
