@@ -6,11 +6,11 @@ size a GPU pays off for sweeps. One call of sweep_lyapunov_spectrum is timed
 per round; the result is checked against the Lorenz sum rule, so a fast but
 wrong computation cannot pass.
 
-Its roofline says "not available": ``sweep_lyapunov_spectrum`` is a host-side
-driver (chunking, progress, checkpoints) that refuses traced inputs, so it
-cannot be wrapped in ``jax.jit`` without timing another program than the one
-users call, and the plugin's ``jax.jit`` lowering of the closure fails with
-the reason it records.
+``sweep_lyapunov_spectrum`` is a host-side driver (chunking, progress,
+checkpoints) that refuses traced inputs, so it cannot be wrapped in
+``jax.jit`` without timing another program than the one users call; its
+counters and roofline are the sum of the programs its first call compiled
+(``extra_info["roofline"]["programs_note"]``).
 """
 
 import jax.numpy as jnp

@@ -32,11 +32,12 @@ by ``tests/test_plugin``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -147,13 +148,19 @@ def _warm_up(
     _record_peaks(fixture)
     start = time.perf_counter()
     launches = counters.LaunchCount()
-    warmup, compiled = measure.warm_up(
-        function, blocking, args, kwargs, launches.tracing
-    )
+    programs: list[Any] = []  # what a host-side driver's first call compiled
+
+    @contextlib.contextmanager
+    def watched() -> Iterator[None]:
+        with launches.tracing(), roofline.programs_compiled(programs):
+            yield
+
+    warmup, compiled = measure.warm_up(function, blocking, args, kwargs, watched)
     info["first_call_s"] = time.perf_counter() - start
     info["warmup"] = warmup
     info["memory"] = measure.memory(compiled)
-    info["roofline"] = roofline.cost_of_call(function, compiled, args, kwargs)
+    info["roofline"] = roofline.cost_of_call(function, compiled, args, kwargs, programs)
+    del programs[:]
     info["counters"] = counters.counters(
         info["roofline"],
         info["memory"],
