@@ -11,8 +11,9 @@ further one runs as ``LABEL_<dtype>``.  The dtype reaches the worker as
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -127,3 +128,22 @@ def add_precisions(
         if not dtypes:
             out.append(b)
     return tuple(out)
+
+
+def refused(backend: Backend, info: Mapping[str, Any]) -> str | None:
+    """Why the label's platform refused the dtype asked of it: its probe,
+    run with the label's variables, computed in another dtype (None: it
+    did not, or nothing was asked or found)."""
+    found = info.get("precision")
+    dtype = found.get("dtype") if isinstance(found, Mapping) else None
+    if (
+        not backend.precision
+        or not isinstance(dtype, str)
+        or dtype == backend.precision
+    ):
+        return None
+    return (
+        f"{PRECISION_OPTION}: {backend.label!r} asked {backend.precision}, and its "
+        f"platform ({backend.expected}) computes in {dtype} with {X64_ENV}="
+        f"{dict(backend.env).get(X64_ENV)}; ask {dtype} of it"
+    )

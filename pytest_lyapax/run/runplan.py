@@ -19,7 +19,7 @@ from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks
-from pytest_lyapax.run import ab, agreement, devices, remote, roles
+from pytest_lyapax.run import ab, agreement, devices, precision, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -175,6 +175,9 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             missing = devices.missing_devices(state.backend, result.info)
             if result.status in RUNNABLE and missing:
                 state.status, state.reason = UNAVAILABLE, missing
+            refusal = precision.refused(state.backend, result.info)
+            if result.status in RUNNABLE and refusal:
+                raise pytest.UsageError(refusal)
         check_required(session)
         order = [label for label, state in states.items() if state.runnable]
         if order:

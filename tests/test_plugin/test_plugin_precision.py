@@ -16,7 +16,7 @@ from pytest_lyapax.report import agreement
 from pytest_lyapax.report.compare import compare_runs
 from pytest_lyapax.report.identity import series_id
 from pytest_lyapax.report.precision import Precision
-from pytest_lyapax.run.precision import add_precisions
+from pytest_lyapax.run.precision import add_precisions, refused
 
 CPUS = (Backend("cpu", "cpu"), Backend("cpu2", "cpu"))
 CPU_TPU = (Backend("cpu", "cpu"), Backend("tpu", "tpu"))
@@ -327,3 +327,12 @@ def test_an_unknown_precision_is_a_usage_error(pytester):
     result = pytester.runpytest_subprocess("--jax-backend=cpu", "--jax-precision=f32")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--jax-precision=f32: 'f32' is not a precision*"])
+
+
+def test_a_platform_that_computes_in_another_dtype_refuses_the_precision():
+    (asked,) = add_precisions("float64", (Backend("cpu", "cpu"),))
+    ok = {"precision": {"dtype": "float64", "matmul": "default"}}
+    assert refused(asked, ok) is None
+    assert refused(asked, {}) is None
+    why = refused(asked, {"precision": {"dtype": "float32", "matmul": "default"}})
+    assert why is not None and why.startswith("--jax-precision: 'cpu' asked float64")
