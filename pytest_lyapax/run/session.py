@@ -61,7 +61,13 @@ class BackendState:
             "platform": self.backend.platform,
             **({"env": dict(self.backend.env)} if self.backend.env else {}),
             **({"rerun_of": self.backend.rerun_of} if self.backend.rerun_of else {}),
-            **({"precision": self.backend.precision} if self.backend.precision else {}),
+            # What --jax-precision asked; "precision" (from the probe's info,
+            # below) is what the label computes in: {"dtype", "matmul"}.
+            **(
+                {"precision_asked": self.backend.precision}
+                if self.backend.precision
+                else {}
+            ),
             **({"ab_of": self.backend.ab_of} if self.backend.ab_of else {}),
             **(
                 {

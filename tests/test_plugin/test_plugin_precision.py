@@ -309,6 +309,7 @@ def test_precision_in_the_report_the_backends_table_and_extra_info(precision_run
     proc, data, _ = precision_run
     backends = {b["label"]: b for b in data["pytest_lyapax"]["backends"]}
     assert backends["cpu2"]["precision"] == {"dtype": "float32", "matmul": "default"}
+    assert backends["cpu2"]["precision_asked"] == "float32"
     assert backends["cpu"]["precision"]["dtype"] == "float64"
     rows = [line.split() for line in proc.stdout.splitlines()]
     assert ["cpu2", "JAX_PLATFORMS=cpu", "JAX_ENABLE_X64=0", "ok", "float32"] in [
