@@ -335,11 +335,19 @@ def _refuse_without_workers(settings: Settings, reason: str) -> None:
     backends = settings.backends
     split = [b.devices for b in backends if b.devices]
     variants = [b.label for b in backends if b.env]
+    precisions = [b.label for b in backends if b.precision]
     reruns = [b.rerun_of for b in backends if b.rerun_of]
     # A variant's variables could not be set before this process's JAX
     # started, as each label's worker's are.
     needs = (
         (split, lambda: f"{devices.DEVICES_OPTION}={split[0]} needs each device count"),
+        (
+            precisions,
+            lambda: (
+                f"{precision.PRECISION_OPTION} (for {precisions[0]!r}) needs "
+                "each backend"
+            ),
+        ),
         (
             variants,
             lambda: f"--jax-backend-env (for {variants[0]!r}) needs each backend",

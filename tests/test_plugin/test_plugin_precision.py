@@ -337,3 +337,14 @@ def test_a_platform_that_computes_in_another_dtype_refuses_the_precision():
     assert refused(asked, {}) is None
     why = refused(asked, {"precision": {"dtype": "float32", "matmul": "default"}})
     assert why is not None and why.startswith("--jax-precision: 'cpu' asked float64")
+
+
+def test_without_worker_processes_a_precision_is_a_usage_error(pytester):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess(
+        "-p", "no:xdist", "--jax-backend=cpu", "--jax-precision=float32"
+    )
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--jax-precision (for 'cpu') needs each backend in its own worker*"]
+    )
