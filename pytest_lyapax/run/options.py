@@ -489,7 +489,12 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         if precision_text is None:
             precision_text = str(config.getini("jax_precision") or "").strip() or None
             where = "jax_precision (ini)"
-        backends = precision.add_precisions(precision_text, backends, where)
+        backends = precision.add_precisions(
+            precision_text,
+            backends,
+            where,
+            env_wins=where != precision.PRECISION_OPTION,
+        )
         counts_text = config.getoption("jax_devices")
         where = devices.DEVICES_OPTION
         if counts_text is None:

@@ -102,10 +102,17 @@ def _check_platform(backend: Backend, dtype: str, where: str, text: str) -> None
 
 
 def add_precisions(
-    text: str | None, backends: Sequence[Backend], where: str = PRECISION_OPTION
+    text: str | None,
+    backends: Sequence[Backend],
+    where: str = PRECISION_OPTION,
+    env_wins: bool = False,
 ) -> tuple[Backend, ...]:
     """Each backend with its dtype set (``JAX_ENABLE_X64`` among its
-    variables), and a twin label after it for each further dtype."""
+    variables), and a twin label after it for each further dtype.
+
+    ``env_wins`` (the ini's default, not the command line): a label whose
+    own variables (``--jax-backend-env``) set ``JAX_ENABLE_X64`` keeps them.
+    """
     if text is None:
         return tuple(backends)
     asked = parse_precision(text, backends, where)
@@ -113,6 +120,8 @@ def add_precisions(
     out: list[Backend] = []
     for b in backends:
         dtypes = asked.get(b.label, ())
+        if env_wins and X64_ENV in dict(b.env):
+            dtypes = ()
         for i, dtype in enumerate(dtypes):
             _check_platform(b, dtype, where, text)
             label = b.label if i == 0 else twin_label(b.label, dtype)

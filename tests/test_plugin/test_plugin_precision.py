@@ -348,3 +348,12 @@ def test_without_worker_processes_a_precision_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(
         ["*--jax-precision (for 'cpu') needs each backend in its own worker*"]
     )
+
+
+def test_the_ini_default_yields_to_a_label_s_own_x64_variable():
+    own = (Backend("cpu", "cpu"), Backend("tpu", "tpu", env=(("JAX_ENABLE_X64", "1"),)))
+    kept = add_precisions("native", own, "jax_precision (ini)", env_wins=True)
+    assert [(b.label, b.precision, b.env) for b in kept] == [
+        ("cpu", "float64", (("JAX_ENABLE_X64", "1"),)),
+        ("tpu", "", (("JAX_ENABLE_X64", "1"),)),
+    ]
