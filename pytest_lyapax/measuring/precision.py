@@ -5,6 +5,7 @@ it (the ``jax_precision`` and ``jax_tolerance`` fixtures,
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_lyapax.report.precision import (
     DEFAULT_MATMUL,
@@ -14,14 +15,19 @@ from pytest_lyapax.report.precision import (
 )
 
 
+def _flag(jax: Any, name: str) -> Any:
+    # jax.config declares its flags at run time: none is typed for mypy.
+    return getattr(jax.config, name)
+
+
 def in_force() -> Precision:
     """dtype (x64 on or off), ``jax_default_matmul_precision`` and platform
     of this process's JAX (starts its backend)."""
     import jax
 
-    matmul = jax.config.jax_default_matmul_precision
+    matmul = _flag(jax, "jax_default_matmul_precision")
     return Precision(
-        FLOAT64 if jax.config.jax_enable_x64 else FLOAT32,
+        FLOAT64 if _flag(jax, "jax_enable_x64") else FLOAT32,
         str(matmul).lower() if matmul else DEFAULT_MATMUL,
         jax.default_backend(),
     )
