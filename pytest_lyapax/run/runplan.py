@@ -334,20 +334,18 @@ def _refuse_without_workers(settings: Settings, reason: str) -> None:
     process of its own, in a run that has none (``reason``: why)."""
     backends = settings.backends
     split = [b.devices for b in backends if b.devices]
-    variants = [b.label for b in backends if b.env]
-    precisions = [b.label for b in backends if b.precision]
+    # A precision alone (--jax-precision) is set in this process instead
+    # (session.mark_inprocess_states): x64 is a flag JAX reads at any time.
+    variants = [
+        b.label
+        for b in backends
+        if any(not (b.precision and k == precision.X64_ENV) for k, _ in b.env)
+    ]
     reruns = [b.rerun_of for b in backends if b.rerun_of]
     # A variant's variables could not be set before this process's JAX
     # started, as each label's worker's are.
     needs = (
         (split, lambda: f"{devices.DEVICES_OPTION}={split[0]} needs each device count"),
-        (
-            precisions,
-            lambda: (
-                f"{precision.PRECISION_OPTION} (for {precisions[0]!r}) needs "
-                "each backend"
-            ),
-        ),
         (
             variants,
             lambda: f"--jax-backend-env (for {variants[0]!r}) needs each backend",

@@ -339,15 +339,20 @@ def test_a_platform_that_computes_in_another_dtype_refuses_the_precision():
     assert why is not None and why.startswith("--jax-precision: 'cpu' asked float64")
 
 
-def test_without_worker_processes_a_precision_is_a_usage_error(pytester):
-    pytester.makepyfile("def test_x():\n    pass\n")
+def test_without_worker_processes_the_label_s_precision_is_set_in_process(pytester):
+    pytester.makepyfile(
+        """
+        import jax.numpy as jnp
+
+        def test_x(jax_backend, jax_precision):
+            assert jax_precision == "float64"
+            assert jnp.ones(2).dtype == jnp.float64
+        """
+    )
     result = pytester.runpytest_subprocess(
-        "-p", "no:xdist", "--jax-backend=cpu", "--jax-precision=float32"
+        "-p", "no:xdist", "--jax-backend=cpu", "--jax-precision=float64"
     )
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        ["*--jax-precision (for 'cpu') needs each backend in its own worker*"]
-    )
+    result.assert_outcomes(passed=1)
 
 
 def test_the_ini_default_yields_to_a_label_s_own_x64_variable():
