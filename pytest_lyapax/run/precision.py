@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.backends.labels import Backend
+from pytest_lyapax.backends.labels import LABEL_ALIASES, Backend
 from pytest_lyapax.report.precision import (
     DTYPES,
     EMULATED_FLOAT64,
@@ -63,6 +63,7 @@ def parse_precision(
     for entry in entries:
         label, colon, value = entry.rpartition(":")
         value, label = value.strip(), label.strip()
+        label = LABEL_ALIASES.get(label, label)  # cuda:float32 is gpu's
         if value not in _VALUES:
             raise _usage(where, text, f"{value!r} is not a precision")
         if colon and label not in labels:

@@ -32,6 +32,8 @@ def test_one_value_sets_every_label_and_a_label_prefix_one():
         ("cpu", "float32", "0"),
         ("cpu2", "float32", "0"),
     ]
+    gpu = add_precisions("cuda:float32", (Backend("gpu", "cuda"),))
+    assert gpu[0].precision == "float32"
     one = add_precisions("cpu2:float32", CPUS)
     assert [(b.label, b.precision, b.env) for b in one] == [
         ("cpu", "", ()),
