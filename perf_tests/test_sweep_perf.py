@@ -6,11 +6,11 @@ size a GPU pays off for sweeps. One call of sweep_lyapunov_spectrum is timed
 per round; the result is checked against the Lorenz sum rule, so a fast but
 wrong computation cannot pass.
 
-Its roofline says "not available": ``sweep_lyapunov_spectrum`` is a host-side
-driver (chunking, progress, checkpoints) that refuses traced inputs, so it
-cannot be wrapped in ``jax.jit`` without timing another program than the one
-users call, and the plugin's ``jax.jit`` lowering of the closure fails with
-the reason it records.
+``sweep_lyapunov_spectrum`` is a host-side driver (chunking, progress,
+checkpoints) that refuses traced inputs, so it cannot be wrapped in
+``jax.jit`` without timing another program than the one users call; its
+counters and roofline are the sum of the programs its first call compiled
+(``extra_info["roofline"]["programs_note"]``).
 """
 
 import jax.numpy as jnp
@@ -29,7 +29,7 @@ def lorenz_step(x, rho):
 
 
 @pytest.mark.jax_sizes(1, 16, 128, 1024, label="sweep batch size (Lorenz systems)")
-def test_lorenz_rho_sweep(benchmark, jax_backend, jax_size):
+def test_lorenz_rho_sweep(benchmark, jax_backend, jax_size, jax_tolerance):
     rhos = jnp.linspace(20.0, 30.0, jax_size)
     x0 = jnp.array([1.0, 1.0, 20.0])
 
@@ -42,4 +42,5 @@ def test_lorenz_rho_sweep(benchmark, jax_backend, jax_size):
     assert exponents.shape == (jax_size, 3)
     # Every row contracts volume at the constant rate sigma + 1 + beta.
     sums = exponents.sum(axis=1)
-    assert float(jnp.max(jnp.abs(sums + (SIGMA + 1 + BETA)))) < 1e-3
+    bound = max(1e-3, 100 * jax_tolerance.atol)  # RK4, or the precision's rounding
+    assert float(jnp.max(jnp.abs(sums + (SIGMA + 1 + BETA)))) < bound

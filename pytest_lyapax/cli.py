@@ -107,6 +107,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 
 
 def _legends(merged: Merged) -> list[Any]:
+    from pytest_lyapax.report.precision import backend_precision
     from pytest_lyapax.views.figure import BackendLegend
 
     return [
@@ -115,6 +116,7 @@ def _legends(merged: Merged) -> list[Any]:
             str(b.get("status", "ok")),
             b.get("device") if isinstance(b.get("device"), str) else None,
             str(b.get("reason") or ""),
+            backend_precision(b),
         )
         for b in merged.backends
     ]

@@ -166,6 +166,25 @@ def jax_results(request: pytest.FixtureRequest) -> ResultsRecorder:
 
 
 @pytest.fixture
+def jax_precision() -> str:
+    """The float dtype this test's JAX computes in: ``"float64"`` (x64 on)
+    or ``"float32"``; set per backend by ``--jax-precision``."""
+    from pytest_lyapax.measuring.precision import in_force
+
+    return in_force().dtype
+
+
+@pytest.fixture
+def jax_tolerance() -> Any:
+    """``rtol`` and ``atol`` fitting this backend's effective precision (its
+    dtype and the matmul precision in force: a TPU's default float32 matmul
+    passes are bfloat16), also ``eps``, ``dtype``, ``matmul``, ``effective``."""
+    from pytest_lyapax.measuring.precision import JaxTolerance, in_force
+
+    return JaxTolerance.of(in_force())
+
+
+@pytest.fixture
 def jax_mesh(request: pytest.FixtureRequest) -> Any:
     """A 1-D ``jax.sharding.Mesh`` (axis ``"devices"``) of this worker's
     device count (``@pytest.mark.jax_devices``, ``--jax-devices``); without

@@ -30,6 +30,19 @@ INFO_MARK = "PYTEST_LYAPAX_HOST "
 HOST_INFO_FLAG = "--host-info"
 
 
+def _precision(jax: Any) -> dict[str, str]:
+    """The dtype (x64 on or off) and matmul precision in force.  jax.config
+    declares its flags at run time: none is typed for mypy."""
+    x64, matmul = (
+        getattr(jax.config, name)
+        for name in ("jax_enable_x64", "jax_default_matmul_precision")
+    )
+    return {
+        "dtype": "float64" if x64 else "float32",
+        "matmul": str(matmul or "default").lower(),
+    }
+
+
 def probe_jax() -> dict[str, Any]:
     """Run a small JAX computation; what ran where, or what it raised."""
     out: dict[str, Any] = {}
@@ -48,6 +61,7 @@ def probe_jax() -> dict[str, Any]:
             backend=jax.default_backend(),
             device=device.device_kind,
             device_count=jax.device_count(),
+            precision=_precision(jax),
         )
     except BaseException as exc:  # noqa: BLE001 - every failure is the answer
         out.update(ok=False, error_type=type(exc).__name__, error=str(exc))

@@ -136,6 +136,9 @@ class Backend:
     # devices its jax_mesh holds (0: not a device-count worker).
     devices_of: str = ""
     devices: int = 0
+    # The float dtype asked of this label (--jax-precision; "": JAX's own
+    # default), set through JAX_ENABLE_X64 among its variables.
+    precision: str = ""
 
     @property
     def env_text(self) -> str:

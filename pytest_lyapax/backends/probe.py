@@ -102,7 +102,8 @@ def interpret(
         return ProbeResult(
             UNAVAILABLE, reason, {"jax_version": payload.get("jax_version")}
         )
-    info = {k: payload.get(k) for k in ("device", "device_count", "jax_version")}
+    keys = ("device", "device_count", "jax_version", "precision")
+    info = {k: payload.get(k) for k in keys}
     info["jax_backend"] = payload["backend"]
     if payload["backend"] != backend.expected:
         first = backend.platform.split(",")[0]

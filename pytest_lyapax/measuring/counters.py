@@ -5,7 +5,10 @@ programs fix, whatever else the machine is doing:
 
 ``flops``, ``bytes``  XLA's cost analysis of the compiled program (the
                       ``roofline`` entry's numbers, loop bodies counted once
-                      per trip where XLA knows the trip counts).
+                      per trip where XLA knows the trip counts); for a
+                      host-side driver that ``jax.jit`` cannot trace, the
+                      sum of the programs its first call compiled, each
+                      counted once (``roofline.programs_note``).
 ``temp_bytes``        XLA's memory analysis: the program's temporary bytes
 (``argument_bytes``,  (and its argument and output bytes); only for a
 ``output_bytes``)     callable that has ``.lower`` (``jax.jit``), whose

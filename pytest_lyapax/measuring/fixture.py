@@ -32,17 +32,19 @@ by ``tests/test_plugin``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
 
 from pytest_lyapax.measuring import counters, measure, roofline
 from pytest_lyapax.measuring.agreement import BENCHMARK_RESULT_ATTR
+from pytest_lyapax.measuring.precision import in_force
 from pytest_lyapax.measuring.rounds import RoundsWatch
 
 _EXTRAS_ATTR = "_pytest_lyapax_extras"
@@ -146,13 +148,19 @@ def _warm_up(
     _record_peaks(fixture)
     start = time.perf_counter()
     launches = counters.LaunchCount()
-    warmup, compiled = measure.warm_up(
-        function, blocking, args, kwargs, launches.tracing
-    )
+    programs: list[Any] = []  # what a host-side driver's first call compiled
+
+    @contextlib.contextmanager
+    def watched() -> Iterator[None]:
+        with launches.tracing(), roofline.programs_compiled(programs):
+            yield
+
+    warmup, compiled = measure.warm_up(function, blocking, args, kwargs, watched)
     info["first_call_s"] = time.perf_counter() - start
     info["warmup"] = warmup
     info["memory"] = measure.memory(compiled)
-    info["roofline"] = roofline.cost_of_call(function, compiled, args, kwargs)
+    info["roofline"] = roofline.cost_of_call(function, compiled, args, kwargs, programs)
+    del programs[:]
     info["counters"] = counters.counters(
         info["roofline"],
         info["memory"],
@@ -393,6 +401,7 @@ def instrument(
     if env:
         info.setdefault("backend_env", dict(env))
     info.update({k: v for k, v in describe().items() if k not in info})
+    info.setdefault("precision", in_force().to_json())
     info.setdefault("size", params.get("jax_size"))
     if marker is not None and marker.kwargs.get("label"):
         info.setdefault("size_label", str(marker.kwargs["label"]))

@@ -38,11 +38,12 @@ Nothing here imports JAX at module level.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 SOURCE = "xla cost analysis"
@@ -219,15 +220,86 @@ def cost_of_compiled(compiled: Any) -> dict[str, Any]:
     return entry
 
 
+class _Program:
+    """A compiled XLA executable seen as a ``jax.stages.Compiled`` (its cost
+    analysis and HLO text), for :func:`cost_of_compiled`."""
+
+    def __init__(self, executable: Any) -> None:
+        self.executable = executable
+
+    def cost_analysis(self) -> Any:
+        return self.executable.cost_analysis()
+
+    def as_text(self) -> str:
+        return str(self.executable.get_hlo_text())
+
+
+@contextlib.contextmanager
+def programs_compiled(into: list[Any]) -> Iterator[None]:
+    """Collect into ``into`` the executables JAX compiles (or loads from its
+    persistent cache) inside the block: the programs a host-side driver
+    (a callable ``jax.jit`` cannot trace) launches.  JAX has no public hook
+    for them; its compiler's ``compile_or_get_cached`` is wrapped for the
+    block, and where that is missing nothing is collected."""
+    try:
+        from jax._src import compiler
+    except ImportError:
+        yield
+        return
+    original = getattr(compiler, "compile_or_get_cached", None)
+    if original is None:
+        yield
+        return
+
+    def collect(*args: Any, **kwargs: Any) -> Any:
+        executable = original(*args, **kwargs)
+        into.append(executable)
+        return executable
+
+    compiler.compile_or_get_cached = collect
+    try:
+        yield
+    finally:
+        compiler.compile_or_get_cached = original
+
+
+def cost_of_programs(programs: Sequence[Any], why: str) -> dict[str, Any]:
+    """The work entry of a call made of several programs (``programs``:
+    executables collected by :func:`programs_compiled`): their costs summed,
+    each program counted once; ``why``: why the call is not one program."""
+    entries = [cost_of_compiled(_Program(p)) for p in programs]
+    known = [e for e in entries if e.get("source") == SOURCE]
+    if not known:
+        return not_available(f"{why}; and no program it compiled has a cost analysis")
+    entry: dict[str, Any] = {
+        "source": SOURCE,
+        "flops": sum(e["flops"] for e in known),
+        "transcendentals": sum(e["transcendentals"] for e in known),
+        "bytes": sum(e["bytes"] for e in known),
+        "loop_scaled": all(e.get("loop_scaled") for e in known),
+        "programs": len(programs),
+        "programs_note": (
+            f"the sum of the {len(programs)} program(s) its first call compiled, "
+            f"each counted once ({why})"
+        ),
+    }
+    notes = [e["loop_note"] for e in known if e.get("loop_note")]
+    if notes:
+        entry["loop_note"] = notes[0]
+    return entry
+
+
 def cost_of_call(
     function: Callable[..., Any],
     compiled: Any,
     args: Sequence[Any],
     kwargs: Mapping[str, Any],
+    programs: Sequence[Any] = (),
 ) -> dict[str, Any]:
     """The work entry of ``function(*args, **kwargs)``: from ``compiled`` (its
     warm-up's program) when given, else from ``jax.jit(function)`` lowered and
-    compiled here (untimed)."""
+    compiled here (untimed), else, for a host-side driver that ``jax.jit``
+    cannot trace, from the ``programs`` its first call compiled."""
     if compiled is not None:
         return cost_of_compiled(compiled)
     import jax
@@ -236,10 +308,10 @@ def cost_of_call(
         compiled = jax.jit(function).lower(*args, **kwargs).compile()
     except Exception as exc:  # noqa: BLE001 - not traceable: say so
         first = (str(exc).strip().splitlines() or [""])[0][:200]
-        return not_available(
-            f"the callable cannot be lowered with jax.jit: {type(exc).__name__}: "
-            f"{first}"
-        )
+        why = f"the callable cannot be lowered with jax.jit: {type(exc).__name__}"
+        if programs:
+            return cost_of_programs(programs, why)
+        return not_available(f"{why}: {first}")
     return cost_of_compiled(compiled)
 
 

@@ -15,13 +15,17 @@ Rules (documented in ``docs/pytest_lyapax.md``):
   then compared with the narrower dtype's tolerance;
 * integers and booleans must be equal; floating leaves agree where
   ``|a - r| <= atol + rtol * |r|`` (``r`` the reference), with ``rtol`` and
-  ``atol`` from ``@pytest.mark.jax_agree`` or the default of the dtype
-  (:data:`DEFAULT_TOLERANCES`); complex leaves compare their real and
-  imaginary parts with the tolerance of their component dtype;
+  ``atol`` from ``@pytest.mark.jax_agree``, else the rounding of the lower
+  effective precision of the two labels (dtype and matmul precision,
+  :mod:`pytest_lyapax.report.precision`) or of the leaf's dtype
+  (:data:`DEFAULT_TOLERANCES`), whichever is wider; complex leaves compare
+  their real and imaginary parts with the tolerance of their component dtype;
 * a leaf recorded with ``stderr`` (a statistical estimate) agrees where
-  ``|a - r| <= z * sqrt(sa**2 + sr**2)`` (``z`` default :data:`DEFAULT_Z`),
-  or within the dtype tolerance when that is wider (so two identical
-  estimates with a zero error bar agree);
+  ``|a - r| <= z * sqrt(sa**2 + sr**2) + atol + rtol * |r|`` (``z`` default
+  :data:`DEFAULT_Z`): its error bar plus that rounding;
+* a benchmark's return value (no stderr) of two labels of different
+  effective precision is not compared: the difference cannot tell a bug from
+  rounding amplified by the computation (a chaotic run);
 * the same non-finite value at the same place (NaN and NaN, inf and inf)
   agrees; a non-finite value on one side only never does;
 * a name recorded on one backend and not on the other is a disagreement.
@@ -35,6 +39,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pytest_lyapax.report.precision import Precision, lower
 
 # dtype name -> (rtol, atol).  Chosen for results computed by the same code
 # on two backends: a few thousand ulps of float64 (reductions summed in
@@ -229,11 +235,14 @@ def compare_leaf(
     tolerance: Tolerance,
     load: Loader | None = None,
     widths_may_differ: bool = False,
+    precision: Precision | None = None,
 ) -> LeafVerdict:
     """One leaf of ``other`` against the same leaf of the reference.
 
     ``widths_may_differ`` (two precision variants): float32 against float64
     is no mismatch; the values are compared with the narrower's tolerance.
+    ``precision``: the lower effective precision of the two labels (None:
+    unknown, the dtype's tolerance alone).
     """
     import numpy as np
 
@@ -255,7 +264,26 @@ def compare_leaf(
     if a is None or r is None:
         return _compare_by_summary(verdict, ref, other)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        return _compare_arrays(verdict, a, r, other, ref, tolerance)
+        return _compare_arrays(verdict, a, r, other, ref, tolerance, precision)
+
+
+def _limits(
+    tolerance: Tolerance, dtype: str, precision: Precision | None
+) -> tuple[float, float, str] | None:
+    """``(rtol, atol, rule)`` for a leaf: the marker's, else the wider of
+    the dtype's default and the lower label precision's rounding; None:
+    must be exact (integers, booleans)."""
+    limits = tolerance.for_dtype(dtype)
+    if limits is None:
+        return None
+    rtol, atol = limits
+    if tolerance.rtol is not None or tolerance.atol is not None:
+        return rtol, atol, f"jax_agree rtol {rtol:g}, atol {atol:g}"
+    name = _COMPONENT.get(dtype, dtype)
+    if precision is not None and precision.rtol > rtol:
+        rtol, atol = precision.rtol, max(atol, precision.atol)
+        name = precision.effective
+    return rtol, atol, f"rounding of {name} (rtol {rtol:g}, atol {atol:g})"
 
 
 def _compare_arrays(
@@ -265,29 +293,30 @@ def _compare_arrays(
     other: Mapping[str, Any],
     ref: Mapping[str, Any],
     tolerance: Tolerance,
+    precision: Precision | None = None,
 ) -> LeafVerdict:
     """The values of two leaves of equal shape and dtype (``a``: this backend's)."""
     import numpy as np
 
     shape, dtype = verdict.shape, verdict.dtype
-    limits = tolerance.for_dtype(dtype)
+    limits = _limits(tolerance, dtype, precision)
     diff = np.abs(a - r) if a.dtype.kind in "fc" else np.abs(a.astype(float) - r)
     rel = np.where(r != 0, diff / np.abs(r), np.where(diff == 0, 0.0, np.inf))
     if limits is None:
         allowed = np.zeros(diff.shape)
         verdict.tolerance = "exact"
     else:
-        rtol, atol = limits
+        rtol, atol, rule = limits
         allowed = atol + rtol * np.abs(r)
-        verdict.tolerance = f"rtol {rtol:g}, atol {atol:g}"
+        verdict.tolerance = rule
     sa, sr = other.get("stderr"), ref.get("stderr")
     if sa is not None or sr is not None:
         sigma = np.hypot(
             np.broadcast_to(np.asarray(sa if sa is not None else 0.0, float), r.shape),
             np.broadcast_to(np.asarray(sr if sr is not None else 0.0, float), r.shape),
         )
-        allowed = np.maximum(allowed, tolerance.z * sigma)
-        verdict.tolerance = f"z {tolerance.z:g} x stderr, or {verdict.tolerance}"
+        allowed = allowed + tolerance.z * sigma
+        verdict.tolerance = f"z {tolerance.z:g} x stderr + {verdict.tolerance}"
     finite_a, finite_r = np.isfinite(a), np.isfinite(r)
     same_special = ~finite_a & ~finite_r & ((a == r) | (np.isnan(a) & np.isnan(r)))
     one_sided = finite_a != finite_r
@@ -343,6 +372,17 @@ class NameVerdict:
     kind: str
     leaves: list[LeafVerdict]
     problem: str = ""  # a disagreement of the whole name (missing, structure)
+    not_compared: str = ""  # why the name was not judged ("": it was)
+
+    @property
+    def rule(self) -> str:
+        """The rule that judged the name: its leaves' (the first
+        disagreeing leaf's when they differ), or why it was not compared."""
+        if self.not_compared:
+            return self.not_compared
+        bad = [leaf for leaf in self.leaves if not leaf.ok]
+        rules = [leaf.tolerance for leaf in bad or self.leaves if leaf.tolerance]
+        return rules[0] if rules else ""
 
     @property
     def ok(self) -> bool:
@@ -355,6 +395,8 @@ class NameVerdict:
             "kind": self.kind,
             "agree": self.ok,
             "problem": self.problem,
+            "compared": not self.not_compared,
+            "rule": self.rule,
             "max_abs": max((leaf.max_abs or 0.0 for leaf in worst), default=None),
             "max_rel": max((leaf.max_rel or 0.0 for leaf in worst), default=None),
             "leaves": [leaf.to_json() for leaf in self.leaves if not leaf.ok],
@@ -367,9 +409,25 @@ def compare_entries(
     tolerance: Tolerance,
     load: Loader | None = None,
     widths_may_differ: bool = False,
+    precisions: tuple[Precision | None, Precision | None] = (None, None),
 ) -> list[NameVerdict]:
     """Every name recorded on either side, in the reference's order
-    (``widths_may_differ``: see :func:`compare_leaf`)."""
+    (``widths_may_differ``: see :func:`compare_leaf`; ``precisions``: the
+    reference's and this label's, None where unknown)."""
+    ref_p, other_p = precisions
+    low = lower(ref_p, other_p)
+    apart = ""
+    if (
+        ref_p is not None
+        and other_p is not None
+        and ref_p.effective != other_p.effective
+    ):
+        widths_may_differ = True
+        apart = (
+            f"not compared: {other_p.text} against the reference's {ref_p.text}, "
+            "and a benchmark's return value has no stderr (record it with "
+            "jax_results.record(name, value, stderr=...) to compare it)"
+        )
     ref_by = {e["name"]: e for e in reference}
     other_by = {e["name"]: e for e in other}
     out = []
@@ -392,12 +450,19 @@ def compare_entries(
                 )
             )
             continue
+        if apart and kind == BENCHMARK and not _has_stderr(r, a):
+            out.append(NameVerdict(name, kind, [], not_compared=apart))
+            continue
         leaves = [
-            compare_leaf(name, rl, al, tolerance, load, widths_may_differ)
+            compare_leaf(name, rl, al, tolerance, load, widths_may_differ, low)
             for rl, al in zip(r["leaves"], a["leaves"], strict=True)
         ]
         out.append(NameVerdict(name, kind, leaves))
     return out
+
+
+def _has_stderr(*entries: Mapping[str, Any]) -> bool:
+    return any(leaf.get("stderr") is not None for e in entries for leaf in e["leaves"])
 
 
 def identical_entries(

@@ -147,8 +147,16 @@ class ComparisonResult:
         }
 
 
-def _match_key(sid: SeriesId, size: int | None) -> tuple[str, str, int | None]:
-    return (sid.benchmark, sid.backend or "", size)
+MatchKey = tuple[str, str, str, int | None]
+
+
+def _match_key(
+    sid: SeriesId, size: int | None, precision: str | None = None
+) -> MatchKey:
+    """Benchmark, backend, precision and size: two precisions of one label
+    never match (a saved record without a precision matches any)."""
+    p = sid.precision if precision is None else precision
+    return (sid.benchmark, sid.backend or "", p, size)
 
 
 def compare_runs(
@@ -158,15 +166,16 @@ def compare_runs(
     machine_info: Mapping[str, Any] | None = None,
 ) -> ComparisonResult:
     """Match this run's records with a saved run by identity (benchmark,
-    backend, size; :func:`~pytest_lyapax.report.identity.series_id`), compare the
-    fields the gates name (median if none), run the noise test on each pair
-    and record, per backend, the machine of both runs.
+    backend, precision, size;
+    :func:`~pytest_lyapax.report.identity.series_id`), compare the fields
+    the gates name (median if none), run the noise test on each pair and
+    record, per backend, the machine of both runs.
 
     ``machine_info`` describes this run's machine (a report's own is used
     for ``saved``).
     """
     saved_info = saved.get("machine_info")
-    old: dict[tuple[str, str, int | None], tuple[SeriesId, Mapping[str, Any]]] = {}
+    old: dict[MatchKey, tuple[SeriesId, Mapping[str, Any]]] = {}
     for bench in saved.get("benchmarks", []):
         sid = series_id(bench, saved_info)
         old.setdefault(_match_key(sid, record_size(bench)), (sid, bench))
@@ -178,6 +187,8 @@ def compare_runs(
     for record in records:
         sid = series_id(record, machine_info)
         key = _match_key(sid, record_size(record))
+        if key not in old:
+            key = _match_key(sid, record_size(record), "")
         seen.add(key)
         entry = old.get(key)
         if entry is None or any(f not in entry[1].get("stats", {}) for f in fields):

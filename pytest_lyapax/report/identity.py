@@ -10,6 +10,9 @@ of a *series*.  :func:`series_id` names that series:
 - ``backend``: the backend label it ran on (``cpu``, ``gpu``, ``cpu2``);
 - ``env``: the variables that label set (``--jax-backend-env``), so that two
   execution variants of one label (float32 and float64, say) never merge;
+- ``precision``: the dtype (and matmul precision, when set) the record was
+  computed in (``extra_info["precision"]``), so two precisions of one label,
+  in one run or in two runs compared, never merge;
 - ``machine``: host and CPU model (from ``machine_info``), device kind and
   jax/jaxlib versions (recorded per benchmark by the worker that ran it).
 
@@ -24,6 +27,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
+
+from pytest_lyapax.report.precision import record_precision
 
 # Parameters the plugin adds itself; every other parameter makes its own series.
 PLUGIN_PARAMS = ("jax_backend", "jax_size")
@@ -82,6 +87,7 @@ class SeriesId:
     machine: Machine
     label: str | None = None  # the series label shown (merged: "cpu @ server")
     env: str = ""  # the label's own variables (--jax-backend-env), "A=1 B=2"
+    precision: str = ""  # "float32", "float32/highest" ("": not recorded)
 
     @property
     def benchmark(self) -> str:
@@ -99,7 +105,7 @@ class SeriesId:
         host, CPU and device (versions are not part of it: a jax upgrade on
         the same machine is a step in one series, not a new series)."""
         where = () if join_machines else self.machine.place
-        return (self.benchmark, self.backend or "", self.env, *where)
+        return (self.benchmark, self.backend or "", self.env, self.precision, *where)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -107,6 +113,7 @@ class SeriesId:
             "params": self.params,
             "backend": self.backend,
             **({"env": self.env} if self.env else {}),
+            **({"precision": self.precision} if self.precision else {}),
             "machine": self.machine.to_json(),
         }
 
@@ -220,6 +227,7 @@ def series_id(
         machine_of(record, machine_info),
         label,
         backend_env(record),
+        record_precision(record),
     )
 
 

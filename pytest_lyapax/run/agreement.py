@@ -28,6 +28,7 @@ import pytest
 # The recorder of results in the workers and the comparison in the controller.
 from pytest_lyapax.measuring import agreement as recorder
 from pytest_lyapax.report import agreement as comparison
+from pytest_lyapax.report.precision import Precision
 from pytest_lyapax.run.items import LABEL_ATTR
 from pytest_lyapax.run.options import Settings
 from pytest_lyapax.run.session import CONTROLLER, LyapaxSession
@@ -225,6 +226,13 @@ class AgreeController:
             }
         )
 
+    def _precision(self, label: str) -> Precision | None:
+        """The label's precision as its probe found it (None: unknown)."""
+        state = self.session.states.get(label)
+        if state is None:
+            return None
+        return Precision.from_json(state.info.get("precision"), state.backend.expected)
+
     def _compare(self, key: str, label: str, report: pytest.TestReport | None) -> None:
         reference = self._reference(label)
         ref, other = self.seen[key][reference], self.seen[key][label]
@@ -241,6 +249,7 @@ class AgreeController:
                 self.session.backend(reference).env,
                 self.session.backend(label).env,
             ),
+            precisions=(self._precision(reference), self._precision(label)),
         )
         failing = [
             v

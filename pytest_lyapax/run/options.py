@@ -30,7 +30,7 @@ from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import CompareThreshold, parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
-from pytest_lyapax.run import devices
+from pytest_lyapax.run import devices, precision
 from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
 RESULTS_DIR = "results"  # under the report directory: recorded results' files
@@ -387,6 +387,7 @@ NEED_BACKEND = {
     "jax_rerun": RERUN_OPTION,
     "jax_ab": AB_OPTION,
     "jax_devices": devices.DEVICES_OPTION,
+    "jax_precision": precision.PRECISION_OPTION,
 }
 
 
@@ -494,6 +495,17 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         env_lines = list(config.getini("jax_backend_env") or [])
         env_lines += config.getoption("jax_backend_env") or []
         backends = parse_backend_envs(env_lines, backends)
+        precision_text = config.getoption("jax_precision")
+        where = precision.PRECISION_OPTION
+        if precision_text is None:
+            precision_text = str(config.getini("jax_precision") or "").strip() or None
+            where = "jax_precision (ini)"
+        backends = precision.add_precisions(
+            precision_text,
+            backends,
+            where,
+            env_wins=where != precision.PRECISION_OPTION,
+        )
         counts_text = config.getoption("jax_devices")
         where = devices.DEVICES_OPTION
         if counts_text is None:

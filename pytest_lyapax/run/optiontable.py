@@ -133,6 +133,16 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         metavar="LIST",
     ),
     Option(
+        "--jax-precision",
+        "Float dtype of each backend's worker, set before JAX starts: "
+        "float32 (every label), tpu:float32 (one label), native (float64 "
+        "where the platform has it natively, float32 on a TPU) or "
+        "float64,float32 (every label at both: twin labels LABEL_float32); "
+        "recorded with the matmul precision in extra_info['precision']. "
+        "Ini: jax_precision.",
+        metavar="LIST",
+    ),
+    Option(
         "--jax-sizes",
         "Comma-separated problem sizes replacing the defaults of every test "
         "that uses the jax_size fixture.",
@@ -292,6 +302,7 @@ INI_KEYS: tuple[IniKey, ...] = (
         type="linelist",
     ),
     IniKey("jax_devices", "Device counts, e.g. 1,2,4 (see --jax-devices)."),
+    IniKey("jax_precision", "Precisions, e.g. native (see --jax-precision)."),
     IniKey(
         "jax_compile_cache",
         "Compile cache folder, relative to the ini file, or none "

@@ -19,7 +19,7 @@ from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks, compilecache
-from pytest_lyapax.run import ab, agreement, devices, remote, roles
+from pytest_lyapax.run import ab, agreement, devices, precision, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -176,6 +176,9 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
             missing = devices.missing_devices(state.backend, result.info)
             if result.status in RUNNABLE and missing:
                 state.status, state.reason = UNAVAILABLE, missing
+            refusal = precision.refused(state.backend, result.info)
+            if result.status in RUNNABLE and refusal:
+                raise pytest.UsageError(refusal)
         check_required(session)
         order = [label for label, state in states.items() if state.runnable]
         if order:
@@ -332,7 +335,13 @@ def _refuse_without_workers(settings: Settings, reason: str) -> None:
     process of its own, in a run that has none (``reason``: why)."""
     backends = settings.backends
     split = [b.devices for b in backends if b.devices]
-    variants = [b.label for b in backends if b.env]
+    # A precision alone (--jax-precision) is set in this process instead
+    # (session.mark_inprocess_states): x64 is a flag JAX reads at any time.
+    variants = [
+        b.label
+        for b in backends
+        if any(not (b.precision and k == precision.X64_ENV) for k, _ in b.env)
+    ]
     reruns = [b.rerun_of for b in backends if b.rerun_of]
     # A variant's variables could not be set before this process's JAX
     # started, as each label's worker's are.

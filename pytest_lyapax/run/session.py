@@ -61,6 +61,13 @@ class BackendState:
             "platform": self.backend.platform,
             **({"env": dict(self.backend.env)} if self.backend.env else {}),
             **({"rerun_of": self.backend.rerun_of} if self.backend.rerun_of else {}),
+            # What --jax-precision asked; "precision" (from the probe's info,
+            # below) is what the label computes in: {"dtype", "matmul"}.
+            **(
+                {"precision_asked": self.backend.precision}
+                if self.backend.precision
+                else {}
+            ),
             **({"ab_of": self.backend.ab_of} if self.backend.ab_of else {}),
             **(
                 {
@@ -252,6 +259,13 @@ def mark_inprocess_states(session: LyapaxSession, why_no_xdist: str) -> None:
     """Record which backend an in-process run covers and why the others do not run."""
     label, described = detect_process_label(session)
     session.own_label = label
+    if label is not None and session.backend(label).precision:
+        # No worker to start with it: this process's JAX takes the label's
+        # dtype now, before any test computes (x64 is a global flag).
+        import jax
+
+        x64 = session.backend(label).precision == "float64"
+        jax.config.update("jax_enable_x64", x64)
     for state in session.states.values():
         if state.backend.label == label or state.status == UNAVAILABLE:
             continue

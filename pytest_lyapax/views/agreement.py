@@ -71,13 +71,30 @@ def failure_text(
     return "\n".join([head, *render_table(TABLE_HEADER, rows, ruled=False)])
 
 
-AGREEMENT_HEADER = ("test", "backend", "vs", "name", "verdict", "max abs", "max rel")
+AGREEMENT_HEADER = (
+    "test",
+    "backend",
+    "vs",
+    "name",
+    "verdict",
+    "max abs",
+    "max rel",
+    "rule",
+)
 
 
 def headline(entries: Sequence[Mapping[str, Any]]) -> str:
     """ "all agree" or how many of a report's comparisons disagree."""
     bad = [e for e in entries if not e.get("agree")]
     result = "all agree" if not bad else f"{len(bad)} disagree"
+    skipped = sum(
+        1
+        for e in entries
+        for n in (e.get("names") if isinstance(e.get("names"), list) else [])
+        if isinstance(n, Mapping) and n.get("compared") is False
+    )
+    if skipped:
+        result += f" ({skipped} value(s) not compared across precisions)"
     return f"{len(entries)} comparison(s) with the reference backend: {result}"
 
 
@@ -93,7 +110,13 @@ def agreement_rows(
             if not isinstance(n, Mapping) or (only_disagreeing and n.get("agree")):
                 continue
             verdict = (
-                "agree" if n.get("agree") else "FAIL" if e.get("failed") else "warn"
+                "not compared"
+                if n.get("compared") is False
+                else "agree"
+                if n.get("agree")
+                else "FAIL"
+                if e.get("failed")
+                else "warn"
             )
             problem = n.get("problem")
             rows.append(
@@ -105,6 +128,7 @@ def agreement_rows(
                     verdict + (f": {problem}" if problem else ""),
                     _g(n.get("max_abs")),
                     _g(n.get("max_rel")),
+                    str(n.get("rule") or "-"),
                 )
             )
     return rows

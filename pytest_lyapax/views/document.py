@@ -15,6 +15,7 @@ from pytest_lyapax.report import costmodel, details, roofline
 from pytest_lyapax.report import devices as devices_report
 from pytest_lyapax.report.compare import ComparisonResult
 from pytest_lyapax.report.identity import machine_of, record_label
+from pytest_lyapax.report.precision import backend_precision
 from pytest_lyapax.report.schema import REPORT_KEY
 from pytest_lyapax.report.series import (
     Point,
@@ -130,6 +131,7 @@ class ReportView:
                     status,
                     device if isinstance(device, str) else None,
                     str(b.get("reason") or ""),
+                    backend_precision(b),
                 )
             )
         return out

@@ -44,6 +44,7 @@ class BackendLegend:
     status: str
     device: str | None = None
     reason: str = ""
+    precision: str = ""  # "float32", "float64 (matmul highest)", ...
 
 
 def _short(text: str, width: int = 60, lines: int = 3) -> str:
@@ -149,7 +150,8 @@ def build_figure(
 
     handles = []
     for entry in legends:
-        device = f" ({entry.device})" if entry.device else ""
+        shown = ", ".join(t for t in (entry.device, entry.precision) if t)
+        device = f" ({shown})" if shown else ""
         status = "" if entry.status == "ok" else f" [{entry.status}]"
         (handle,) = axes[0].plot(
             [],

@@ -14,6 +14,7 @@ from pytest_lyapax.backends.labels import CRASHED, outcome_text
 from pytest_lyapax.report import busy, details
 from pytest_lyapax.report.compare import ComparisonResult
 from pytest_lyapax.report.gates import refusal
+from pytest_lyapax.report.precision import backend_precision
 from pytest_lyapax.views import tables
 from pytest_lyapax.views.document import Lines, ReportView, RunFacts, Section, Table
 
@@ -44,6 +45,7 @@ def backend_lines(view: ReportView) -> Section:
                 str(b["label"]),
                 environment,
                 str(b.get("status")),
+                backend_precision(b) or "-",
                 tests or "-",
                 str(b.get("n_benchmarks")),
                 device.strip(", ") or "-",
@@ -53,14 +55,15 @@ def backend_lines(view: ReportView) -> Section:
         "backend",
         "environment",
         "status",
+        "precision",
         "tests",
         "benchmarks",
         "device",
     )
     modes = details.rounds_modes(view.records)
     if modes:  # how the rounds were timed (--jax-sequential)
-        header = (*header[:5], "rounds", header[5])
-        rows = [(*row[:5], modes.get(row[0], "-"), row[5]) for row in rows]
+        header = (*header[:6], "rounds", header[6])
+        rows = [(*row[:6], modes.get(row[0], "-"), row[6]) for row in rows]
     reasons = tuple(
         f"{b['label']}: {b['reason']}" for b in view.backends if b.get("reason")
     )

@@ -334,7 +334,7 @@ def test_failure_shows_the_table(default_run):
     assert row.split()[:8] == ["x", "(root)", "(4,)", "0.003", "0.001", "(3,)", "3"] + [
         "3.003"
     ]
-    assert "rtol 1e-12, atol 1e-14" in row
+    assert "rounding of float64 (rtol 1e-12, atol 1e-14)" in row
 
 
 def test_agreement_section_of_the_report(default_run):
