@@ -177,3 +177,24 @@ def test_a_sweep_holds_openblas_to_one_thread_and_restores_it():
     assert np.all(np.isfinite(np.asarray(out.exponents)))
     assert counts and counts[-1] == [1] * len(controls)
     assert [get() for _, get in controls] == before
+
+
+def test_the_loaded_libraries_are_read_during_the_first_use_only(monkeypatch):
+    """Both reads of ``/proc/self/maps`` fall in the first use (start and
+    end, where it compiled), none at the start of the next run: the seed
+    page's timed second call paid ~1 ms for the second read."""
+    reads = []
+
+    def loaded():
+        reads.append(1)
+        return []
+
+    monkeypatch.setattr(blas_threads, "_loaded_openblas", loaded)
+    monkeypatch.setitem(blas_threads._state, "scans", 0)
+    monkeypatch.setitem(blas_threads._state, "controls", [])
+    with blas_threads.one_blas_thread():
+        assert len(reads) == 1
+    assert len(reads) == 2
+    with blas_threads.one_blas_thread():
+        pass
+    assert len(reads) == 2

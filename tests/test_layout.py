@@ -162,9 +162,33 @@ def _init_files() -> list[Path]:
     return sorted(ROOT.rglob("__init__.py"))
 
 
+def _type_checking_block(node: ast.stmt) -> bool:
+    """``if TYPE_CHECKING:`` holding imports only (what a lazy package
+    re-exports, for static type checkers)."""
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        and not node.orelse
+        and all(isinstance(n, ast.Import | ast.ImportFrom) for n in node.body)
+    )
+
+
+def _lazy_hooks(node: ast.stmt) -> bool:
+    """``__getattr__, __dir__ = lazy_exports(__name__, {...})``."""
+    return (
+        isinstance(node, ast.Assign)
+        and ast.unparse(node.targets[0]) == "(__getattr__, __dir__)"
+        and isinstance(node.value, ast.Call)
+        and ast.unparse(node.value.func) == "lazy_exports"
+    )
+
+
 @pytest.mark.parametrize("path", _init_files(), ids=lambda p: str(p.parent.name))
 def test_init_files_only_re_export(path):
-    """Imports, ``__all__`` and the docstring: nothing defined in an ``__init__``."""
+    """Imports, ``__all__`` and the docstring: nothing defined in an
+    ``__init__`` (a lazy package adds its ``TYPE_CHECKING`` imports and the
+    hooks of :func:`lyapax._internal.lazy.lazy_exports`)."""
     for node in ast.parse(path.read_text()).body:
         docstring = isinstance(node, ast.Expr) and isinstance(
             getattr(node, "value", None), ast.Constant
@@ -173,7 +197,8 @@ def test_init_files_only_re_export(path):
             t.id for t in node.targets if isinstance(t, ast.Name)
         ] == ["__all__"]
         imports = isinstance(node, ast.Import | ast.ImportFrom)
-        assert docstring or all_list or imports, (
+        lazy = _type_checking_block(node) or _lazy_hooks(node)
+        assert docstring or all_list or imports or lazy, (
             f"{path.relative_to(ROOT.parent)}:{node.lineno} defines "
             f"{type(node).__name__}; move it to a module and re-export it"
         )

@@ -165,6 +165,33 @@ def test_equal_specs_compile_to_equal_dfuns():
     assert build_jax_dfun(fhn()) != build_jax_dfun(fhn(name="other"))
 
 
+def test_the_same_strings_build_the_same_dfun():
+    """A model rebuilt from the same strings gets the function built before
+    (a cache keyed by the parsed model, not by the spec object); other
+    strings, names or defaults get another one."""
+    first = build_jax_dfun(fhn())
+    assert build_jax_dfun(fhn()) is first
+    other_text = {"v": "v - v**3 / 3 - w + 2 * c", "w": "eps * (v + a - b * w)"}
+    for changed in (
+        fhn(dfun_str=other_text),
+        fhn(name="other"),
+        fhn(parameters=(Parameter("a", 0.5), Parameter("b", 0.8), "eps")),
+    ):
+        assert build_jax_dfun(changed) is not first
+        assert build_jax_dfun(changed) is build_jax_dfun(changed)
+    x, c = jnp.ones((2, 3)), jnp.ones((1, 3))
+    v = build_jax_dfun(fhn(dfun_str=other_text))(x, c, {"eps": 0.1})[0]
+    np.testing.assert_allclose(v, [1 - 1 / 3 - 1 + 2] * 3)
+
+
+def test_the_dfun_cache_is_bounded():
+    from lyapax.simulator import _model
+
+    for i in range(_model._MAX_DFUNS + 5):
+        build_jax_dfun(fhn(name=f"bounded{i}"))
+    assert len(_model._DFUNS) <= _model._MAX_DFUNS
+
+
 def test_no_exec_eval_or_compile_in_the_model_compiler():
     root = Path(lyapax.__file__).parent
     for name in ("simulator/_expr.py", "simulator/_model.py", "simulator/__init__.py"):

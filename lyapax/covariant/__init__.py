@@ -8,10 +8,15 @@ backward pass over ``R`` that turns the frames into the covariant vectors;
 a subspace). See :mod:`lyapax.covariant._memory` for the storage modes.
 """
 
-from lyapax.covariant._angles import subspace_angles
-from lyapax.covariant._memory import STORAGE_MODES
-from lyapax.covariant._run import CovariantResult, covariant_vectors
-from lyapax.covariant._sweep import sweep_covariant_vectors
+from typing import TYPE_CHECKING
+
+from lyapax._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lyapax.covariant._angles import subspace_angles
+    from lyapax.covariant._memory import STORAGE_MODES
+    from lyapax.covariant._run import CovariantResult, covariant_vectors
+    from lyapax.covariant._sweep import sweep_covariant_vectors
 
 __all__ = [
     "STORAGE_MODES",
@@ -20,3 +25,13 @@ __all__ = [
     "subspace_angles",
     "sweep_covariant_vectors",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "lyapax.covariant._angles": ("subspace_angles",),
+        "lyapax.covariant._memory": ("STORAGE_MODES",),
+        "lyapax.covariant._run": ("CovariantResult", "covariant_vectors"),
+        "lyapax.covariant._sweep": ("sweep_covariant_vectors",),
+    },
+)

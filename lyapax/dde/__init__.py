@@ -30,28 +30,33 @@ Two ways to read the delayed values:
   interpolant's).
 """
 
-from lyapax.dde._delays import effective_tau, resolve_tau_steps
-from lyapax.dde._legacy import (
-    constant_history_buf0,
-    make_scalar_delayed_step_fn,
-    make_step_fn,
-    scalar_delayed_history0,
-    tau_eff,
-)
-from lyapax.dde.problem import (
-    DDECheckpoint,
-    DDEProblem,
-    dde_problem,
-    network_dde_problem,
-)
-from lyapax.dde.spectrum import lyapunov_spectrum_dde
-from lyapax.network.edge_coupling import (
-    EdgeCoupling,
-    as_edge_coupling,
-    edge_kuramoto_coupling,
-    edge_linear_coupling,
-    pairwise_edge_coupling,
-)
+from typing import TYPE_CHECKING
+
+from lyapax._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lyapax.dde._delays import effective_tau, resolve_tau_steps
+    from lyapax.dde._legacy import (
+        constant_history_buf0,
+        make_scalar_delayed_step_fn,
+        make_step_fn,
+        scalar_delayed_history0,
+        tau_eff,
+    )
+    from lyapax.dde.problem import (
+        DDECheckpoint,
+        DDEProblem,
+        dde_problem,
+        network_dde_problem,
+    )
+    from lyapax.dde.spectrum import lyapunov_spectrum_dde
+    from lyapax.network.edge_coupling import (
+        EdgeCoupling,
+        as_edge_coupling,
+        edge_kuramoto_coupling,
+        edge_linear_coupling,
+        pairwise_edge_coupling,
+    )
 
 __all__ = [
     "DDECheckpoint",
@@ -72,3 +77,31 @@ __all__ = [
     "scalar_delayed_history0",
     "tau_eff",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "lyapax.dde._delays": ("effective_tau", "resolve_tau_steps"),
+        "lyapax.dde._legacy": (
+            "constant_history_buf0",
+            "make_scalar_delayed_step_fn",
+            "make_step_fn",
+            "scalar_delayed_history0",
+            "tau_eff",
+        ),
+        "lyapax.dde.problem": (
+            "DDECheckpoint",
+            "DDEProblem",
+            "dde_problem",
+            "network_dde_problem",
+        ),
+        "lyapax.dde.spectrum": ("lyapunov_spectrum_dde",),
+        "lyapax.network.edge_coupling": (
+            "EdgeCoupling",
+            "as_edge_coupling",
+            "edge_kuramoto_coupling",
+            "edge_linear_coupling",
+            "pairwise_edge_coupling",
+        ),
+    },
+)

@@ -20,24 +20,33 @@ program (``state0_batch`` / ``params_batch``, chunked by ``batch_size`` and
 split over the visible devices like the sweeps).
 """
 
-from lyapax.indicators._embedding import delay_embedding
-from lyapax.indicators._expansion import ExpansionEntropy, expansion_entropy
-from lyapax.indicators._from_data import (
-    DivergenceResult,
-    NoLinearRegionWarning,
-    lyapunov_kantz,
-    lyapunov_rosenstein,
-    mean_period,
-)
-from lyapax.indicators._gali import GALIOptions, GALIResult, gali
-from lyapax.indicators._linear_fit import LinearFit, LinearRegionOptions, linear_region
-from lyapax.indicators._megno import MEGNO_MIN_STEPS, MEGNOResult, megno
-from lyapax.indicators._two_trajectory import (
-    TwoTrajectoryOptions,
-    TwoTrajectoryResult,
-    two_trajectory_exponent,
-)
-from lyapax.indicators._zero_one import ZeroOneResult, zero_one_test
+from typing import TYPE_CHECKING
+
+from lyapax._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lyapax.indicators._embedding import delay_embedding
+    from lyapax.indicators._expansion import ExpansionEntropy, expansion_entropy
+    from lyapax.indicators._from_data import (
+        DivergenceResult,
+        NoLinearRegionWarning,
+        lyapunov_kantz,
+        lyapunov_rosenstein,
+        mean_period,
+    )
+    from lyapax.indicators._gali import GALIOptions, GALIResult, gali
+    from lyapax.indicators._linear_fit import (
+        LinearFit,
+        LinearRegionOptions,
+        linear_region,
+    )
+    from lyapax.indicators._megno import MEGNO_MIN_STEPS, MEGNOResult, megno
+    from lyapax.indicators._two_trajectory import (
+        TwoTrajectoryOptions,
+        TwoTrajectoryResult,
+        two_trajectory_exponent,
+    )
+    from lyapax.indicators._zero_one import ZeroOneResult, zero_one_test
 
 __all__ = [
     # trajectory-based indicators
@@ -66,3 +75,31 @@ __all__ = [
     "lyapunov_rosenstein",
     "mean_period",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "lyapax.indicators._embedding": ("delay_embedding",),
+        "lyapax.indicators._expansion": ("ExpansionEntropy", "expansion_entropy"),
+        "lyapax.indicators._from_data": (
+            "DivergenceResult",
+            "NoLinearRegionWarning",
+            "lyapunov_kantz",
+            "lyapunov_rosenstein",
+            "mean_period",
+        ),
+        "lyapax.indicators._gali": ("GALIOptions", "GALIResult", "gali"),
+        "lyapax.indicators._linear_fit": (
+            "LinearFit",
+            "LinearRegionOptions",
+            "linear_region",
+        ),
+        "lyapax.indicators._megno": ("MEGNO_MIN_STEPS", "MEGNOResult", "megno"),
+        "lyapax.indicators._two_trajectory": (
+            "TwoTrajectoryOptions",
+            "TwoTrajectoryResult",
+            "two_trajectory_exponent",
+        ),
+        "lyapax.indicators._zero_one": ("ZeroOneResult", "zero_one_test"),
+    },
+)

@@ -16,25 +16,30 @@ re-evaluated at every Runge-Kutta stage. Heun is the default integrator.
   stability function and the Laplacian modes of synchronised networks.
 """
 
-from lyapax.network._legacy import (
-    make_network_step_fn,
-    make_parametrized_network_step_fn,
-)
-from lyapax.network._msf import MSFResult, master_stability_function
-from lyapax.network._step import NetworkStep, ParametrizedNetworkStep
-from lyapax.network._sync import (
-    ModeExponents,
-    SyncReport,
-    laplacian_spectrum,
-    synchronisation,
-    transversal_exponents,
-)
-from lyapax.network.build import (
-    Network,
-    network_problem,
-    network_step,
-    network_step_parametrized,
-)
+from typing import TYPE_CHECKING
+
+from lyapax._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lyapax.network._legacy import (
+        make_network_step_fn,
+        make_parametrized_network_step_fn,
+    )
+    from lyapax.network._msf import MSFResult, master_stability_function
+    from lyapax.network._step import NetworkStep, ParametrizedNetworkStep
+    from lyapax.network._sync import (
+        ModeExponents,
+        SyncReport,
+        laplacian_spectrum,
+        synchronisation,
+        transversal_exponents,
+    )
+    from lyapax.network.build import (
+        Network,
+        network_problem,
+        network_step,
+        network_step_parametrized,
+    )
 
 __all__ = [
     "MSFResult",
@@ -53,3 +58,28 @@ __all__ = [
     "synchronisation",
     "transversal_exponents",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "lyapax.network._legacy": (
+            "make_network_step_fn",
+            "make_parametrized_network_step_fn",
+        ),
+        "lyapax.network._msf": ("MSFResult", "master_stability_function"),
+        "lyapax.network._step": ("NetworkStep", "ParametrizedNetworkStep"),
+        "lyapax.network._sync": (
+            "ModeExponents",
+            "SyncReport",
+            "laplacian_spectrum",
+            "synchronisation",
+            "transversal_exponents",
+        ),
+        "lyapax.network.build": (
+            "Network",
+            "network_problem",
+            "network_step",
+            "network_step_parametrized",
+        ),
+    },
+)

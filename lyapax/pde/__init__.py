@@ -12,8 +12,13 @@ The engine differentiates the step itself (``jax.jvp`` through the FFTs), so
 the exponents are those of the discrete scheme.
 """
 
-from lyapax.pde.equations import complex_ginzburg_landau, kuramoto_sivashinsky
-from lyapax.pde.problem import INTEGRATORS, SemilinearProblem, semilinear_problem
+from typing import TYPE_CHECKING
+
+from lyapax._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lyapax.pde.equations import complex_ginzburg_landau, kuramoto_sivashinsky
+    from lyapax.pde.problem import INTEGRATORS, SemilinearProblem, semilinear_problem
 
 __all__ = [
     "INTEGRATORS",
@@ -22,3 +27,15 @@ __all__ = [
     "kuramoto_sivashinsky",
     "semilinear_problem",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "lyapax.pde.equations": ("complex_ginzburg_landau", "kuramoto_sivashinsky"),
+        "lyapax.pde.problem": (
+            "INTEGRATORS",
+            "SemilinearProblem",
+            "semilinear_problem",
+        ),
+    },
+)

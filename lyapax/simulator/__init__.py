@@ -10,9 +10,14 @@
   engine :mod:`lyapax.dde`): the carry step of a delay-coupled network.
 """
 
-from lyapax.simulator._model import ModelDfun, ModelSpec, Parameter, StateVar
-from lyapax.simulator.connectivity import Connectivity
-from lyapax.simulator.step import build_jax_dfun, make_step_fn
+from typing import TYPE_CHECKING
+
+from lyapax._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lyapax.simulator._model import ModelDfun, ModelSpec, Parameter, StateVar
+    from lyapax.simulator.connectivity import Connectivity
+    from lyapax.simulator.step import build_jax_dfun, make_step_fn
 
 __all__ = [
     "Connectivity",
@@ -23,3 +28,12 @@ __all__ = [
     "build_jax_dfun",
     "make_step_fn",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "lyapax.simulator._model": ("ModelDfun", "ModelSpec", "Parameter", "StateVar"),
+        "lyapax.simulator.connectivity": ("Connectivity",),
+        "lyapax.simulator.step": ("build_jax_dfun", "make_step_fn"),
+    },
+)

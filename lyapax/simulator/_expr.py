@@ -11,6 +11,7 @@ text is never handed to ``exec``, ``eval`` or ``compile``.
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -200,8 +201,12 @@ def _describe(node: ast.AST) -> str:
     return f"the construct ({type(node).__name__})"
 
 
+@functools.lru_cache(maxsize=512)
 def compile_expression(text: str, names: frozenset[str], where: str) -> Evaluator:
     """Check ``text`` against the grammar and return ``env -> array``.
+
+    Evaluators hold no state, so one is kept per ``(text, names, where)`` (the
+    last 512): a model rebuilt from the same strings parses nothing again.
 
     Args:
         text: one right-hand side, e.g. ``"a * x - x ** 3 + c"``.

@@ -8,6 +8,8 @@ expression string. :func:`build_jax_dfun` turns it into the network ``dfun``
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -275,8 +277,20 @@ class ModelDfun:
         return f"ModelDfun({self.spec!r})"
 
 
+#: The ``dfun`` built last for each model (by :meth:`ModelSpec.key`: the
+#: parsed model, not the spec object), at most :data:`_MAX_DFUNS` of them.
+_DFUNS: OrderedDict[tuple[Any, ...], ModelDfun] = OrderedDict()
+_MAX_DFUNS = 128
+_DFUNS_LOCK = threading.Lock()
+
+
 def build_jax_dfun(spec: ModelSpec) -> ModelDfun:
     """The network ``dfun`` of ``spec`` (see :class:`ModelDfun`).
+
+    A spec equal to one built before (the same name, variables, parameters,
+    ``cvar`` and strings) returns the same ``dfun`` object, from a cache of
+    the last 128 models: code that rebuilds its model before each call hands
+    the step the function it had.
 
     Raises:
         TypeError: ``spec`` is not a :class:`ModelSpec`.
@@ -285,4 +299,15 @@ def build_jax_dfun(spec: ModelSpec) -> ModelDfun:
         raise TypeError(
             f"build_jax_dfun expects a ModelSpec; got {type(spec).__name__}"
         )
-    return ModelDfun(spec)
+    key = spec.key()
+    with _DFUNS_LOCK:
+        dfun = _DFUNS.get(key)
+        if dfun is None:
+            # The cached dfun keeps its spec, and so any array default whose
+            # identity is part of the key, alive: no id is reused under it.
+            dfun = _DFUNS[key] = ModelDfun(spec)
+            if len(_DFUNS) > _MAX_DFUNS:
+                _DFUNS.popitem(last=False)
+        else:
+            _DFUNS.move_to_end(key)
+    return dfun

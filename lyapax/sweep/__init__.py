@@ -33,10 +33,15 @@ them is padded), and the returned arrays are global ``jax.Array`` s, which
     lam = gather(res.exponents)         # (n, k) NumPy in every process
 """
 
-from lyapax._internal.rows import ProblemFamily, problem_family
-from lyapax.sweep._setup import TRAJECTORY_WARN_BYTES
-from lyapax.sweep.spectrum import sweep_lyapunov_spectrum
-from lyapax.sweep.trajectory import sweep_trajectory
+from typing import TYPE_CHECKING
+
+from lyapax._internal.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from lyapax._internal.rows import ProblemFamily, problem_family
+    from lyapax.sweep._setup import TRAJECTORY_WARN_BYTES
+    from lyapax.sweep.spectrum import sweep_lyapunov_spectrum
+    from lyapax.sweep.trajectory import sweep_trajectory
 
 __all__ = [
     "TRAJECTORY_WARN_BYTES",
@@ -45,3 +50,13 @@ __all__ = [
     "sweep_lyapunov_spectrum",
     "sweep_trajectory",
 ]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "lyapax._internal.rows": ("ProblemFamily", "problem_family"),
+        "lyapax.sweep._setup": ("TRAJECTORY_WARN_BYTES",),
+        "lyapax.sweep.spectrum": ("sweep_lyapunov_spectrum",),
+        "lyapax.sweep.trajectory": ("sweep_trajectory",),
+    },
+)
