@@ -468,6 +468,15 @@ def informational(config: pytest.Config) -> bool:
     )
 
 
+def backends_requested(config: pytest.Config) -> bool:
+    """Whether --jax-backend (or its ini key) was given, read before the run
+    is configured."""
+    text = config.getoption("jax_backend")
+    if text is None:
+        text = str(config.getini("jax_backend") or "").strip()
+    return bool(text)
+
+
 def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Settings:
     """Resolve command line, ini file and defaults into :class:`Settings`.
 

@@ -19,7 +19,7 @@ from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends
 from pytest_lyapax.measuring import benchmarks, compilecache
-from pytest_lyapax.run import ab, agreement, devices, remote, roles
+from pytest_lyapax.run import ab, agreement, devices, remote, roles, sandbox
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -158,6 +158,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     """Set up the main process of an active run and decide its role."""
     states = {b.label: BackendState(b) for b in settings.backends}
     session = LyapaxSession(settings, COLLECT, states)
+    session.notes.extend(config.stash.get(sandbox.NOTES_KEY, []))
     config.stash[STASH_KEY] = session
     if informational(config):
         register(config, session)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -296,7 +297,16 @@ class XdistHooks:
                 for label in self.order
                 if not session.backend(label).host  # hosts take no turns
             ]
-            self.turns = TurnServer(expected=len(local))
+            try:
+                self.turns = TurnServer(expected=len(local))
+            except OSError as error:
+                # No unix socket here: the backends run one after another.
+                session.notes.append(
+                    f"rounds not interleaved: the turns' unix socket cannot be "
+                    f"made ({error}); the backends run one after another, as "
+                    f"with --jax-sequential"
+                )
+                session.settings = replace(session.settings, sequential=True)
 
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
