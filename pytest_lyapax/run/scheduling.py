@@ -315,6 +315,7 @@ class XdistHooks:
         for phase, collection in collections.items():
             label = self.label_of_phase[phase]
             expected[label] = expected.get(label, 0) + len(collection)
+            self.session.test_labels.update(dict.fromkeys(collection, label))
         for label, count in expected.items():
             self.session.expected[label] = count  # (Counter.update would add)
         if self.pytest_session is not None:

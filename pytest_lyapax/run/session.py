@@ -101,6 +101,8 @@ class LyapaxSession:
     # Per label of the process that runs them: tests handed out, tests finished.
     expected: Counter[str] = field(default_factory=Counter)
     finished: Counter[str] = field(default_factory=Counter)
+    # Controller: the label of the worker each test id was handed to.
+    test_labels: dict[str, str] = field(default_factory=dict)
     interrupted: bool = False  # Ctrl-C, as opposed to -x or --maxfail
     benchmark_disabled: bool = False  # the user's --benchmark-disable
     collection_errors: int = 0  # seen by the controller (xdist runs)
