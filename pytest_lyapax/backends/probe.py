@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 
 from pytest_lyapax.backends import _probe_script
+from pytest_lyapax.backends.chiplock import describe_lock_error, is_lock_error
 from pytest_lyapax.backends.labels import FALLBACK, OK, UNAVAILABLE, Backend
 
 PROBE_TIMEOUT_S = 180.0
@@ -65,6 +66,12 @@ def explain_failure(backend: Backend, error_type: str, error: str) -> str:
     """Turn a failed probe's exception into a reason a user can act on."""
     first_line = error.strip().splitlines()[0] if error.strip() else ""
     wants_gpu = backend.expected == "gpu"
+    if is_lock_error(error):
+        # Another process holds the chip, or its lock file was left over.
+        return (
+            f"JAX could not start platform {backend.platform!r}: "
+            f"{describe_lock_error(error)}"
+        )
     if not first_line:
         # JAX_PLATFORMS=cuda without a usable GPU fails with a bare AssertionError.
         reason = (
@@ -126,10 +133,16 @@ def probe_environment(backend: Backend) -> dict[str, str]:
 
 
 def probe_backends(
-    backends: Sequence[Backend], timeout: float = PROBE_TIMEOUT_S
+    backends: Sequence[Backend],
+    timeout: float = PROBE_TIMEOUT_S,
+    exclusive: frozenset[str] = frozenset({"tpu"}),
 ) -> dict[str, ProbeResult]:
     """Probe all backends concurrently, once per distinct platform and set of
     the label's own variables; key by label.
+
+    The probes of a platform in ``exclusive`` (its device admits one process
+    at a time) run one after another instead, each ended, its device
+    released, before the next starts, and all before any worker starts.
 
     ``JAX_PLATFORMS=cpu`` alone is not probed: jaxlib always contains the CPU
     backend, a probe would only cost a JAX start-up (~1 s), and each worker
@@ -140,31 +153,43 @@ def probe_backends(
     def unprobed(backend: Backend) -> bool:
         return backend.platform == "cpu" and not backend.env
 
-    procs = {}
-    for backend in backends:
-        key = (backend.platform, backend.env)
-        if key in procs or unprobed(backend):
-            continue
+    def start(backend: Backend) -> subprocess.Popen[str]:
         env = probe_environment(backend)
         # A probe needs only a few bytes of device memory: don't reserve most of it.
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-        procs[key] = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-c", PROBE_SOURCE],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-    outputs: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int | None, str, str]]
-    outputs = {}
-    for key, proc in procs.items():
+
+    def finish(proc: subprocess.Popen[str]) -> tuple[int | None, str, str]:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
-            outputs[key] = (proc.returncode, stdout, stderr)
+            return proc.returncode, stdout, stderr
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            outputs[key] = (None, "", "")
+            return None, "", ""
+
+    Key = tuple[str, tuple[tuple[str, str], ...]]
+    procs: dict[Key, subprocess.Popen[str]] = {}
+    one_at_a_time: dict[Key, Backend] = {}
+    for backend in backends:
+        key = (backend.platform, backend.env)
+        if key in procs or key in one_at_a_time or unprobed(backend):
+            continue
+        if backend.platform.split(",")[0] in exclusive:
+            one_at_a_time[key] = backend
+        else:
+            procs[key] = start(backend)
+    outputs: dict[Key, tuple[int | None, str, str]] = {}
+    for key, backend in one_at_a_time.items():
+        outputs[key] = finish(start(backend))  # ended before the next starts
+    for key, proc in procs.items():
+        outputs[key] = finish(proc)
     results = {}
     for backend in backends:
         if unprobed(backend):

@@ -30,7 +30,7 @@ from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import CompareThreshold, parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
-from pytest_lyapax.run import devices
+from pytest_lyapax.run import chip, devices
 from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
 RESULTS_DIR = "results"  # under the report directory: recorded results' files
@@ -71,6 +71,9 @@ class Settings:
     peaks: bool = True  # the machine's measured peaks for the roofline (--jax-no-peaks)
     # Backends one after another, not interleaved (--jax-sequential, turns.py).
     sequential: bool = False
+    # Platforms whose device admits one process at a time (--jax-exclusive,
+    # chip.py).
+    exclusive: frozenset[str] = chip.DEFAULT_EXCLUSIVE
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
     # Backends on other hosts (--jax-backend-host): how long to wait for an
@@ -380,6 +383,7 @@ NEED_BACKEND = {
     "jax_no_extras": "--jax-no-extras",
     "jax_no_peaks": "--jax-no-peaks",
     "jax_sequential": "--jax-sequential",
+    "jax_exclusive": chip.EXCLUSIVE_OPTION,
     "jax_budget": "--jax-budget",
     "jax_max_call": "--jax-max-call",
     "jax_recompile": "--jax-recompile",
@@ -533,6 +537,15 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
                 "without it pytest-lyapax is off"
             )
 
+    exclusive = chip.DEFAULT_EXCLUSIVE
+    exclusive_text = config.getoption("jax_exclusive")
+    where = chip.EXCLUSIVE_OPTION
+    if exclusive_text is None:
+        exclusive_text = str(config.getini("jax_exclusive") or "").strip() or None
+        where = "jax_exclusive (ini)"
+    if exclusive_text is not None and backends:
+        exclusive = chip.parse_exclusive(exclusive_text, backends, where)
+
     budget_s, max_call_s = read_limits(config)
 
     sizes_text = config.getoption("jax_sizes")
@@ -602,6 +615,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         extras=not bool(config.getoption("jax_no_extras")),
         peaks=not bool(config.getoption("jax_no_peaks")),
         sequential=bool(config.getoption("jax_sequential")),
+        exclusive=exclusive,
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
         host_timeout=host_timeout,
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),

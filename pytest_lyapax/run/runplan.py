@@ -169,7 +169,8 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     if reason is None:
         other = _other_version(config, session)
         local = [b for b in settings.backends if b.host is None]
-        results = {**probe_backends(local), **remote.probe_remote(session)}
+        probed = probe_backends(local, exclusive=settings.exclusive)
+        results = {**probed, **remote.probe_remote(session)}
         for label, result in results.items():
             state = states[label]
             state.status, state.reason = result.status, result.reason
@@ -300,6 +301,10 @@ def check_process_backend(
     after the test if it imported JAX, so tests that never use JAX do not
     make their worker start it (~0.5 s of CPU per worker).
     """
+
+    if session.chip_error and label == session.own_label:
+        # Its device is held by another process (chip.py).
+        pytest.skip(f"backend {label!r} unavailable: {session.chip_error}")
 
     def check_if_imported() -> None:
         if "jax" in sys.modules:
