@@ -9,12 +9,13 @@ reserve GPU memory the GPU worker needs.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import inspect
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
@@ -136,6 +137,7 @@ def probe_backends(
     backends: Sequence[Backend],
     timeout: float = PROBE_TIMEOUT_S,
     exclusive: frozenset[str] = frozenset({"tpu"}),
+    known: Mapping[tuple[str, tuple[tuple[str, str], ...]], ProbeResult] | None = None,
 ) -> dict[str, ProbeResult]:
     """Probe all backends concurrently, once per distinct platform and set of
     the label's own variables; key by label.
@@ -143,6 +145,8 @@ def probe_backends(
     The probes of a platform in ``exclusive`` (its device admits one process
     at a time) run one after another instead, each ended, its device
     released, before the next starts, and all before any worker starts.
+    ``known``: results found already (``--jax-backend=auto``), by platform
+    and variables, not probed again.
 
     ``JAX_PLATFORMS=cpu`` alone is not probed: jaxlib always contains the CPU
     backend, a probe would only cost a JAX start-up (~1 s), and each worker
@@ -150,8 +154,12 @@ def probe_backends(
     label with variables of its own is (``XLA_FLAGS`` may not parse).
     """
 
+    known = known or {}
+
     def unprobed(backend: Backend) -> bool:
-        return backend.platform == "cpu" and not backend.env
+        return (backend.platform == "cpu" and not backend.env) or (
+            (backend.platform, backend.env) in known
+        )
 
     def start(backend: Backend) -> subprocess.Popen[str]:
         env = probe_environment(backend)
@@ -192,6 +200,9 @@ def probe_backends(
         outputs[key] = finish(proc)
     results = {}
     for backend in backends:
+        if (backend.platform, backend.env) in known:
+            results[backend.label] = known[(backend.platform, backend.env)]
+            continue
         if unprobed(backend):
             results[backend.label] = ProbeResult(OK, "", {"jax_backend": "cpu"})
             continue
@@ -205,3 +216,59 @@ def probe_backends(
         else:
             results[backend.label] = interpret(backend, returncode, stdout, stderr)
     return results
+
+
+# The platforms --jax-backend=auto looks for beside the CPU, in this order.
+AUTO_CANDIDATES = (
+    Backend("gpu", "cuda"),
+    Backend("tpu", "tpu"),
+    Backend("rocm", "rocm"),
+)
+
+
+def discover(timeout: float = PROBE_TIMEOUT_S) -> dict[str, ProbeResult]:
+    """Probe every platform ``--jax-backend=auto`` may find; by label."""
+    return probe_backends(AUTO_CANDIDATES, timeout)
+
+
+def tpu_signs() -> list[str]:
+    """What suggests this machine has a TPU (cheap: no JAX started)."""
+    signs = []
+    if os.environ.get("TPU_ACCELERATOR_TYPE"):
+        signs.append(f"TPU_ACCELERATOR_TYPE={os.environ['TPU_ACCELERATOR_TYPE']}")
+    if glob.glob("/dev/accel*"):
+        signs.append("/dev/accel*")
+    if importlib.util.find_spec("libtpu") is not None:
+        signs.append("libtpu installed")
+    return signs
+
+
+def tpu_hints(
+    backends: Sequence[Backend],
+    results: Mapping[str, ProbeResult],
+    timeout: float = PROBE_TIMEOUT_S,
+) -> dict[str, str]:
+    """For each unavailable GPU label of a run that asked for no TPU, on a
+    machine whose TPU a probe found working: how to ask for it instead."""
+    if any(b.expected == "tpu" for b in backends):
+        return {}
+    missing = [
+        b.label
+        for b in backends
+        if b.expected == "gpu" and results.get(b.label, ProbeResult(OK)).status != OK
+    ]
+    if not missing or not tpu_signs():
+        return {}
+    found = probe_backends([Backend("tpu", "tpu")], timeout)["tpu"]
+    if found.status != OK:
+        return {}
+    firsts = [b.label for b in backends if not (b.rerun_of or b.ab_of or b.devices_of)]
+    hints = {}
+    for label in missing:
+        ask = ",".join(dict.fromkeys("tpu" if x == label else x for x in firsts))
+        device = found.info.get("device") or "a TPU"
+        hints[label] = (
+            f"this machine has a TPU ({device}) and no GPU: ask for it with "
+            f"--jax-backend={ask}"
+        )
+    return hints

@@ -472,6 +472,38 @@ def informational(config: pytest.Config) -> bool:
     )
 
 
+AUTO = "auto"
+# Lines for the report header found before the run's session exists.
+NOTES_KEY = pytest.StashKey[list[str]]()
+# The probes --jax-backend=auto ran, by platform and variables: not repeated.
+PROBED_KEY = pytest.StashKey[dict[tuple[str, tuple[tuple[str, str], ...]], Any]]()
+
+
+def auto_backends(config: pytest.Config) -> tuple[Backend, ...]:
+    """``--jax-backend=auto``: the CPU, then every platform of
+    :data:`~pytest_lyapax.backends.probe.AUTO_CANDIDATES` whose probe ran
+    on this machine; those that did not are not requested."""
+    from pytest_lyapax.backends import probe
+
+    found = probe.discover()
+    backends = [Backend("cpu", "cpu")]
+    absent = []
+    probed = {}
+    for candidate in probe.AUTO_CANDIDATES:
+        result = found[candidate.label]
+        if result.status == probe.OK:
+            backends.append(candidate)
+            probed[(candidate.platform, candidate.env)] = result
+        else:
+            absent.append(candidate.label)
+    config.stash[PROBED_KEY] = probed
+    line = f"--jax-backend=auto: {','.join(b.label for b in backends)}"
+    if absent:
+        line += f" (not on this machine: {', '.join(absent)})"
+    config.stash.setdefault(NOTES_KEY, []).append(line)
+    return tuple(backends)
+
+
 def backends_requested(config: pytest.Config) -> bool:
     """Whether --jax-backend (or its ini key) was given, read before the run
     is configured."""
@@ -497,7 +529,10 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     text = config.getoption("jax_backend")
     if text is None:
         text = str(config.getini("jax_backend") or "").strip() or None
-    backends = parse_backends(text, platforms) if text is not None else ()
+    if text is not None and text.strip().lower() == AUTO:
+        backends = auto_backends(config)
+    else:
+        backends = parse_backends(text, platforms) if text is not None else ()
     host_lines = list(config.getini("jax_backend_host") or [])
     host_lines += config.getoption("jax_backend_host") or []
     ab = config.getoption("jax_ab")

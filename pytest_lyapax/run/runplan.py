@@ -11,17 +11,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
-from pytest_lyapax.backends.probe import probe_backends
+from pytest_lyapax.backends.probe import probe_backends, tpu_hints
 from pytest_lyapax.measuring import benchmarks, compilecache
-from pytest_lyapax.run import ab, agreement, devices, remote, roles, sandbox
+from pytest_lyapax.run import ab, agreement, devices, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
-from pytest_lyapax.run.options import Settings, informational
+from pytest_lyapax.run.options import NOTES_KEY, PROBED_KEY, Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
 from pytest_lyapax.run.session import (
     COLLECT,
@@ -158,7 +158,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     """Set up the main process of an active run and decide its role."""
     states = {b.label: BackendState(b) for b in settings.backends}
     session = LyapaxSession(settings, COLLECT, states)
-    session.notes.extend(config.stash.get(sandbox.NOTES_KEY, []))
+    session.notes.extend(config.stash.get(NOTES_KEY, []))
     config.stash[STASH_KEY] = session
     if informational(config):
         register(config, session)
@@ -169,7 +169,13 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     if reason is None:
         other = _other_version(config, session)
         local = [b for b in settings.backends if b.host is None]
-        probed = probe_backends(local, exclusive=settings.exclusive)
+        known = config.stash.get(PROBED_KEY, {})  # by --jax-backend=auto
+        probed = probe_backends(local, exclusive=settings.exclusive, known=known)
+        hints = tpu_hints(local, probed)
+        for label, hint in hints.items():
+            probed[label] = replace(
+                probed[label], reason=f"{probed[label].reason}; {hint}"
+            )
         results = {**probed, **remote.probe_remote(session)}
         for label, result in results.items():
             state = states[label]

@@ -15,7 +15,8 @@ import socket
 
 import pytest
 
-NOTES_KEY = pytest.StashKey[list[str]]()
+from pytest_lyapax.run.options import NOTES_KEY
+
 # Plugins that open an IP socket in an xdist run, by their registered name.
 NEEDS_IP = ("rerunfailures",)
 
@@ -50,8 +51,8 @@ def drop_plugins_needing_ip(config: pytest.Config) -> None:
     for name in present:
         manager.unregister(name=name)
     why = why or "the controller has disabled it"
-    config.stash[NOTES_KEY] = [
+    config.stash.setdefault(NOTES_KEY, []).extend(
         f"{name} disabled: it needs an IP socket under xdist, which this "
         f"machine does not allow ({why}); -p no:{name} turns it off quietly"
         for name in present
-    ]
+    )
