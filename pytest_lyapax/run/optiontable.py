@@ -87,7 +87,8 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         "--jax-backend",
         "Run every test once per JAX backend, each in its own worker process, "
         "in this order: comma-separated labels from cpu, gpu (=cuda), tpu, rocm "
-        "or labels defined with --jax-backend-platform. Ini: jax_backend.",
+        "or labels defined with --jax-backend-platform; auto: cpu and every "
+        "other platform a probe finds on this machine. Ini: jax_backend.",
         metavar="LIST",
     ),
     Option(
