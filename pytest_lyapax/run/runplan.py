@@ -158,7 +158,8 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     """Set up the main process of an active run and decide its role."""
     states = {b.label: BackendState(b) for b in settings.backends}
     session = LyapaxSession(settings, COLLECT, states)
-    session.notes.extend(config.stash.get(NOTES_KEY, []))
+    early: list[str] = config.stash.get(NOTES_KEY, [])  # before the session
+    session.notes.extend(early)
     config.stash[STASH_KEY] = session
     if informational(config):
         register(config, session)
