@@ -470,7 +470,9 @@ class XdistHooks:
         rank = self.phases.index(self.node_phases[node])
         lock = None
         if label in self.chips and self.chip_locks is not None:
-            lock = self.chip_locks.path(self.chips[label])
+            # The lock file is on this machine: a worker on another host
+            # ("") only defers and retries its device's opening.
+            lock = self.chip_locks.path(self.chips[label]) if local else ""
         node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(
             label, turns, rank, lock
         )

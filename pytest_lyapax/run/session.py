@@ -124,8 +124,8 @@ class LyapaxSession:
     # Who may run now among the workers (run/turns.py); NoTurns: anyone.
     turns: Turns = field(default_factory=NoTurns)
     # Worker of a label whose device admits one process at a time (chip.py):
-    # the lock file of its chip, the lock once taken, and why the device
-    # could not be had ("" while it could).
+    # the lock file of its chip ("" on another host: none), the lock once
+    # taken, and why the device could not be had ("" while it could).
     chip_lock: str | None = None
     chip_handle: Any = None
     chip_error: str = ""
