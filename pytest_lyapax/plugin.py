@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_lyapax.measuring.agreement import ResultsRecorder, recorder_for
-from pytest_lyapax.run import ab, agreement, optiontable
+from pytest_lyapax.run import ab, agreement, optiontable, sandbox
 from pytest_lyapax.run.items import item_label
 from pytest_lyapax.run.options import (
+    backends_requested,
     informational,
     read_settings,
     validate_marker_sizes,
@@ -70,6 +71,14 @@ def pytest_load_initial_conftests() -> None:
     # must be in place before any conftest imports the code under test.
     if os.environ.get(ab.ROOT_ENV):
         ab.enter_from_environment()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    # Before any plugin's pytest_configure: one that needs an IP socket is
+    # dropped where the machine allows none (run/sandbox.py).
+    if backends_requested(config):
+        sandbox.drop_plugins_needing_ip(config)
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -9,16 +9,18 @@ reserve GPU memory the GPU worker needs.
 from __future__ import annotations
 
 import glob
+import importlib.util
 import inspect
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 
 from pytest_lyapax.backends import _probe_script
+from pytest_lyapax.backends.chiplock import describe_lock_error, is_lock_error
 from pytest_lyapax.backends.labels import FALLBACK, OK, UNAVAILABLE, Backend
 
 PROBE_TIMEOUT_S = 180.0
@@ -65,6 +67,12 @@ def explain_failure(backend: Backend, error_type: str, error: str) -> str:
     """Turn a failed probe's exception into a reason a user can act on."""
     first_line = error.strip().splitlines()[0] if error.strip() else ""
     wants_gpu = backend.expected == "gpu"
+    if is_lock_error(error):
+        # Another process holds the chip, or its lock file was left over.
+        return (
+            f"JAX could not start platform {backend.platform!r}: "
+            f"{describe_lock_error(error)}"
+        )
     if not first_line:
         # JAX_PLATFORMS=cuda without a usable GPU fails with a bare AssertionError.
         reason = (
@@ -127,10 +135,19 @@ def probe_environment(backend: Backend) -> dict[str, str]:
 
 
 def probe_backends(
-    backends: Sequence[Backend], timeout: float = PROBE_TIMEOUT_S
+    backends: Sequence[Backend],
+    timeout: float = PROBE_TIMEOUT_S,
+    exclusive: frozenset[str] = frozenset({"tpu"}),
+    known: Mapping[tuple[str, tuple[tuple[str, str], ...]], ProbeResult] | None = None,
 ) -> dict[str, ProbeResult]:
     """Probe all backends concurrently, once per distinct platform and set of
     the label's own variables; key by label.
+
+    The probes of a platform in ``exclusive`` (its device admits one process
+    at a time) run one after another instead, each ended, its device
+    released, before the next starts, and all before any worker starts.
+    ``known``: results found already (``--jax-backend=auto``), by platform
+    and variables, not probed again.
 
     ``JAX_PLATFORMS=cpu`` alone is not probed: jaxlib always contains the CPU
     backend, a probe would only cost a JAX start-up (~1 s), and each worker
@@ -138,36 +155,55 @@ def probe_backends(
     label with variables of its own is (``XLA_FLAGS`` may not parse).
     """
 
-    def unprobed(backend: Backend) -> bool:
-        return backend.platform == "cpu" and not backend.env
+    known = known or {}
 
-    procs = {}
-    for backend in backends:
-        key = (backend.platform, backend.env)
-        if key in procs or unprobed(backend):
-            continue
+    def unprobed(backend: Backend) -> bool:
+        return (backend.platform == "cpu" and not backend.env) or (
+            (backend.platform, backend.env) in known
+        )
+
+    def start(backend: Backend) -> subprocess.Popen[str]:
         env = probe_environment(backend)
         # A probe needs only a few bytes of device memory: don't reserve most of it.
         env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-        procs[key] = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-c", PROBE_SOURCE],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-    outputs: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int | None, str, str]]
-    outputs = {}
-    for key, proc in procs.items():
+
+    def finish(proc: subprocess.Popen[str]) -> tuple[int | None, str, str]:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
-            outputs[key] = (proc.returncode, stdout, stderr)
+            return proc.returncode, stdout, stderr
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            outputs[key] = (None, "", "")
+            return None, "", ""
+
+    Key = tuple[str, tuple[tuple[str, str], ...]]
+    procs: dict[Key, subprocess.Popen[str]] = {}
+    one_at_a_time: dict[Key, Backend] = {}
+    for backend in backends:
+        key = (backend.platform, backend.env)
+        if key in procs or key in one_at_a_time or unprobed(backend):
+            continue
+        if backend.platform.split(",")[0] in exclusive:
+            one_at_a_time[key] = backend
+        else:
+            procs[key] = start(backend)
+    outputs: dict[Key, tuple[int | None, str, str]] = {}
+    for key, backend in one_at_a_time.items():
+        outputs[key] = finish(start(backend))  # ended before the next starts
+    for key, proc in procs.items():
+        outputs[key] = finish(proc)
     results = {}
     for backend in backends:
+        if (backend.platform, backend.env) in known:
+            results[backend.label] = known[(backend.platform, backend.env)]
+            continue
         if unprobed(backend):
             results[backend.label] = ProbeResult(OK, "", {"jax_backend": "cpu"})
             continue
@@ -181,3 +217,59 @@ def probe_backends(
         else:
             results[backend.label] = interpret(backend, returncode, stdout, stderr)
     return results
+
+
+# The platforms --jax-backend=auto looks for beside the CPU, in this order.
+AUTO_CANDIDATES = (
+    Backend("gpu", "cuda"),
+    Backend("tpu", "tpu"),
+    Backend("rocm", "rocm"),
+)
+
+
+def discover(timeout: float = PROBE_TIMEOUT_S) -> dict[str, ProbeResult]:
+    """Probe every platform ``--jax-backend=auto`` may find; by label."""
+    return probe_backends(AUTO_CANDIDATES, timeout)
+
+
+def tpu_signs() -> list[str]:
+    """What suggests this machine has a TPU (cheap: no JAX started)."""
+    signs = []
+    if os.environ.get("TPU_ACCELERATOR_TYPE"):
+        signs.append(f"TPU_ACCELERATOR_TYPE={os.environ['TPU_ACCELERATOR_TYPE']}")
+    if glob.glob("/dev/accel*"):
+        signs.append("/dev/accel*")
+    if importlib.util.find_spec("libtpu") is not None:
+        signs.append("libtpu installed")
+    return signs
+
+
+def tpu_hints(
+    backends: Sequence[Backend],
+    results: Mapping[str, ProbeResult],
+    timeout: float = PROBE_TIMEOUT_S,
+) -> dict[str, str]:
+    """For each unavailable GPU label of a run that asked for no TPU, on a
+    machine whose TPU a probe found working: how to ask for it instead."""
+    if any(b.expected == "tpu" for b in backends):
+        return {}
+    missing = [
+        b.label
+        for b in backends
+        if b.expected == "gpu" and results.get(b.label, ProbeResult(OK)).status != OK
+    ]
+    if not missing or not tpu_signs():
+        return {}
+    found = probe_backends([Backend("tpu", "tpu")], timeout)["tpu"]
+    if found.status != OK:
+        return {}
+    firsts = [b.label for b in backends if not (b.rerun_of or b.ab_of or b.devices_of)]
+    hints = {}
+    for label in missing:
+        ask = ",".join(dict.fromkeys("tpu" if x == label else x for x in firsts))
+        device = found.info.get("device") or "a TPU"
+        hints[label] = (
+            f"this machine has a TPU ({device}) and no GPU: ask for it with "
+            f"--jax-backend={ask}"
+        )
+    return hints

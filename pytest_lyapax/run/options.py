@@ -30,7 +30,7 @@ from pytest_lyapax.report.busy import WARN, parse_busy
 from pytest_lyapax.report.gates import CompareThreshold, parse_gates, refusal
 from pytest_lyapax.report.identity import machine_of
 from pytest_lyapax.report.schema import ReportError, load_report
-from pytest_lyapax.run import devices, precision
+from pytest_lyapax.run import chip, devices, precision
 from pytest_lyapax.run.ab import AB_OPTION, add_ab_twins
 
 RESULTS_DIR = "results"  # under the report directory: recorded results' files
@@ -71,6 +71,9 @@ class Settings:
     peaks: bool = True  # the machine's measured peaks for the roofline (--jax-no-peaks)
     # Backends one after another, not interleaved (--jax-sequential, turns.py).
     sequential: bool = False
+    # Platforms whose device admits one process at a time (--jax-exclusive,
+    # chip.py).
+    exclusive: frozenset[str] = chip.DEFAULT_EXCLUSIVE
     # Labels a jax_backend marker may name: built-in ones and every mapping.
     known_labels: tuple[str, ...] = ()
     # Backends on other hosts (--jax-backend-host): how long to wait for an
@@ -380,6 +383,7 @@ NEED_BACKEND = {
     "jax_no_extras": "--jax-no-extras",
     "jax_no_peaks": "--jax-no-peaks",
     "jax_sequential": "--jax-sequential",
+    "jax_exclusive": chip.EXCLUSIVE_OPTION,
     "jax_budget": "--jax-budget",
     "jax_max_call": "--jax-max-call",
     "jax_recompile": "--jax-recompile",
@@ -469,6 +473,47 @@ def informational(config: pytest.Config) -> bool:
     )
 
 
+AUTO = "auto"
+# Lines for the report header found before the run's session exists.
+NOTES_KEY = pytest.StashKey[list[str]]()
+# The probes --jax-backend=auto ran, by platform and variables: not repeated.
+PROBED_KEY = pytest.StashKey[dict[tuple[str, tuple[tuple[str, str], ...]], Any]]()
+
+
+def auto_backends(config: pytest.Config) -> tuple[Backend, ...]:
+    """``--jax-backend=auto``: the CPU, then every platform of
+    :data:`~pytest_lyapax.backends.probe.AUTO_CANDIDATES` whose probe ran
+    on this machine; those that did not are not requested."""
+    from pytest_lyapax.backends import probe
+
+    found = probe.discover()
+    backends = [Backend("cpu", "cpu")]
+    absent = []
+    probed = {}
+    for candidate in probe.AUTO_CANDIDATES:
+        result = found[candidate.label]
+        if result.status == probe.OK:
+            backends.append(candidate)
+            probed[(candidate.platform, candidate.env)] = result
+        else:
+            absent.append(candidate.label)
+    config.stash[PROBED_KEY] = probed
+    line = f"--jax-backend=auto: {','.join(b.label for b in backends)}"
+    if absent:
+        line += f" (not on this machine: {', '.join(absent)})"
+    config.stash.setdefault(NOTES_KEY, []).append(line)
+    return tuple(backends)
+
+
+def backends_requested(config: pytest.Config) -> bool:
+    """Whether --jax-backend (or its ini key) was given, read before the run
+    is configured."""
+    text = config.getoption("jax_backend")
+    if text is None:
+        text = str(config.getini("jax_backend") or "").strip()
+    return bool(text)
+
+
 def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Settings:
     """Resolve command line, ini file and defaults into :class:`Settings`.
 
@@ -485,7 +530,10 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
     text = config.getoption("jax_backend")
     if text is None:
         text = str(config.getini("jax_backend") or "").strip() or None
-    backends = parse_backends(text, platforms) if text is not None else ()
+    if text is not None and text.strip().lower() == AUTO:
+        backends = auto_backends(config)
+    else:
+        backends = parse_backends(text, platforms) if text is not None else ()
     host_lines = list(config.getini("jax_backend_host") or [])
     host_lines += config.getoption("jax_backend_host") or []
     ab = config.getoption("jax_ab")
@@ -535,6 +583,15 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
                 f"{given[0]} needs --jax-backend=LIST (or the jax_backend ini key); "
                 "without it pytest-lyapax is off"
             )
+
+    exclusive = chip.DEFAULT_EXCLUSIVE
+    exclusive_text = config.getoption("jax_exclusive")
+    where = chip.EXCLUSIVE_OPTION
+    if exclusive_text is None:
+        exclusive_text = str(config.getini("jax_exclusive") or "").strip() or None
+        where = "jax_exclusive (ini)"
+    if exclusive_text is not None and backends:
+        exclusive = chip.parse_exclusive(exclusive_text, backends, where)
 
     budget_s, max_call_s = read_limits(config)
 
@@ -605,6 +662,7 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         extras=not bool(config.getoption("jax_no_extras")),
         peaks=not bool(config.getoption("jax_no_peaks")),
         sequential=bool(config.getoption("jax_sequential")),
+        exclusive=exclusive,
         known_labels=tuple(dict.fromkeys([*DEFAULT_PLATFORMS, *platforms])),
         host_timeout=host_timeout,
         allow_code_mismatch=bool(config.getoption("jax_allow_code_mismatch")),

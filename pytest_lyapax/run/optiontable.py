@@ -87,7 +87,8 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         "--jax-backend",
         "Run every test once per JAX backend, each in its own worker process, "
         "in this order: comma-separated labels from cpu, gpu (=cuda), tpu, rocm "
-        "or labels defined with --jax-backend-platform. Ini: jax_backend.",
+        "or labels defined with --jax-backend-platform; auto: cpu and every "
+        "other platform a probe finds on this machine. Ini: jax_backend.",
         metavar="LIST",
     ),
     Option(
@@ -217,6 +218,15 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         action="store_true",
     ),
     Option(
+        "--jax-exclusive",
+        "Labels whose device admits one process at a time (comma-separated, "
+        "or none; default: every label on the tpu platform): a label and its "
+        "twins (--jax-rerun, --jax-ab, --jax-devices) take the device one "
+        "after another, each worker ending before the next opens it (needs "
+        "--jax-backend). Ini: jax_exclusive.",
+        metavar="LIST",
+    ),
+    Option(
         "--jax-no-extras",
         "Measure only the timed rounds and the first call: no compile/lower "
         "split, memory figures, dispatch/device split, counters, machine state "
@@ -303,6 +313,7 @@ INI_KEYS: tuple[IniKey, ...] = (
     ),
     IniKey("jax_devices", "Device counts, e.g. 1,2,4 (see --jax-devices)."),
     IniKey("jax_precision", "Precisions, e.g. native (see --jax-precision)."),
+    IniKey("jax_exclusive", "Default for --jax-exclusive."),
     IniKey(
         "jax_compile_cache",
         "Compile cache folder, relative to the ini file, or none "

@@ -181,11 +181,16 @@ class BackendProgress:
             reporter.write_line(f"pytest-lyapax progress: {self.line(label, now)}")
 
     # -- hooks --------------------------------------------------------------
-    def _running(self) -> str | None:
-        """The backend whose phase runs now: phases run one after another,
-        in run order (see scheduling.py)."""
+    def _label_of(self, nodeid: str) -> str | None:
+        """The backend whose worker runs the test ``nodeid``: the one its
+        collection was handed to (xdist runs, interleaved or not), else the
+        first in run order that has tests left (a run in this process)."""
+        label = self.session.test_labels.get(nodeid)
+        if label in self.backends:
+            return label
         for label in self.session.order:
-            if not self.backends[label].ended:
+            state = self.backends[label]
+            if self.session.expected.get(label, 0) and not state.ended:
                 return label
         return None
 
@@ -193,7 +198,7 @@ class BackendProgress:
     # drawn here stay up while the test runs.
     @pytest.hookimpl(trylast=True)
     def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
-        label = self._running()
+        label = self._label_of(nodeid)
         if label is None:
             return
         state = self.backends[label]

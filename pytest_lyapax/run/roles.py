@@ -25,7 +25,7 @@ import pytest
 from pytest_lyapax.measuring import benchmarks, compilecache, fixture, points
 from pytest_lyapax.measuring.observers import observers_for
 from pytest_lyapax.measuring.rounds import RoundsWatch
-from pytest_lyapax.run import budget, devices
+from pytest_lyapax.run import budget, chip, devices
 from pytest_lyapax.run.items import (
     LABEL_ATTR,
     count_copies,
@@ -225,6 +225,9 @@ class WorkerHooks(_TestRunner):
         # local backends wait, so they never share cores with its rounds.
         turns = self.session.turns
         turns.progress += 1
+        if self.session.chip_lock is not None and self.session.chip_handle is None:
+            # Before the turn: the wait for the chip is no other backend's.
+            take_chip(self.session)
         turns.hold()
         try:
             return (yield)
@@ -243,7 +246,7 @@ class WorkerHooks(_TestRunner):
         session.items[:] = [
             item for item in session.items if self.session.runs_here(item_label(item))
         ]
-        if session.items:
+        if session.items and self.session.chip_lock is None:
             # Start JAX now (if the tests may use it): all workers collect at
             # the same time, before any backend's phase begins, so no later
             # backend pays its start-up (~1 s) while an earlier one waits, and
@@ -299,6 +302,21 @@ def start_jax(items: Sequence[pytest.Item]) -> None:
         jax.devices()
     except Exception:  # noqa: BLE001, S110 - reported by the first test instead
         pass
+
+
+def take_chip(session: LyapaxSession) -> None:
+    """Take this worker's chip (chip.py): its lock, once the previous holder
+    has ended, then the device itself; why it could not goes to
+    ``session.chip_error`` and its tests skip with it."""
+    assert session.chip_lock is not None
+    session.chip_handle = chip.take(session.chip_lock) if session.chip_lock else True
+    if session.chip_handle is None:
+        session.chip_handle = False  # tried: not again for every test
+        session.chip_error = (
+            f"another worker of this run held its chip for {chip.CHIP_WAIT_S:g} s"
+        )
+        return
+    session.chip_error = chip.open_device()
 
 
 def release_worker_memory() -> None:

@@ -11,17 +11,17 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
 from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
-from pytest_lyapax.backends.probe import probe_backends
+from pytest_lyapax.backends.probe import probe_backends, tpu_hints
 from pytest_lyapax.measuring import benchmarks, compilecache
 from pytest_lyapax.run import ab, agreement, devices, precision, remote, roles
 from pytest_lyapax.run.collector import ResultCollector
-from pytest_lyapax.run.options import Settings, informational
+from pytest_lyapax.run.options import NOTES_KEY, PROBED_KEY, Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
 from pytest_lyapax.run.session import (
     COLLECT,
@@ -158,6 +158,8 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     """Set up the main process of an active run and decide its role."""
     states = {b.label: BackendState(b) for b in settings.backends}
     session = LyapaxSession(settings, COLLECT, states)
+    early: list[str] = config.stash.get(NOTES_KEY, [])  # before the session
+    session.notes.extend(early)
     config.stash[STASH_KEY] = session
     if informational(config):
         register(config, session)
@@ -168,7 +170,14 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     if reason is None:
         other = _other_version(config, session)
         local = [b for b in settings.backends if b.host is None]
-        results = {**probe_backends(local), **remote.probe_remote(session)}
+        known = config.stash.get(PROBED_KEY, {})  # by --jax-backend=auto
+        probed = probe_backends(local, exclusive=settings.exclusive, known=known)
+        hints = tpu_hints(local, probed)
+        for label, hint in hints.items():
+            probed[label] = replace(
+                probed[label], reason=f"{probed[label].reason}; {hint}"
+            )
+        results = {**probed, **remote.probe_remote(session)}
         for label, result in results.items():
             state = states[label]
             state.status, state.reason = result.status, result.reason
@@ -302,6 +311,10 @@ def check_process_backend(
     after the test if it imported JAX, so tests that never use JAX do not
     make their worker start it (~0.5 s of CPU per worker).
     """
+
+    if session.chip_error and label == session.own_label:
+        # Its device is held by another process (chip.py).
+        pytest.skip(f"backend {label!r} unavailable: {session.chip_error}")
 
     def check_if_imported() -> None:
         if "jax" in sys.modules:

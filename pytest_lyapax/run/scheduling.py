@@ -18,15 +18,22 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_lyapax.backends.labels import CRASHED, GPU_MEMORY_ENV, Backend
+from pytest_lyapax.run import chip
 from pytest_lyapax.run.session import WORKERINPUT_KEY, LyapaxSession
 from pytest_lyapax.run.turns import TurnServer
-from pytest_lyapax.run.workerend import EndingWorker, await_workers, describe
+from pytest_lyapax.run.workerend import (
+    EndingWorker,
+    await_workers,
+    describe,
+    end_now,
+)
 
 if TYPE_CHECKING:
     from xdist.scheduler.protocol import Scheduling
@@ -103,6 +110,7 @@ class BackendScheduling:
         on_collection: Callable[[dict[str, list[str]]], None] | None = None,
         config: pytest.Config | None = None,
         concurrent: bool = False,
+        chips: Mapping[str, str] | None = None,
     ) -> None:
         # As on xdist's own schedulers: plugins read it (pytest-rerunfailures'
         # pytest_handlecrashitem, when a worker crashes in a test).
@@ -117,6 +125,9 @@ class BackendScheduling:
         self.collections: dict[str, list[str]] = {}
         self.queue: list[str] = []
         self.concurrent = concurrent
+        # label -> chip, for labels whose device admits one process at a
+        # time: never two phases of one chip at once (chip.py).
+        self.chips = dict(chips or {})
         # Phases started and not yet over (at most one unless concurrent).
         self.running: set[str] = set()
         self.started: set[WorkerController] = set()
@@ -231,12 +242,23 @@ class BackendScheduling:
 
     # -- phases ---------------------------------------------------------------
     def _advance(self) -> None:
+        waiting = []  # for their chip, held by a running phase
         while self.queue and (self.concurrent or not self.running):
             label = self.queue.pop(0)
             if label in self.dead:
                 continue
+            if self._chip_taken(label):
+                waiting.append(label)
+                continue
             self.running.add(label)
             self._start(label)
+        self.queue[:0] = waiting
+
+    def _chip_taken(self, label: str) -> bool:
+        held = self.chips.get(label)
+        return held is not None and any(
+            self.chips.get(other) == held for other in self.running
+        )
 
     def _start(self, label: str) -> None:
         """Send a running backend's tests to its worker, if that worker is ready."""
@@ -289,6 +311,13 @@ class XdistHooks:
         self.errored: set[Any] = set()
         # Turns between the local workers (turns.py), unless --jax-sequential
         # or a single worker.
+        # The labels that share a device one process at a time (chip.py),
+        # and the folder of their chips' locks.
+        self.chips = chip.chips_of(
+            [session.backend(label) for label in dict.fromkeys(self.order)],
+            session.settings.exclusive,
+        )
+        self.chip_locks = chip.ChipLocks() if self.chips else None
         self.turns: TurnServer | None = None
         if len(self.order) > 1 and not session.settings.sequential:
             local = [
@@ -296,7 +325,20 @@ class XdistHooks:
                 for label in self.order
                 if not session.backend(label).host  # hosts take no turns
             ]
-            self.turns = TurnServer(expected=len(local))
+            # A chip's labels run one after another: one of them at a time
+            # asks for turns.
+            shared = [label for label in local if label in self.chips]
+            at_once = len(local) - len(shared) + len({self.chips[s] for s in shared})
+            try:
+                self.turns = TurnServer(expected=at_once)
+            except OSError as error:
+                # No unix socket here: the backends run one after another.
+                session.notes.append(
+                    f"rounds not interleaved: the turns' unix socket cannot be "
+                    f"made ({error}); the backends run one after another, as "
+                    f"with --jax-sequential"
+                )
+                session.settings = replace(session.settings, sequential=True)
 
     def _count_collected(self, collections: dict[str, list[str]]) -> None:
         # xdist sets testscollected to the last worker's count; the workers'
@@ -305,6 +347,7 @@ class XdistHooks:
         for phase, collection in collections.items():
             label = self.label_of_phase[phase]
             expected[label] = expected.get(label, 0) + len(collection)
+            self.session.test_labels.update(dict.fromkeys(collection, label))
         for label, count in expected.items():
             self.session.expected[label] = count  # (Counter.update would add)
         if self.pytest_session is not None:
@@ -329,6 +372,8 @@ class XdistHooks:
         # trylast: the controller's last word; no worker outlives the run.
         if self.turns is not None:
             self.turns.close()
+        if self.chip_locks is not None:
+            self.chip_locks.remove()
         if self.group is None:
             nodemanager = getattr(self._dsession(), "nodemanager", None)
             self.group = getattr(nodemanager, "group", None)
@@ -380,6 +425,11 @@ class XdistHooks:
             on_collection=self._count_collected,
             config=config,
             concurrent=self.turns is not None,
+            chips={
+                phase: self.chips[label]
+                for phase, label in self.label_of_phase.items()
+                if label in self.chips
+            },
         )
         _no_replacement_for_dead_backends(config, self.scheduler)
         return self.scheduler
@@ -418,14 +468,25 @@ class XdistHooks:
         local = getattr(node.gateway.spec, "via", None) is None
         turns = self.turns.address if self.turns is not None and local else None
         rank = self.phases.index(self.node_phases[node])
+        lock = None
+        if label in self.chips and self.chip_locks is not None:
+            # The lock file is on this machine: a worker on another host
+            # ("") only defers and retries its device's opening.
+            lock = self.chip_locks.path(self.chips[label]) if local else ""
         node.workerinput[WORKERINPUT_KEY] = self.session.worker_payload(
-            label, turns, rank
+            label, turns, rank, lock
         )
 
     @pytest.hookimpl
     def pytest_testnodedown(self, node: WorkerController, error: object) -> None:
         label, phase = self._label(node), self._phase(node)
         (self.finished if error is None else self.errored).add(node)
+        if label in self.chips:
+            # Its process ends now, releasing the device, before the
+            # scheduler starts the next phase on it (chip.py).
+            line = end_now(self._ending(node.gateway, node, error is not None))
+            if line:
+                self._say(line)
         if error is None:
             scheduler = self.scheduler
             if scheduler is not None and node not in scheduler.started and phase:

@@ -108,6 +108,8 @@ class LyapaxSession:
     # Per label of the process that runs them: tests handed out, tests finished.
     expected: Counter[str] = field(default_factory=Counter)
     finished: Counter[str] = field(default_factory=Counter)
+    # Controller: the label of the worker each test id was handed to.
+    test_labels: dict[str, str] = field(default_factory=dict)
     interrupted: bool = False  # Ctrl-C, as opposed to -x or --maxfail
     benchmark_disabled: bool = False  # the user's --benchmark-disable
     collection_errors: int = 0  # seen by the controller (xdist runs)
@@ -128,6 +130,12 @@ class LyapaxSession:
     mismatched: list[str] = field(default_factory=list)  # "label (host)", not run
     # Who may run now among the workers (run/turns.py); NoTurns: anyone.
     turns: Turns = field(default_factory=NoTurns)
+    # Worker of a label whose device admits one process at a time (chip.py):
+    # the lock file of its chip ("" on another host: none), the lock once
+    # taken, and why the device could not be had ("" while it could).
+    chip_lock: str | None = None
+    chip_handle: Any = None
+    chip_error: str = ""
 
     @property
     def limits(self) -> Limits:
@@ -184,16 +192,22 @@ class LyapaxSession:
         return None
 
     def worker_payload(
-        self, label: str, turns: str | None = None, rank: int = 0
+        self,
+        label: str,
+        turns: str | None = None,
+        rank: int = 0,
+        chip_lock: str | None = None,
     ) -> str:
         """Serialise what a worker needs (as a JSON string, as xdist prefers):
         every setting (payload.py) and each backend's state; ``turns``: the
         address of the controller's turn server and ``rank`` the worker's
-        place in the run order (turns.py)."""
+        place in the run order (turns.py); ``chip_lock``: the lock file of
+        the chip it shares with other labels (chip.py)."""
         return json.dumps(
             {
                 "label": label,
                 "turns": turns,
+                "chip_lock": chip_lock,
                 "rank": rank,
                 "benchmark_disabled": self.benchmark_disabled,
                 "settings": settings_to_json(self.settings),
@@ -220,6 +234,7 @@ class LyapaxSession:
             own_label=data["label"],
             benchmark_disabled=data["benchmark_disabled"],
         )
+        session.chip_lock = data.get("chip_lock")
         if data.get("turns"):
             from pytest_lyapax.run.turns import TurnClient
 

@@ -6,7 +6,9 @@ the same time, but only the one that holds the *turn* runs anything: a test
 between two rounds once it has held it for a slice
 (:attr:`~pytest_lyapax.measuring.rounds.Turns.slice_s`).  The turns are
 handed out first come, first served by a small server in the controller
-(:class:`TurnServer`, a thread listening on 127.0.0.1 only), so two
+(:class:`TurnServer`, a thread listening on a unix socket in a private
+temporary folder, mode 0700: no IP socket is needed, so the turns work in
+sandboxes that allow none, not even loopback), so two
 workers that both want to run alternate, and a worker that is alone never
 waits.  Each grant carries a number that grows by one per turn across the
 whole run: the rounds of two backends run in neighbouring turns were taken
@@ -42,9 +44,12 @@ local ones and take no turns.
 
 from __future__ import annotations
 
+import os
 import selectors
+import shutil
 import socket
 import struct
+import tempfile
 import threading
 import time
 from collections import deque
@@ -67,13 +72,43 @@ _ARGUMENT_BYTES = {
     ENDED[0]: 0,
 }
 _TICKET = struct.Struct(">Q")
+# The longest path a unix socket may have (sun_path is 108 bytes on Linux,
+# 104 on macOS, with its terminating NUL).
+_UNIX_PATH_MAX = 100
+
+
+def _private_listener() -> tuple[socket.socket, str]:
+    """A listening unix socket in a new folder only this user can enter.
+
+    Raises OSError when none can be made (no unix sockets on this system, no
+    writable temporary folder).  A temporary folder whose path is too long for
+    a unix socket is replaced by one under ``/tmp``.
+    """
+    if not hasattr(socket, "AF_UNIX"):
+        raise OSError("this system has no unix sockets")
+    folder = tempfile.mkdtemp(prefix="lyapax-turns-")  # mode 0700
+    if len(os.path.join(folder, "turns")) > _UNIX_PATH_MAX:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder = tempfile.mkdtemp(prefix="lyapax-turns-", dir="/tmp")
+    path = os.path.join(folder, "turns")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+        listener.listen()
+    except OSError:
+        listener.close()
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return listener, path
 
 
 class TurnServer:
     """Hands out turns, first come first served, to the workers that connect.
 
-    Runs in a daemon thread of the controller; :meth:`close` stops it.
-    ``expected``: how many workers will ask for turns (see the first turn).
+    Runs in a daemon thread of the controller; :meth:`close` stops it and
+    removes its socket's folder.  ``expected``: how many workers will ask for
+    turns (see the first turn).  Raises OSError when its socket cannot be made
+    (the caller then runs the backends one after another).
     """
 
     def __init__(self, expected: int = 1) -> None:
@@ -92,7 +127,7 @@ class TurnServer:
         self._reported: dict[int, int] = {}
         self._reports_awaited_since: float | None = None
         self._report_lock = threading.Lock()
-        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._listener, self._path = _private_listener()
         self._listener.setblocking(False)
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._listener, selectors.EVENT_READ)
@@ -113,8 +148,9 @@ class TurnServer:
 
     @property
     def address(self) -> str:
-        host, port = self._listener.getsockname()[:2]
-        return f"{host}:{port}"
+        """The path of the server's unix socket, which a :class:`TurnClient`
+        connects to."""
+        return self._path
 
     def _serve(self) -> None:
         while not self._closed.is_set():
@@ -173,7 +209,6 @@ class TurnServer:
         except OSError:
             return
         conn.setblocking(True)
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._selector.register(conn, selectors.EVENT_READ)
 
     def _read(self, conn: socket.socket) -> None:
@@ -286,6 +321,7 @@ class TurnServer:
         self._selector.close()
         self._wake_read.close()
         self._wake_write.close()
+        shutil.rmtree(os.path.dirname(self._path), ignore_errors=True)
 
 
 class TurnClient(Turns):
@@ -297,8 +333,7 @@ class TurnClient(Turns):
 
     def __init__(self, address: str, rank: int = 0) -> None:
         self.rank = min(max(rank, 0), 255)
-        host, _, port = address.rpartition(":")
-        self._address = (host, int(port))
+        self._address = address  # the server's unix socket
         self._sock: socket.socket | None = None
         self._held = False
         self._broken = False
@@ -318,12 +353,18 @@ class TurnClient(Turns):
     def _connection(self) -> socket.socket | None:
         if self._sock is None and not self._broken:
             try:
-                sock = socket.create_connection(self._address, timeout=10.0)
-            except OSError:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            except (OSError, AttributeError):
                 self._broken = True
                 return None
+            try:
+                sock.settimeout(10.0)
+                sock.connect(self._address)
+            except OSError:
+                self._broken = True
+                sock.close()
+                return None
             sock.settimeout(None)  # a turn may take as long as another's test
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             try:
                 sock.sendall(RANK + bytes([self.rank]))
             except OSError:

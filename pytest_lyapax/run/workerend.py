@@ -36,6 +36,9 @@ WORKER_EXIT_LIMIT_S = 300.0
 # Seconds left, at the least, for the processes to exit once their gateways
 # were told to (interpreter shutdown), when the limit above is spent.
 EXIT_GRACE_S = 30.0
+# Seconds a worker whose device the next one needs (chip.py) may take for its
+# end after its last test.
+CHIP_END_LIMIT_S = 120.0
 
 END_HOOKS = "its end-of-run hooks (terminal summary, pytest_unconfigure)"
 
@@ -115,6 +118,41 @@ def await_workers(
     group.terminate(timeout=max(deadline - time.monotonic(), EXIT_GRACE_S))
     for line in said[hung:]:
         say(line)
+    return said
+
+
+def end_now(worker: EndingWorker, limit: float = CHIP_END_LIMIT_S) -> str:
+    """End one finished worker's process before the run ends: wait for its own
+    end (its channel closes), exit its gateway and reap the process.  For a
+    worker that holds a device the next worker needs (chip.py).  Returns a
+    line to say if it had to be killed, else "".
+    """
+    said = ""
+    if worker.channel is not None and worker.finished and not worker.gone:
+        try:
+            worker.channel.waitclose(limit)
+        except worker.channel.TimeoutError:
+            said = (
+                f"pytest-lyapax: {worker.name} was still in {END_HOOKS} {limit:g} s "
+                "after its last test, and its device is needed: killed"
+            )
+            _kill(worker.gateway)
+        except Exception:  # noqa: BLE001, S110 - closed with an error: it is done
+            pass
+    try:
+        worker.gateway.exit()
+    except Exception:  # noqa: BLE001, S110 - gone already
+        pass
+    popen = getattr(getattr(worker.gateway, "_io", None), "popen", None)
+    if popen is not None:
+        try:
+            popen.wait(timeout=EXIT_GRACE_S)
+        except Exception:  # noqa: BLE001 - still there: ended by force
+            _kill(worker.gateway)
+            said = said or (
+                f"pytest-lyapax: {worker.name} did not exit {EXIT_GRACE_S:g} s "
+                "after its gateway was closed, and its device is needed: killed"
+            )
     return said
 
 

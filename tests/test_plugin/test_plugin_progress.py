@@ -82,7 +82,7 @@ class _FakeFile(io.StringIO):
         return self.tty
 
 
-def _display(tty, monkeypatch):
+def _display(tty, monkeypatch, **fields):
     monkeypatch.delenv("CI", raising=False)
     monkeypatch.setenv("COLUMNS", "100")
     monkeypatch.setenv("LINES", "30")
@@ -104,7 +104,10 @@ def _display(tty, monkeypatch):
         order=("cpu", "gpu"),
         expected={"cpu": 2, "gpu": 1},
         worker_labels={},
+        test_labels={},
     )
+    for name, value in fields.items():
+        setattr(session, name, value)
     now = [0.0]
     shown = progress.BackendProgress(config, session, clock=lambda: now[0])
     return shown, tw, file, now
@@ -168,6 +171,44 @@ def test_plain_lines_without_a_terminal(monkeypatch):
     assert shown.line("gpu", 130.0) == "gpu: 1 of 1 tests done, 30 s elapsed"
     shown.backends["gpu"].ended = False
     assert shown.line("gpu", 130.0).endswith(", 30 s elapsed, ~10 s left")
+
+
+def test_each_line_names_the_worker_that_runs_the_test(monkeypatch):
+    # Device-count labels in front, one of them with no test of its own, and
+    # the backends' tests interleaved: each test is shown under the label
+    # whose worker was handed it.
+    labels = ("cpu_1dev", "cpu", "tpu")
+    shown, tw, file, now = _display(
+        False,
+        monkeypatch,
+        labels=labels,
+        order=labels,
+        expected={"cpu_1dev": 0, "cpu": 1, "tpu": 1},
+        test_labels={
+            "t.py::test_kuramoto_dense[cpu-20]": "cpu",
+            "t.py::test_kuramoto_dense[tpu-20]": "tpu",
+        },
+    )
+    shown.pytest_runtest_logstart("t.py::test_kuramoto_dense[cpu-20]", None)
+    shown.pytest_runtest_logstart("t.py::test_kuramoto_dense[tpu-20]", None)
+    lines = [line for line in file.getvalue().splitlines() if line]
+    assert lines == [
+        "pytest-lyapax progress: cpu: test 1 of 1, test_kuramoto_dense [cpu-20], "
+        "0 s elapsed",
+        "pytest-lyapax progress: tpu: test 1 of 1, test_kuramoto_dense [tpu-20], "
+        "0 s elapsed",
+    ]
+    assert shown.backends["cpu_1dev"].started is None
+
+
+def test_a_run_in_one_process_skips_labels_without_tests(monkeypatch):
+    labels = ("cpu_1dev", "cpu")
+    shown, tw, file, now = _display(
+        False, monkeypatch, labels=labels, order=labels, expected={"cpu": 1}
+    )
+    shown.pytest_runtest_logstart("t.py::test_a[cpu]", None)
+    assert "cpu: test 1 of 1, test_a [cpu]" in file.getvalue()
+    assert "cpu_1dev" not in file.getvalue()
 
 
 def test_quiet_and_ci_get_plain_lines(monkeypatch):

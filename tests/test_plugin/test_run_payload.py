@@ -47,6 +47,8 @@ def _other(hint, default):
         if len(args) == 2 and args[1] is Ellipsis:
             return (_other(args[0], None),)
         return tuple(_other(a, None) for a in args)
+    if origin in (frozenset, set):
+        return origin({_other(typing.get_args(hint)[0], None)})
     if origin in (dict, Mapping) or hint in (dict, Mapping):
         args = typing.get_args(hint)
         return {"key": _other(args[1], None) if args else [1, 2.5, "three"]}
