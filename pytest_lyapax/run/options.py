@@ -81,6 +81,9 @@ class Settings:
     agree: AgreeSettings = AgreeSettings()
     # The other version of an A/B run (--jax-ab: a revision or a path; None: off).
     ab: str | None = None
+    # Sizes chosen by the plugin (--jax-find-crossover, --jax-find-ceiling).
+    find_crossover: bool = False
+    find_ceiling: bool = False
 
     @property
     def active(self) -> bool:
@@ -376,6 +379,8 @@ NEED_BACKEND = {
     "jax_rerun": RERUN_OPTION,
     "jax_ab": AB_OPTION,
     "jax_devices": devices.DEVICES_OPTION,
+    "jax_find_crossover": "--jax-find-crossover",
+    "jax_find_ceiling": "--jax-find-ceiling",
 }
 
 
@@ -596,7 +601,13 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
             store=None if report_dir is None else report_dir / RESULTS_DIR,
         ),
         ab=ab,
+        find_crossover=bool(config.getoption("jax_find_crossover"))
+        or str(config.getini("jax_find_crossover")).strip().lower() in _TRUE,
+        find_ceiling=bool(config.getoption("jax_find_ceiling")),
     )
+
+
+_TRUE = ("1", "true", "yes", "on")
 
 
 def read_limits(config: pytest.Config) -> tuple[float | None, float | None]:

@@ -121,6 +121,8 @@ class LyapaxSession:
     mismatched: list[str] = field(default_factory=list)  # "label (host)", not run
     # Who may run now among the workers (run/turns.py); NoTurns: anyone.
     turns: Turns = field(default_factory=NoTurns)
+    # Controller: the searches' report sections (run/search.py).
+    search: dict[str, Any] = field(default_factory=dict)
 
     @property
     def limits(self) -> Limits:
