@@ -32,14 +32,12 @@ from typing import Any
 
 import pytest
 
+from pytest_lyapax.measuring.ceiling import CEILING_ENV
 from pytest_lyapax.report import search as plan
 from pytest_lyapax.report.identity import bare_id, is_size, series_id
-from pytest_lyapax.report.schema import REPORT_KEY
 
 # Set in a follow-up run: it searches nothing itself.
 CHILD_ENV = "PYTEST_LYAPAX_SEARCH_STEP"
-# Set in a ceiling follow-up run (measuring/ceiling.py reads it).
-CEILING_ENV = "PYTEST_LYAPAX_CEILING"
 # The user property a worker attaches to a report: the marker's search bounds.
 BOUNDS_PROPERTY = "jax_search"
 # Every message of a bad search= starts so (the controller makes it exit 4).
@@ -47,7 +45,13 @@ BAD_SEARCH = "bad search bounds:"
 # Without a budget, at most this many follow-up runs per test and backend pair
 # (or backend, for the ceiling).
 MAX_STEPS = 10
-MAX_SPAN = 16  # default bounds: the marked range / 16 ... * 16
+MAX_SPAN = 16
+# A ceiling size needs one call, not a timing.
+_ONE_ROUND = (
+    "--benchmark-min-rounds=1",
+    "--benchmark-max-time=0",
+    "--jax-no-peaks",
+)  # default bounds: the marked range / 16 ... * 16
 
 # Options of the run that a follow-up run must not inherit: with a value ...
 _DROP_WITH_VALUE = (
@@ -134,8 +138,24 @@ def worker_hooks(config: pytest.Config, session: Any) -> object | None:
 
 def controller_hooks(config: pytest.Config, session: Any) -> object | None:
     if os.environ.get(CHILD_ENV):
-        return None
+        return FollowUpHooks(session, os.environ[CHILD_ENV])
     return SearchHooks(config, session)
+
+
+class FollowUpHooks:
+    """In a follow-up run: its out-of-memory points, written where the
+    searching run reads them (a run that measured nothing writes no report)."""
+
+    def __init__(self, session: Any, path: str) -> None:
+        self.session = session
+        self.path = path
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        try:
+            Path(self.path).write_text(json.dumps(list(self.session.points)))
+        except OSError:
+            pass
 
 
 def follow_up_args(config: pytest.Config) -> list[str]:
@@ -211,7 +231,12 @@ class SearchHooks:
         return None if budget is None else budget * labels
 
     def follow_up(
-        self, fullname: str, sizes: Sequence[int], labels: Sequence[str], env: dict
+        self,
+        fullname: str,
+        sizes: Sequence[int],
+        labels: Sequence[str],
+        env: dict[str, str],
+        extra: Sequence[str] = (),
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Run the test of ``fullname`` at ``sizes`` on ``labels``: its
         records and points (out of memory) from the follow-up run's report."""
@@ -230,8 +255,10 @@ class SearchHooks:
                 f"--jax-report-dir={tmp}",
                 "-p",
                 "no:cacheprovider",
+                *extra,
             ]
-            full_env = {**os.environ, CHILD_ENV: "1", **env}
+            points_file = Path(tmp) / "points.json"
+            full_env = {**os.environ, CHILD_ENV: str(points_file), **env}
             try:
                 subprocess.run(
                     cmd,
@@ -243,14 +270,11 @@ class SearchHooks:
                 )
             except (OSError, subprocess.SubprocessError):
                 return [], []
-            report = Path(tmp) / "benchmark.json"
-            try:
-                data = json.loads(report.read_text())
-            except (OSError, ValueError):
-                return [], []
-        records = [r for r in data.get("benchmarks", []) if isinstance(r, dict)]
-        section = data.get(REPORT_KEY) if isinstance(data, dict) else None
-        points = section.get("points", []) if isinstance(section, dict) else []
+            data = _json_of(Path(tmp) / "benchmark.json")
+            points = _json_of(points_file)
+        benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+        records = [r for r in benchmarks or [] if isinstance(r, dict)]
+        points = points if isinstance(points, list) else []
         return records, [p for p in points if isinstance(p, dict)]
 
     def _mark(self, records: list[dict[str, Any]], key: str, how: str) -> list:
@@ -388,13 +412,13 @@ class SearchHooks:
                 break
             start = time.monotonic()
             records, points = self.follow_up(
-                fullname, [size], [label], {CEILING_ENV: "1"}
+                fullname, [size], [label], {CEILING_ENV: "1"}, _ONE_ROUND
             )
             last = time.monotonic() - start
             spent += last
             added.append(size)
+            # One quick round: whether it ran, not its time (not kept).
             kept = self._mark(records, key, "ceiling")
-            self.session.records.extend(kept)
             fits += [size for r in kept if series_id(r).label == label]
             new = _oom_sizes(points, key, label)
             for entry in points:
@@ -407,6 +431,13 @@ class SearchHooks:
                 too_big[size] = stopped
                 break
         return plan.ceiling_entry(key, label, fits, too_big, added, stopped)
+
+
+def _json_of(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def _axis(size_label: str) -> str:
