@@ -293,3 +293,76 @@ def ceiling_line(entry: Mapping[str, Any]) -> str:
     beyond = "" if first is None else f", {first} does not fit"
     reason = f" ({entry['reason']})" if entry.get("reason") else ""
     return f"{entry['test']} on {entry['backend']}: {fits}{beyond}{reason}"
+
+
+def _bracket_text(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "not searched"
+    bracket = entry["bracket"]
+    where = "" if bracket is None else f" [{bracket[0]}, {bracket[1]}]"
+    return f"{entry['status']}{where}"
+
+
+def _ceiling_text(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "not searched"
+    largest = entry["largest_fitting"]
+    return "nothing fits" if largest is None else f"largest fitting {largest}"
+
+
+def compare_lines(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The searches of a saved run against this run's, one line per test."""
+    lines = []
+    before = {(e["test"], tuple(e["backends"])): e for e in read_searches(saved)}
+    after = {(e["test"], tuple(e["backends"])): e for e in read_searches(now)}
+    for key in sorted(set(before) | set(after)):
+        test, (a, b) = key
+        lines.append(
+            f"crossover {test} ({b} vs {a}): saved {_bracket_text(before.get(key))}"
+            f" -> now {_bracket_text(after.get(key))}"
+        )
+    old = {(e["test"], e["backend"]): e for e in read_ceilings(saved)}
+    new = {(e["test"], e["backend"]): e for e in read_ceilings(now)}
+    for key in sorted(set(old) | set(new)):
+        lines.append(
+            f"memory ceiling {key[0]} on {key[1]}: saved {_ceiling_text(old.get(key))}"
+            f" -> now {_ceiling_text(new.get(key))}"
+        )
+    return lines
+
+
+def history_lines(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """Each run's searches (``runs``: when, report section), oldest first."""
+    lines = []
+    for when, key in runs:
+        for e in read_searches(key):
+            a, b = e["backends"]
+            lines.append(
+                f"{when}: crossover {e['test']} ({b} vs {a}): {_bracket_text(e)}"
+            )
+        for e in read_ceilings(key):
+            lines.append(
+                f"{when}: memory ceiling {e['test']} on {e['backend']}: "
+                f"{_ceiling_text(e)}"
+            )
+    return lines
+
+
+def malformed(section: Mapping[str, Any]) -> str | None:
+    """What is wrong with a stored report's search sections (None: nothing):
+    an entry that :func:`read_searches` or :func:`read_ceilings` would drop."""
+    for name, read in (
+        ("crossover_search", read_searches),
+        ("ceilings", read_ceilings),
+    ):
+        raw = section.get(name)
+        if raw is None:
+            continue
+        if not isinstance(raw, list):
+            return f"'{name}' is not a list"
+        if len(read(section)) != len(raw):
+            return (
+                f"'{name}' has a malformed entry (each needs its test, "
+                "and sizes that are positive integers)"
+            )
+    return None

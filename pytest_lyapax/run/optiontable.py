@@ -230,7 +230,7 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
     Option(
         "--jax-find-crossover",
         "After the marked sizes, add sizes until the crossing of the first two "
-        "backends' medians is bracketed within +-25 %, or shown absent within "
+        "backends' medians is bracketed within +-25 %%, or shown absent within "
         "the bounds of @pytest.mark.jax_sizes(..., search=(lo, hi)) (default: "
         "the marked range / 16 ... * 16); within --jax-budget. Ini: "
         "jax_find_crossover.",

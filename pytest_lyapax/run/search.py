@@ -218,10 +218,6 @@ class SearchHooks:
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
         return result
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if self.bad is not None:
-            terminalreporter.write_line(f"ERROR: {self.bad}", red=True)
-
     # -- the follow-up runs ---------------------------------------------------
 
     def _budget_s(self, labels: int) -> float | None:
