@@ -208,6 +208,8 @@ class SearchHooks:
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> Any:
         if self.bad is None and not self.session.interrupted:
+            if self.crossover or self.ceiling:
+                self._end_workers()
             if self.crossover:
                 self.session.search["crossover_search"] = self.search_crossovers()
             if self.ceiling:
@@ -219,6 +221,27 @@ class SearchHooks:
         return result
 
     # -- the follow-up runs ---------------------------------------------------
+
+    def _end_workers(self) -> None:
+        """Let the run's workers finish and exit before the first follow-up
+        run: a TPU admits one process at a time, and a worker holds its chip
+        until its process exits (workerend.py; the later wait finds none)."""
+        dsession = self.config.pluginmanager.getplugin("dsession")
+        group = getattr(getattr(dsession, "nodemanager", None), "group", None)
+        if group is None or not self.session.worker_labels:
+            return
+        from pytest_lyapax.run.workerend import EndingWorker, await_workers, describe
+
+        workers = [
+            EndingWorker(
+                node.gateway,
+                describe(node.gateway, label),
+                channel=getattr(node, "channel", None),
+                finished=True,
+            )
+            for node, label in self.session.worker_labels.items()
+        ]
+        await_workers(group, workers, self.session.notes.append)
 
     def _budget_s(self, labels: int) -> float | None:
         """Seconds a search of one test may spend: the run's budget per series
