@@ -460,8 +460,9 @@ def _json_of(path: Path) -> Any:
 
 
 def _axis(size_label: str) -> str:
-    """``d`` from ``"d"``; ``size`` from the default ``problem size (jax_size)``."""
-    return "size" if "(" in size_label else size_label
+    """The size axis in words: ``network size d`` from ``network size d
+    (nodes)``, ``problem size`` from the default ``problem size (jax_size)``."""
+    return size_label.split(" (", 1)[0].strip() or "size"
 
 
 def _oom_sizes(

@@ -62,7 +62,7 @@ def test_the_known_crossing_is_bracketed_within_25_percent(pytester, run_pytest)
     assert entry["status"] == "bracketed", entry
     lo, hi = entry["bracket"]
     assert lo <= 100 <= hi and hi <= lo * 1.25**2, entry
-    assert entry["summary"] == f"cpu2 faster from size in [{lo}, {hi}]"
+    assert entry["summary"] == f"cpu2 faster from problem size in [{lo}, {hi}]"
     chosen = {
         b["extra_info"]["size"]
         for b in data["benchmarks"]
@@ -70,7 +70,7 @@ def test_the_known_crossing_is_bracketed_within_25_percent(pytester, run_pytest)
     }
     assert chosen == set(entry["added"]) and chosen.isdisjoint({20, 40})
     summary = (report / "summary.md").read_text().replace("\\", "")
-    assert f"cpu2 faster from size in [{lo}, {hi}]" in summary
+    assert f"cpu2 faster from problem size in [{lo}, {hi}]" in summary
     assert "* size chosen by --jax-find-crossover" in summary
 
 
