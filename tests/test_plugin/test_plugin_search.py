@@ -187,3 +187,26 @@ def test_bad_search_bounds_are_a_usage_error(
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "test_bad.py::test_x" in proc.stdout
     assert named in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_search_past_its_budget_stops_and_says_how_far_it_got(pytester, run_pytest):
+    source = CROSSING.format(cpu="1e-7 * n * n", cpu2="5e-4 + 5e-6 * n", lo=4, hi=1000)
+    pytester.makepyfile(test_cost=source)
+    report = pytester.path / "r"
+    # 3 s per series and backend: 6 s for the search, less than one follow-up
+    # run (a pytest and JAX start-up per backend), so it stops after one.
+    proc, data = run_pytest(
+        pytester.path,
+        report,
+        *TWO_LABELS,
+        "--jax-budget=3s",
+        f"--jax-report-dir={report}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "crossover_search")
+    if entry["status"] == "unreliable":
+        pytest.skip(f"the noise test could not decide: {entry['summary']}")
+    assert entry["status"] == "budget", entry
+    assert len(entry["added"]) == 1
+    assert entry["summary"].endswith("stopped after 1 added sizes")
