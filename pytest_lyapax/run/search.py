@@ -190,10 +190,8 @@ class SearchHooks:
         self.session = session
         self.bounds: dict[str, tuple[int, int]] = {}
         self.bad: str | None = None
-        self.fullnames: dict[str, str] = {}
-        settings = session.settings
-        self.crossover = bool(getattr(settings, "find_crossover", False))
-        self.ceiling = bool(getattr(settings, "find_ceiling", False))
+        self.crossover = session.settings.find_crossover
+        self.ceiling = session.settings.find_ceiling
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in getattr(report, "user_properties", ()):
