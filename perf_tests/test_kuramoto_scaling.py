@@ -31,8 +31,17 @@ def _benchmark(qr: str):
     """The size-parametrized benchmark of one QR method (a test function of
     its own, so the report draws one curve per backend and method)."""
 
+    # search: where --jax-find-crossover may go (k = 5 exponents need d >= 5).
     @pytest.mark.jax_sizes(
-        20, 50, 100, 200, 500, 1000, 2000, label="network size d (nodes)"
+        20,
+        50,
+        100,
+        200,
+        500,
+        1000,
+        2000,
+        label="network size d (nodes)",
+        search=(K, 64000),
     )
     def test(benchmark, jax_backend, jax_size):
         problem = kuramoto_problem(jax_size)

@@ -31,7 +31,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_lyapax.report import agreement, busy, costmodel, details, gates, stats
+from pytest_lyapax.report import (
+    agreement,
+    busy,
+    costmodel,
+    details,
+    gates,
+    search,
+    stats,
+)
 from pytest_lyapax.report.compare import compare_runs
 from pytest_lyapax.report.history import find_steps, history_series, render_history
 from pytest_lyapax.report.identity import extra_info
@@ -257,6 +265,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     else:
         print("no step beyond the noise between consecutive runs")
     print(f"SLOWER / FASTER: {stats.rule_text()}, between consecutive runs")
+    searched = search.history_lines([(str(r.when), r.key) for r in reports])
+    for line in searched[-MAX_TABLE_ROWS:]:
+        print(line)
     if unjudged:
         print(
             f"{unjudged} pair(s) of consecutive runs not judged: too few rounds "
@@ -292,6 +303,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(
             f"{len(result.missing)} benchmark(s) of {saved.path} missing in {now.path}"
         )
+    for line in search.compare_lines(saved.key, now.key)[:MAX_TABLE_ROWS]:
+        print(line)
     if not thresholds:
         return 0
     refused = result.refusal()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_lyapax.measuring.agreement import ResultsRecorder, recorder_for
-from pytest_lyapax.run import ab, agreement, optiontable, sandbox
+from pytest_lyapax.run import ab, agreement, optiontable, sandbox, search
 from pytest_lyapax.run.items import item_label
 from pytest_lyapax.run.options import (
     backends_requested,
@@ -90,8 +90,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     config.addinivalue_line(
         "markers",
-        "jax_sizes(*sizes, label=None): default problem sizes for the jax_size "
-        "fixture (overridden by --jax-sizes); label names the size axis",
+        "jax_sizes(*sizes, label=None, search=None): default problem sizes for "
+        "the jax_size fixture (overridden by --jax-sizes); label names the size "
+        "axis; search=(lo, hi) bounds --jax-find-crossover",
     )
     config.addinivalue_line(
         "markers",
@@ -120,6 +121,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     # The backend axis is parametrized by the hooks of an active run
     # (run/roles.py); the size axis exists with or without --jax-backend.
+    search.check_marker(metafunc)
     if "jax_size" not in metafunc.fixturenames:
         return
     sizes = metafunc.config.stash.get(SIZES_KEY, None)

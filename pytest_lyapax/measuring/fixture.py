@@ -42,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from pytest_lyapax.measuring import counters, measure, roofline
+from pytest_lyapax.measuring import ceiling, counters, measure, roofline
 from pytest_lyapax.measuring.agreement import BENCHMARK_RESULT_ATTR
 from pytest_lyapax.measuring.precision import in_force
 from pytest_lyapax.measuring.rounds import RoundsWatch
@@ -140,6 +140,8 @@ def _warm_up(
 ) -> None:
     """The untimed calls before ``benchmark(f)``'s rounds (see the module doc)."""
     info = fixture.extra_info
+    if ceiling.active():  # a ceiling search's size: predicted to fit first
+        ceiling.check_fits(function, args, kwargs)
     if not getattr(fixture, _EXTRAS_ATTR, True):
         start = time.perf_counter()
         blocking(*args, **kwargs)

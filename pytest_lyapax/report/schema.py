@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_lyapax.report import search
+
 REPORT_KEY = "pytest_lyapax"
 SCHEMA_VERSION = 5
 MAX_FILE_BYTES = 512 * 1024 * 1024
@@ -275,6 +277,9 @@ def check_report(data: object, what: str) -> list[dict[str, Any]]:
         _check_ab(key.get("ab") if isinstance(key, dict) else None, what)
         for entry, where in _listed(key, "scaling", what):
             _check_fields(entry, _SCALING_FIELDS, where)
+        wrong = search.malformed(key) if isinstance(key, dict) else None
+        if wrong is not None:
+            raise ReportError(f"{what}: {REPORT_KEY}: {wrong}")
         for point, where in _listed(key, "points", what):
             _check_fields(point, _POINT_FIELDS, where)
             if point["status"] == "over_budget":

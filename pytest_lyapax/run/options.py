@@ -94,6 +94,9 @@ class Settings:
     # JAX's persistent compilation cache of the workers (--jax-compile-cache;
     # None: off; measuring/compilecache.py).
     compile_cache: Path | None = None
+    # Sizes chosen by the plugin (--jax-find-crossover, --jax-find-ceiling).
+    find_crossover: bool = False
+    find_ceiling: bool = False
 
     @property
     def active(self) -> bool:
@@ -392,6 +395,8 @@ NEED_BACKEND = {
     "jax_ab": AB_OPTION,
     "jax_devices": devices.DEVICES_OPTION,
     "jax_precision": precision.PRECISION_OPTION,
+    "jax_find_crossover": "--jax-find-crossover",
+    "jax_find_ceiling": "--jax-find-ceiling",
 }
 
 
@@ -679,7 +684,13 @@ def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Setting
         ),
         ab=ab,
         compile_cache=compile_cache,
+        find_crossover=bool(config.getoption("jax_find_crossover"))
+        or str(config.getini("jax_find_crossover")).strip().lower() in _TRUE,
+        find_ceiling=bool(config.getoption("jax_find_ceiling")),
     )
+
+
+_TRUE = ("1", "true", "yes", "on")
 
 
 def read_compile_cache(config: pytest.Config, report_dir: Path) -> Path | None:

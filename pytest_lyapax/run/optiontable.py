@@ -256,6 +256,22 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         metavar="DURATION",
     ),
     Option(
+        "--jax-find-crossover",
+        "After the marked sizes, add sizes until the crossing of the first two "
+        "backends' medians is bracketed within +-25 %%, or shown absent within "
+        "the bounds of @pytest.mark.jax_sizes(..., search=(lo, hi)) (default: "
+        "the marked range / 16 ... * 16); within --jax-budget. Ini: "
+        "jax_find_crossover.",
+        action="store_true",
+    ),
+    Option(
+        "--jax-find-ceiling",
+        "Per backend, the largest size whose call fits in memory: doubling, "
+        "then bisection, from the largest marked size; predicted from the "
+        "compiled program's memory analysis, confirmed by a real call.",
+        action="store_true",
+    ),
+    Option(
         "--jax-recompile",
         "What XLA compiles during a benchmark's timed rounds (and NumPy "
         "arguments copied to a non-CPU device at every call) do: warn (default; "
@@ -292,6 +308,7 @@ INI_KEYS: tuple[IniKey, ...] = (
     IniKey("jax_backend", "Default for --jax-backend."),
     IniKey("jax_budget", "Default for --jax-budget."),
     IniKey("jax_max_call", "Default for --jax-max-call."),
+    IniKey("jax_find_crossover", "true: as --jax-find-crossover."),
     IniKey(
         "jax_backend_host",
         "LABEL=SPEC host bindings, one per line (see --jax-backend-host).",

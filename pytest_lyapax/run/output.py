@@ -212,6 +212,7 @@ def compose(
             ),
             **({"ab": ab_section(session)} if session.ab is not None else {}),
             "results": list(session.recorded),
+            **session.search,
             "machines": roofline.machines(session.records),
             "comparison": None
             if compared is None

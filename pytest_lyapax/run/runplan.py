@@ -19,7 +19,7 @@ from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends, tpu_hints
 from pytest_lyapax.measuring import benchmarks, compilecache
-from pytest_lyapax.run import ab, agreement, devices, precision, remote, roles
+from pytest_lyapax.run import ab, agreement, devices, precision, remote, roles, search
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import NOTES_KEY, PROBED_KEY, Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -258,6 +258,8 @@ def _time_left(config: pytest.Config, session: LyapaxSession) -> object:
 PER_BACKEND = Hooks("pytest-lyapax-per-backend", lambda config, s: PerBackendTests())
 RESULTS = Hooks("pytest-lyapax-results", ResultCollector)
 AGREE = Hooks("pytest-lyapax-agree", agreement.controller_hooks)
+SEARCH = Hooks("pytest-lyapax-search", search.controller_hooks)
+SEARCH_WORKER = Hooks("pytest-lyapax-search-worker", search.worker_hooks)
 
 # Registered in this order (pluggy calls the later ones first), once the
 # process's role is decided (session.py names the roles).
@@ -270,6 +272,7 @@ HOOKS_OF_ROLE: dict[str, tuple[Hooks, ...]] = {
         RESULTS,
         Hooks("pytest-lyapax-progress", _progress),
         AGREE,
+        SEARCH,
     ),
     WORKER: (
         PER_BACKEND,
@@ -278,12 +281,15 @@ HOOKS_OF_ROLE: dict[str, tuple[Hooks, ...]] = {
         Hooks("pytest-lyapax-ab-side", _ab_side),
         Hooks("pytest-lyapax-time-left", _time_left),
         Hooks("pytest-lyapax-agree-worker", agreement.worker_hooks),
+        SEARCH_WORKER,
     ),
     INPROCESS: (
         PER_BACKEND,
         Hooks(roles.PLUGIN_NAME, roles.InProcessHooks),
         RESULTS,
         AGREE,
+        SEARCH,
+        SEARCH_WORKER,
     ),
     COLLECT: (PER_BACKEND, Hooks(roles.PLUGIN_NAME, roles.PerBackendCollection), AGREE),
 }

@@ -136,6 +136,8 @@ class LyapaxSession:
     chip_lock: str | None = None
     chip_handle: Any = None
     chip_error: str = ""
+    # Controller: the searches' report sections (run/search.py).
+    search: dict[str, Any] = field(default_factory=dict)
 
     @property
     def limits(self) -> Limits:

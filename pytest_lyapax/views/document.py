@@ -23,6 +23,7 @@ from pytest_lyapax.report.series import (
     group_sized,
     unsized_medians,
 )
+from pytest_lyapax.views import search as search_view
 from pytest_lyapax.views.figure import BackendLegend
 
 
@@ -145,6 +146,7 @@ class ReportView:
             self.unsized,
             costmodel.by_key(self.models),
             details.panel_notes(self.records, self.machine_info, self.failed),
+            search_view.marks(self.key),
         )
 
     def roofline_png(self) -> bytes | None:

@@ -39,6 +39,7 @@ from pytest_lyapax.report.identity import (
 from pytest_lyapax.report.series import SizedBenchmark
 from pytest_lyapax.views import ab, agreement, roundchecks, runtext, tables
 from pytest_lyapax.views import roofline as roofline_view
+from pytest_lyapax.views import search as search_view
 from pytest_lyapax.views.document import (
     Block,
     Figure,
@@ -132,6 +133,7 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
     marked = busy.mode_of(view.key) != busy.IGNORE
     reasons = busy.index(view.records) if marked else {}
     busy_peaks = busy.peaks_index(view.records) if marked else {}
+    searched = search_view.marks(view.key)
     for bench in view.benches:
         not_timed = {
             (f.backend, f.size): f.status.replace("_", " ")
@@ -139,8 +141,10 @@ def _sized(view: ReportView, text: bool) -> list[Section]:
             if f.size is not None and _belongs(f, bench)
         }
         header, rows = tables.sized_rows(bench, view.order, _missing(view), not_timed)
+        rows, starred = search_view.starred(rows, searched.get(bench.key))
         compiled = tables.compile_line(bench, view.order)
         lines = [compiled] if compiled else []
+        lines += starred
         lines += roofline_view.crossover_lines(bench, roof, reasons, busy_peaks)
         lines += busy.crossover_notes(bench, reasons)
         model = models.get(bench.key)
@@ -539,6 +543,16 @@ def _machine(view: ReportView) -> Section:
     return Section("Machine", [Table(("field", "value"), tuple(rows[:80]))])
 
 
+def _search(view: ReportView) -> list[Section]:
+    """The crossover searches and memory ceilings (views/search.py)."""
+    lines = search_view.search_lines(view.key)
+    header, rows = search_view.ceiling_rows(view.key)
+    blocks: list[Any] = [Lines(lines)] if lines else []
+    if rows:
+        blocks.append(Table(header, rows, left=2))
+    return [Section(search_view.TITLE, blocks)] if blocks else []
+
+
 def report_sections(
     view: ReportView,
     *,
@@ -581,6 +595,7 @@ def report_sections(
         _scaling(view, figure is not None, text),
     )
     sections += [s for s in optional_sections if s is not None]
+    sections += _search(view)
     if text:
         sections += runtext.timing_notes(view)
     comparison = _comparison(view, run)

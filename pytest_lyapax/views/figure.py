@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, ParamSpec
 
 from pytest_lyapax.report.crossover import crossovers
 from pytest_lyapax.report.series import Point, SizedBenchmark
+from pytest_lyapax.views import search as search_view
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -62,6 +63,7 @@ def build_figure(
     unsized: Mapping[str, Mapping[str, Point]] | None = None,
     models: Mapping[str, BenchmarkModel] | None = None,
     notes: Mapping[str, PanelNotes] | None = None,
+    searched: Mapping[str, search_view.Marks] | None = None,
 ) -> Figure:
     """Draw the crossover grid (see the module docstring for its bounds).
 
@@ -110,6 +112,7 @@ def build_figure(
             "bottom right: untimed warm-up at the largest size",
             any(n.warmups for n in (notes or {}).values()),
         ),
+        (search_view.KEY_TEXT, bool(searched)),
     ]
     if any(shown for _, shown in keys):
         lines += textwrap.wrap("; ".join(text for text, shown in keys if shown), chars)
@@ -136,6 +139,7 @@ def build_figure(
             _draw_bars(ax, unsized, legends, colors)
         elif isinstance(panel, SizedBenchmark):
             _draw_sized(ax, panel, colors, markers)
+            search_view.draw(ax, panel, (searched or {}).get(panel.key), colors)
             _draw_extras(
                 ax,
                 panel,

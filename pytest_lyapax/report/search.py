@@ -1,0 +1,368 @@
+"""Sizes chosen by the plugin: the crossover search and the memory ceilings.
+
+Pure functions, no pytest or JAX.  :func:`next_crossover_size` decides the
+next size of a crossover search from the verdicts measured so far;
+:func:`next_ceiling_size` the next size of a ceiling search from the sizes
+that fit and those that did not.  The report's entries
+(``pytest_lyapax.crossover_search`` and ``pytest_lyapax.ceilings``) are
+written by :func:`search_entry` / :func:`ceiling_entry` and read back,
+as untrusted input, by :func:`read_searches` / :func:`read_ceilings`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_lyapax.report.identity import is_size
+
+# A crossing is bracketed when its two sizes are within +-25 % of their
+# geometric mean: hi / lo <= 1.25 ** 2.
+BRACKET_RATIO = 1.25**2
+# How far one step goes beyond the measured range when one backend wins
+# everywhere (a factor of 4 per step, clamped to the search bounds).
+STEP_FACTOR = 4
+# A ceiling is found when the largest size that fits and the first that does
+# not are within 10 % of each other (or adjacent integers).
+CEILING_RATIO = 1.1
+
+BRACKETED, ABSENT, BUDGET, UNRELIABLE = "bracketed", "absent", "budget", "unreliable"
+STATUSES = (BRACKETED, ABSENT, BUDGET, UNRELIABLE)
+SEARCHING = "searching"  # not a final status: another size is wanted
+# How a record chosen by a search is marked (extra_info["search"]).
+CHOSEN_BY = ("crossover", "ceiling")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a search does next: measure ``size``, or stop with ``status``."""
+
+    status: str  # SEARCHING or one of STATUSES
+    size: int | None = None
+    bracket: tuple[int, int] | None = None
+    text: str = ""
+
+
+def _mid(lo: int, hi: int) -> int | None:
+    """The geometric midpoint of two sizes, or None when none lies between."""
+    mid = round(math.sqrt(lo * hi))
+    return mid if lo < mid < hi else None
+
+
+def bracket_of(
+    sizes: Sequence[int], verdicts: Sequence[str], a: str, b: str
+) -> tuple[int, int, str] | None:
+    """The first pair of adjacent decided sizes whose verdicts differ, and the
+    label faster at the larger one."""
+    decided = [(s, v) for s, v in zip(sizes, verdicts, strict=True) if v in (a, b)]
+    for (s1, v1), (s2, v2) in zip(decided, decided[1:], strict=False):
+        if v1 != v2:
+            return s1, s2, v2
+    return None
+
+
+def next_crossover_size(
+    sizes: Sequence[int],
+    verdicts: Sequence[str],
+    logs: Sequence[float],
+    a: str,
+    b: str,
+    bounds: tuple[int, int],
+    size_label: str = "size",
+) -> Decision:
+    """The next size of a crossover search between backends ``a`` and ``b``.
+
+    ``sizes`` ascending, with each size's noise-test verdict (``a``, ``b``,
+    ``"noise"``, too few rounds) and ``log(t_a / t_b)`` of the medians.
+    Between two decided sizes with different winners the widest gap is
+    bisected geometrically until the bracket is within +-25 %; when one
+    backend wins at every decided size, the search steps by a factor of 4
+    beyond the measured range, first where that backend's lead shrinks,
+    down to ``bounds[0]`` and up to ``bounds[1]``.
+    """
+    lo, hi = bounds
+    found = bracket_of(sizes, verdicts, a, b)
+    if found is not None:
+        s1, s2, after = found
+        text = f"{after} faster from {size_label} in [{s1}, {s2}]"
+        if s2 <= s1 * BRACKET_RATIO or s2 - s1 <= 1:
+            return Decision(BRACKETED, bracket=(s1, s2), text=text)
+        inside = [s for s in sizes if s1 <= s <= s2]
+        gaps = sorted(zip(inside, inside[1:], strict=False), key=lambda g: g[1] / g[0])
+        for g1, g2 in reversed(gaps):
+            mid = _mid(g1, g2)
+            if mid is not None:
+                return Decision(SEARCHING, mid, (s1, s2), text)
+        why = "the sizes inside it are all within noise"
+        return Decision(UNRELIABLE, bracket=(s1, s2), text=f"{text} ({why})")
+    decided = [
+        (s, v, g) for s, v, g in zip(sizes, verdicts, logs, strict=True) if v in (a, b)
+    ]
+    if not decided:
+        text = "the noise test decided no size: no verdict to search from"
+        return Decision(UNRELIABLE, text=text)
+    winner = decided[0][1]
+    lead = [g if winner == b else -g for _, _, g in decided]
+    shrinks_upwards = lead[-1] < lead[0]
+    smallest, largest = min(sizes), max(sizes)
+    down = max(lo, smallest // STEP_FACTOR) if smallest > lo else None
+    up = min(hi, largest * STEP_FACTOR) if largest < hi else None
+    order = (up, down) if shrinks_upwards else (down, up)
+    text = (
+        f"{winner} faster at every decided {size_label} from "
+        f"{decided[0][0]} to {decided[-1][0]}"
+    )
+    for size in order:
+        if size is not None and size not in sizes:
+            return Decision(SEARCHING, size, None, text)
+    return Decision(ABSENT, text=f"{text}: no crossing down to {lo} or up to {hi}")
+
+
+def next_ceiling_size(
+    fits: Sequence[int], too_big: Sequence[int], bound: int | None = None
+) -> int | None:
+    """The next size of a ceiling search: doubling from the largest size that
+    fits until one does not, then geometric bisection until the two are
+    within :data:`CEILING_RATIO`; None when found (or at ``bound``)."""
+    largest = max(fits, default=None)
+    smallest_bad = min(
+        (s for s in too_big if largest is None or s > largest), default=None
+    )
+    if largest is None:
+        return None
+    if smallest_bad is None:
+        nxt = largest * 2
+        return (
+            None
+            if bound is not None and largest >= bound
+            else (min(nxt, bound) if bound is not None else nxt)
+        )
+    if smallest_bad <= largest * CEILING_RATIO:
+        return None
+    return _mid(largest, smallest_bad)
+
+
+def search_entry(
+    test: str,
+    backends: tuple[str, str],
+    decision: Decision,
+    bounds: tuple[int, int],
+    added: Sequence[int],
+) -> dict[str, Any]:
+    """One ``crossover_search`` entry of the report."""
+    return {
+        "test": test,
+        "backends": list(backends),
+        "bracket": None if decision.bracket is None else list(decision.bracket),
+        "status": decision.status,
+        "bounds": list(bounds),
+        "added": sorted(added),
+        "summary": decision.text,
+    }
+
+
+def ceiling_entry(
+    test: str,
+    backend: str,
+    fits: Sequence[int],
+    too_big: Mapping[int, str],
+    added: Sequence[int],
+    stopped: str = "",
+) -> dict[str, Any]:
+    """One ``ceilings`` entry: the largest size that fit, the first that did
+    not, and why it did not (or why the search stopped)."""
+    largest = max(fits, default=None)
+    above = sorted(s for s in too_big if largest is None or s > largest)
+    first = above[0] if above else None
+    reason = too_big[first] if first is not None else stopped
+    return {
+        "test": test,
+        "backend": backend,
+        "largest_fitting": largest,
+        "first_not_fitting": first,
+        "reason": reason,
+        "added": sorted(added),
+    }
+
+
+def _bracket(value: object) -> list[int] | None:
+    if (
+        isinstance(value, list)
+        and len(value) == 2
+        and all(is_size(v) and v > 0 for v in value)
+        and value[0] <= value[1]
+    ):
+        return [int(v) for v in value]
+    return None
+
+
+def _size_or_none(value: object) -> int | None:
+    return int(value) if is_size(value) and value > 0 else None
+
+
+def _text(value: object) -> str:
+    return value[:500] if isinstance(value, str) else ""
+
+
+def read_searches(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The valid ``crossover_search`` entries of a stored report's
+    ``pytest_lyapax`` section; anything malformed is left out."""
+    raw = section.get("crossover_search")
+    out: list[dict[str, Any]] = []
+    for entry in raw if isinstance(raw, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        test, backends = entry.get("test"), entry.get("backends")
+        status = entry.get("status")
+        if not isinstance(test, str) or status not in STATUSES:
+            continue
+        if not (
+            isinstance(backends, list)
+            and len(backends) == 2
+            and all(isinstance(x, str) for x in backends)
+        ):
+            continue
+        bracket = _bracket(entry.get("bracket"))
+        if entry.get("bracket") is not None and bracket is None:
+            continue
+        added = entry.get("added")
+        out.append(
+            {
+                "test": test,
+                "backends": list(backends),
+                "bracket": bracket,
+                "status": status,
+                "bounds": _bracket(entry.get("bounds")),
+                "added": [int(s) for s in added if is_size(s)]
+                if isinstance(added, list)
+                else [],
+                "summary": _text(entry.get("summary")),
+            }
+        )
+    return out
+
+
+def read_ceilings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The valid ``ceilings`` entries of a stored report's section."""
+    raw = section.get("ceilings")
+    out: list[dict[str, Any]] = []
+    for entry in raw if isinstance(raw, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        test, backend = entry.get("test"), entry.get("backend")
+        if not isinstance(test, str) or not isinstance(backend, str):
+            continue
+        largest = _size_or_none(entry.get("largest_fitting"))
+        first = _size_or_none(entry.get("first_not_fitting"))
+        if entry.get("largest_fitting") is not None and largest is None:
+            continue
+        if entry.get("first_not_fitting") is not None and first is None:
+            continue
+        if largest is not None and first is not None and first <= largest:
+            continue
+        out.append(
+            {
+                "test": test,
+                "backend": backend,
+                "largest_fitting": largest,
+                "first_not_fitting": first,
+                "reason": _text(entry.get("reason")),
+            }
+        )
+    return out
+
+
+def search_line(entry: Mapping[str, Any]) -> str:
+    """One line of text for a crossover search entry."""
+    a, b = entry["backends"]
+    summary = entry.get("summary") or ""
+    added = entry.get("added") or []
+    chosen = f"; sizes added: {', '.join(map(str, added))}" if added else ""
+    status = entry["status"]
+    if status == BUDGET:
+        status = "stopped by the budget"
+    return f"{entry['test']} ({b} vs {a}): {status}: {summary}{chosen}"
+
+
+def ceiling_line(entry: Mapping[str, Any]) -> str:
+    """One line of text for a ceiling entry."""
+    largest, first = entry["largest_fitting"], entry["first_not_fitting"]
+    fits = "no size fits" if largest is None else f"largest fitting {largest}"
+    beyond = "" if first is None else f", {first} does not fit"
+    reason = f" ({entry['reason']})" if entry.get("reason") else ""
+    return f"{entry['test']} on {entry['backend']}: {fits}{beyond}{reason}"
+
+
+def _bracket_text(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "not searched"
+    bracket = entry["bracket"]
+    where = "" if bracket is None else f" [{bracket[0]}, {bracket[1]}]"
+    return f"{entry['status']}{where}"
+
+
+def _ceiling_text(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "not searched"
+    largest = entry["largest_fitting"]
+    return "nothing fits" if largest is None else f"largest fitting {largest}"
+
+
+def compare_lines(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The searches of a saved run against this run's, one line per test."""
+    lines = []
+    before = {(e["test"], tuple(e["backends"])): e for e in read_searches(saved)}
+    after = {(e["test"], tuple(e["backends"])): e for e in read_searches(now)}
+    for key in sorted(set(before) | set(after)):
+        test, (a, b) = key
+        lines.append(
+            f"crossover {test} ({b} vs {a}): saved {_bracket_text(before.get(key))}"
+            f" -> now {_bracket_text(after.get(key))}"
+        )
+    old = {(e["test"], e["backend"]): e for e in read_ceilings(saved)}
+    new = {(e["test"], e["backend"]): e for e in read_ceilings(now)}
+    for key in sorted(set(old) | set(new)):
+        lines.append(
+            f"memory ceiling {key[0]} on {key[1]}: saved {_ceiling_text(old.get(key))}"
+            f" -> now {_ceiling_text(new.get(key))}"
+        )
+    return lines
+
+
+def history_lines(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """Each run's searches (``runs``: when, report section), oldest first."""
+    lines = []
+    for when, key in runs:
+        for e in read_searches(key):
+            a, b = e["backends"]
+            lines.append(
+                f"{when}: crossover {e['test']} ({b} vs {a}): {_bracket_text(e)}"
+            )
+        for e in read_ceilings(key):
+            lines.append(
+                f"{when}: memory ceiling {e['test']} on {e['backend']}: "
+                f"{_ceiling_text(e)}"
+            )
+    return lines
+
+
+def malformed(section: Mapping[str, Any]) -> str | None:
+    """What is wrong with a stored report's search sections (None: nothing):
+    an entry that :func:`read_searches` or :func:`read_ceilings` would drop."""
+    for name, read in (
+        ("crossover_search", read_searches),
+        ("ceilings", read_ceilings),
+    ):
+        raw = section.get(name)
+        if raw is None:
+            continue
+        if not isinstance(raw, list):
+            return f"'{name}' is not a list"
+        if len(read(section)) != len(raw):
+            return (
+                f"'{name}' has a malformed entry (each needs its test, "
+                "and sizes that are positive integers)"
+            )
+    return None

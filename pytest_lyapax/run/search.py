@@ -1,0 +1,478 @@
+"""Sizes chosen by the plugin: the crossover search and the memory ceilings.
+
+pytest collects every item before the first one runs, and each backend's
+items run in that backend's own worker, so a size chosen from the verdicts
+of two backends cannot be added to the run that measured them.  The search
+runs after the marked sizes, in the controller, as *follow-up runs*: for each
+searched test, ``python -m pytest <test> --jax-sizes=N`` with the run's own
+options (backends, platforms, variables, budget), its report in a temporary
+folder.  Each follow-up run is an ordinary run of the plugin: one worker per
+backend, rounds interleaved, the noise test, out-of-memory caught.  Its
+records join the run's report marked ``extra_info["search"]`` (``crossover``
+or ``ceiling``); the decisions are pure functions (report/search.py).
+
+The ceiling search runs each backend alone with ``PYTEST_LYAPAX_CEILING=1``:
+its benchmark fixture compares the compiled program's memory analysis with
+the device's limit before the real call (measuring/ceiling.py), and a size
+that does not fit ends as an out-of-memory point.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_lyapax.measuring.ceiling import CEILING_ENV
+from pytest_lyapax.report import search as plan
+from pytest_lyapax.report.identity import bare_id, is_size, series_id
+
+# Set in a follow-up run: it searches nothing itself.
+CHILD_ENV = "PYTEST_LYAPAX_SEARCH_STEP"
+# The user property a worker attaches to a report: the marker's search bounds.
+BOUNDS_PROPERTY = "jax_search"
+# Every message of a bad search= starts so (the controller makes it exit 4).
+BAD_SEARCH = "bad search bounds:"
+# Without a budget, at most this many follow-up runs per test and backend pair
+# (or backend, for the ceiling).
+MAX_STEPS = 10
+MAX_SPAN = 16
+# A ceiling size needs one call, not a timing.
+_ONE_ROUND = (
+    "--benchmark-min-rounds=1",
+    "--benchmark-max-time=0",
+    "--jax-no-peaks",
+)  # default bounds: the marked range / 16 ... * 16
+
+# Options of the run that a follow-up run must not inherit: with a value ...
+_DROP_WITH_VALUE = (
+    "--jax-sizes",
+    "--jax-report-dir",
+    "--jax-compare",
+    "--jax-compare-fail",
+    "--basetemp",
+    "--junitxml",
+    "--junit-xml",
+    "-k",
+    "-m",
+)
+# ... and without one.
+_DROP_FLAGS = (
+    "--jax-find-crossover",
+    "--jax-find-ceiling",
+    "--jax-compare-allow-missing",
+    "--jax-compare-across-machines",
+    "--lf",
+    "--last-failed",
+    "--ff",
+    "--failed-first",
+    "-x",
+    "--exitfirst",
+)
+
+
+def marker_bounds(marker: Any, where: str) -> tuple[int, int] | None:
+    """The ``search=(lo, hi)`` of a ``jax_sizes`` marker (None without it);
+    raises ValueError naming the test and the value."""
+    if marker is None or "search" not in marker.kwargs:
+        return None
+    value = marker.kwargs["search"]
+    ok = (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        and value[0] < value[1]
+    )
+    if not ok:
+        raise ValueError(
+            f"{BAD_SEARCH} {where}: @pytest.mark.jax_sizes(..., search={value!r}): "
+            "search takes two positive integers lo < hi, e.g. search=(2, 4000)"
+        )
+    return int(value[0]), int(value[1])
+
+
+def check_marker(metafunc: pytest.Metafunc) -> None:
+    """A ``search=`` that is malformed, or on a test without the ``jax_size``
+    axis, is a collection error whose message the controller turns into a
+    usage error (exit 4)."""
+    where = metafunc.definition.nodeid
+    marker = metafunc.definition.get_closest_marker("jax_sizes")
+    try:
+        bounds = marker_bounds(marker, where)
+    except ValueError as exc:
+        raise pytest.Collector.CollectError(str(exc)) from None
+    if bounds is not None and "jax_size" not in metafunc.fixturenames:
+        raise pytest.Collector.CollectError(
+            f"{BAD_SEARCH} {where}: search={bounds!r} needs a size axis: the test "
+            "does not use the jax_size fixture"
+        )
+
+
+class SearchWorkerHooks:
+    """In a worker (and in-process): the marker's bounds travel with each
+    report, so that the controller knows them."""
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        marker = item.get_closest_marker("jax_sizes")
+        try:
+            bounds = marker_bounds(marker, item.nodeid)
+        except ValueError:
+            return
+        if bounds is not None:
+            item.user_properties.append((BOUNDS_PROPERTY, list(bounds)))
+
+
+def worker_hooks(config: pytest.Config, session: Any) -> object | None:
+    return SearchWorkerHooks()
+
+
+def controller_hooks(config: pytest.Config, session: Any) -> object | None:
+    if os.environ.get(CHILD_ENV):
+        return FollowUpHooks(session, os.environ[CHILD_ENV])
+    return SearchHooks(config, session)
+
+
+class FollowUpHooks:
+    """In a follow-up run: its out-of-memory points, written where the
+    searching run reads them (a run that measured nothing writes no report)."""
+
+    def __init__(self, session: Any, path: str) -> None:
+        self.session = session
+        self.path = path
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self) -> None:
+        try:
+            Path(self.path).write_text(json.dumps(list(self.session.points)))
+        except OSError:
+            pass
+
+
+def follow_up_args(config: pytest.Config) -> list[str]:
+    """The run's own arguments without its test paths and the options a
+    follow-up run sets itself or must not inherit."""
+    paths = {str(a) for a in config.args}
+    args = [str(a) for a in config.invocation_params.args]
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        flag = arg.split("=", 1)[0]
+        if arg in _DROP_FLAGS:
+            continue
+        if flag in _DROP_WITH_VALUE:
+            skip = "=" not in arg and not (flag in ("-k", "-m") and len(arg) > 2)
+            continue
+        if arg in paths and not arg.startswith("-"):
+            continue
+        out.append(arg)
+    return out
+
+
+class SearchHooks:
+    """The controller's searches, run when the marked sizes are done and
+    before the report is written."""
+
+    def __init__(self, config: pytest.Config, session: Any) -> None:
+        self.config = config
+        self.session = session
+        self.bounds: dict[str, tuple[int, int]] = {}
+        self.bad: str | None = None
+        self.crossover = session.settings.find_crossover
+        self.ceiling = session.settings.find_ceiling
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        for name, value in getattr(report, "user_properties", ()):
+            if name == BOUNDS_PROPERTY and isinstance(value, list) and len(value) == 2:
+                self.bounds[bare_id(report.nodeid)] = (int(value[0]), int(value[1]))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed and BAD_SEARCH in str(report.longrepr):
+            lines = [x for x in str(report.longrepr).splitlines() if BAD_SEARCH in x]
+            self.bad = lines[0].strip() if lines else BAD_SEARCH
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Any:
+        if self.bad is None and not self.session.interrupted:
+            if self.crossover or self.ceiling:
+                self._end_workers()
+            if self.crossover:
+                self.session.search["crossover_search"] = self.search_crossovers()
+            if self.ceiling:
+                self.session.search["ceilings"] = self.search_ceilings()
+        result = yield
+        if self.bad is not None:
+            self.session.notes.append(f"usage error: {self.bad}")
+            session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        return result
+
+    # -- the follow-up runs ---------------------------------------------------
+
+    def _end_workers(self) -> None:
+        """Let the run's workers finish and exit before the first follow-up
+        run: a TPU admits one process at a time, and a worker holds its chip
+        until its process exits (workerend.py; the later wait finds none)."""
+        dsession = self.config.pluginmanager.getplugin("dsession")
+        group = getattr(getattr(dsession, "nodemanager", None), "group", None)
+        if group is None or not self.session.worker_labels:
+            return
+        from pytest_lyapax.run.workerend import EndingWorker, await_workers, describe
+
+        workers = [
+            EndingWorker(
+                node.gateway,
+                describe(node.gateway, label),
+                channel=getattr(node, "channel", None),
+                finished=True,
+            )
+            for node, label in self.session.worker_labels.items()
+        ]
+        await_workers(group, workers, self.session.notes.append)
+
+    def _budget_s(self, labels: int) -> float | None:
+        """Seconds a search of one test may spend: the run's budget per series
+        and backend, times the backends it measures."""
+        budget = self.session.settings.budget_s
+        return None if budget is None else budget * labels
+
+    def follow_up(
+        self,
+        fullname: str,
+        sizes: Sequence[int],
+        labels: Sequence[str],
+        env: dict[str, str],
+        extra: Sequence[str] = (),
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """Run the test of ``fullname`` at ``sizes`` on ``labels``: its
+        records and points (out of memory) from the follow-up run's report."""
+        root = self.config.rootpath
+        path, _, rest = bare_id(fullname).partition("::")
+        target = f"{root / path}::{rest}" if rest else str(root / path)
+        with tempfile.TemporaryDirectory(prefix="lyapax-search-") as tmp:
+            cmd = [
+                sys.executable,
+                "-m",
+                "pytest",
+                target,
+                *follow_up_args(self.config),
+                f"--jax-backend={','.join(labels)}",
+                f"--jax-sizes={','.join(str(s) for s in sizes)}",
+                f"--jax-report-dir={tmp}",
+                "-p",
+                "no:cacheprovider",
+                *extra,
+            ]
+            points_file = Path(tmp) / "points.json"
+            full_env = {**os.environ, CHILD_ENV: str(points_file), **env}
+            try:
+                subprocess.run(
+                    cmd,
+                    cwd=self.config.invocation_params.dir,
+                    env=full_env,
+                    capture_output=True,
+                    text=True,
+                    timeout=3600,
+                )
+            except (OSError, subprocess.SubprocessError):
+                return [], []
+            data = _json_of(Path(tmp) / "benchmark.json")
+            points = _json_of(points_file)
+        benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
+        records = [r for r in benchmarks or [] if isinstance(r, dict)]
+        points = points if isinstance(points, list) else []
+        return records, [p for p in points if isinstance(p, dict)]
+
+    def _mark(self, records: list[dict[str, Any]], key: str, how: str) -> list:
+        kept = []
+        for record in records:
+            if series_id(record).benchmark != key:
+                continue
+            info = record.setdefault("extra_info", {})
+            if isinstance(info, dict):
+                info["search"] = how
+            kept.append(record)
+        return kept
+
+    def search_crossovers(self) -> list[dict[str, Any]]:
+        from pytest_lyapax.report.series import group_sized
+
+        order = self.session.order
+        if len(order) < 2:
+            return []
+        a, b = order[0], order[1]
+        out = []
+        for bench in group_sized(self.session.records, order):
+            if a not in bench.series or b not in bench.series:
+                continue
+            fullname = self._fullname(bench.key)
+            if fullname is None:
+                continue
+            sizes = bench.sizes
+            bounds = self.bounds.get(bare_id(fullname)) or (
+                max(1, min(sizes) // MAX_SPAN),
+                max(sizes) * MAX_SPAN,
+            )
+            out.append(self._search_one(bench.key, fullname, a, b, bounds))
+        return out
+
+    def _fullname(self, key: str) -> str | None:
+        for record in self.session.records:
+            if series_id(record).benchmark == key:
+                return str(record.get("fullname") or "")
+        return None
+
+    def _search_one(
+        self, key: str, fullname: str, a: str, b: str, bounds: tuple[int, int]
+    ) -> dict[str, Any]:
+        from pytest_lyapax.report.crossover import find_crossover
+        from pytest_lyapax.report.series import group_sized
+
+        budget = self._budget_s(2)
+        spent = 0.0
+        last = 0.0
+        added: list[int] = []
+        tried: set[int] = set()
+        while True:
+            bench = next(
+                (x for x in group_sized(self.session.records, (a, b)) if x.key == key),
+                None,
+            )
+            if bench is None:
+                decision = plan.Decision(plan.UNRELIABLE, text="no series to search")
+                break
+            pa, pb = bench.points(a), bench.points(b)
+            c = find_crossover(a, b, pa, pb)
+            logs = [
+                math.log(pa[s].median / pb[s].median)
+                if pa[s].median > 0 and pb[s].median > 0
+                else 0.0
+                for s in c.sizes
+            ]
+            decision = plan.next_crossover_size(
+                c.sizes, c.verdicts, logs, a, b, bounds, _axis(bench.size_label)
+            )
+            if decision.status != plan.SEARCHING:
+                break
+            assert decision.size is not None
+            over_budget = budget is not None and spent + last > budget
+            if decision.size in tried or len(added) >= MAX_STEPS or over_budget:
+                where = decision.text or "no bracket yet"
+                decision = plan.Decision(
+                    plan.BUDGET,
+                    bracket=decision.bracket,
+                    text=f"{where}; stopped after {len(added)} added sizes",
+                )
+                break
+            tried.add(decision.size)
+            start = time.monotonic()
+            records, _ = self.follow_up(fullname, [decision.size], [a, b], {})
+            last = time.monotonic() - start
+            spent += last
+            kept = self._mark(records, key, "crossover")
+            if not kept:
+                decision = plan.Decision(
+                    plan.UNRELIABLE,
+                    bracket=decision.bracket,
+                    text=f"the follow-up run at {decision.size} measured nothing",
+                )
+                break
+            self.session.records.extend(kept)
+            added.append(decision.size)
+        return plan.search_entry(key, (a, b), decision, bounds, added)
+
+    def search_ceilings(self) -> list[dict[str, Any]]:
+        from pytest_lyapax.report.series import group_sized
+
+        out = []
+        for bench in group_sized(self.session.records, self.session.order):
+            fullname = self._fullname(bench.key)
+            if fullname is None:
+                continue
+            for label in bench.series:
+                if label in self.session.order:
+                    out.append(self._ceiling_one(bench.key, fullname, label))
+        return out
+
+    def _ceiling_one(self, key: str, fullname: str, label: str) -> dict[str, Any]:
+        fits = [
+            int(r["extra_info"]["size"])
+            for r in self.session.records
+            if series_id(r).benchmark == key
+            and series_id(r).label == label
+            and is_size(r.get("extra_info", {}).get("size"))
+        ]
+        too_big = _oom_sizes(self.session.points, key, label)
+        budget = self._budget_s(1)
+        spent = last = 0.0
+        added: list[int] = []
+        stopped = ""
+        while True:
+            size = plan.next_ceiling_size(fits, list(too_big))
+            if size is None:
+                break
+            if len(added) >= MAX_STEPS or (
+                budget is not None and spent + last > budget
+            ):
+                stopped = f"search stopped by the budget after {len(added)} sizes"
+                break
+            start = time.monotonic()
+            records, points = self.follow_up(
+                fullname, [size], [label], {CEILING_ENV: "1"}, _ONE_ROUND
+            )
+            last = time.monotonic() - start
+            spent += last
+            added.append(size)
+            # One quick round: whether it ran, not its time (not kept).
+            kept = self._mark(records, key, "ceiling")
+            fits += [size for r in kept if series_id(r).label == label]
+            new = _oom_sizes(points, key, label)
+            for entry in points:
+                if isinstance(entry, dict):
+                    entry["search"] = "ceiling"
+            self.session.points.extend(p for p in points if p.get("status") == "oom")
+            too_big.update(new)
+            if size not in fits and size not in too_big:
+                stopped = f"the follow-up run at {size} measured nothing"
+                too_big[size] = stopped
+                break
+        return plan.ceiling_entry(key, label, fits, too_big, added, stopped)
+
+
+def _json_of(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _axis(size_label: str) -> str:
+    """The size axis in words: ``network size d`` from ``network size d
+    (nodes)``, ``problem size`` from the default ``problem size (jax_size)``."""
+    return size_label.split(" (", 1)[0].strip() or "size"
+
+
+def _oom_sizes(
+    points: Sequence[Mapping[str, Any]], key: str, label: str
+) -> dict[int, str]:
+    """Sizes of ``key``'s test that ran out of memory on ``label``, with the
+    message (a point names its test, not its other parameters)."""
+    out: dict[int, str] = {}
+    for p in points:
+        size = p.get("size")
+        if p.get("status") != "oom" or p.get("backend") != label or not is_size(size):
+            continue
+        if bare_id(str(p.get("fullname") or "")) == bare_id(key):
+            out[int(size)] = str(p.get("message") or "out of memory")
+    return out

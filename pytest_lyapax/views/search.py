@@ -1,0 +1,119 @@
+"""The searches in the report: their lines and table, and their marks on
+the figure (views/explain.py puts the lines and table in a section).
+
+Sizes chosen by a crossover search are drawn as squares around the curve's
+markers (the other marker style), the bracket as a shaded band; each
+backend's memory ceiling as a vertical dashed line in its colour at the
+largest size that fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pytest_lyapax.report import search as plan
+from pytest_lyapax.report.series import SizedBenchmark
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+KEY_TEXT = (
+    "square: size chosen by --jax-find-crossover (grey band: its bracket); "
+    "vertical dashed line: memory ceiling"
+)
+
+
+@dataclass
+class Marks:
+    """One benchmark's search marks on the figure."""
+
+    chosen: list[int] = field(default_factory=list)
+    bracket: tuple[int, int] | None = None
+    ceilings: dict[str, int] = field(default_factory=dict)  # label: largest fitting
+
+
+def entries(key: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:
+    """The valid crossover-search and ceiling entries of a report section."""
+    return plan.read_searches(key), plan.read_ceilings(key)
+
+
+def marks(key: Mapping[str, Any]) -> dict[str, Marks]:
+    """Per benchmark key, what the figure marks."""
+    out: dict[str, Marks] = {}
+    searches, ceilings = entries(key)
+    for entry in searches:
+        m = out.setdefault(entry["test"], Marks())
+        m.chosen = list(entry["added"])
+        bracket = entry["bracket"]
+        m.bracket = None if bracket is None else (bracket[0], bracket[1])
+    for entry in ceilings:
+        if entry["largest_fitting"] is not None:
+            m = out.setdefault(entry["test"], Marks())
+            m.ceilings[entry["backend"]] = entry["largest_fitting"]
+    return out
+
+
+def starred(
+    rows: list[list[str]], mark: Marks | None
+) -> tuple[list[list[str]], list[str]]:
+    """The table's rows with a star on each size a search chose, and the
+    line that says so."""
+    if mark is None or not mark.chosen:
+        return rows, []
+    chosen = {str(s) for s in mark.chosen}
+    out = [[f"{r[0]}*" if r[0] in chosen else r[0], *r[1:]] for r in rows]
+    return out, ["* size chosen by --jax-find-crossover"]
+
+
+def draw(
+    ax: Axes, bench: SizedBenchmark, mark: Marks | None, colors: Mapping[str, str]
+) -> None:
+    """Squares at the sizes a search chose, the bracket, the ceilings."""
+    if mark is None:
+        return
+    chosen = set(mark.chosen)
+    for label, points in bench.series.items():
+        picked = [p for p in points if p.size in chosen]
+        if picked:
+            ax.plot(
+                [p.size for p in picked],
+                [p.median for p in picked],
+                linestyle="none",
+                marker="s",
+                markersize=8,
+                markerfacecolor="none",
+                markeredgecolor=colors.get(label, "0.3"),
+            )
+    if mark.bracket is not None:
+        ax.axvspan(*mark.bracket, color="0.5", alpha=0.15, linewidth=0)
+    for label, size in mark.ceilings.items():
+        ax.axvline(size, color=colors.get(label, "0.3"), linestyle="--", linewidth=1)
+
+
+TITLE = "Sizes chosen by the plugin: crossover and memory ceiling"
+
+
+def search_lines(key: Mapping[str, Any]) -> tuple[str, ...]:
+    """The crossover searches in words, one line each."""
+    return tuple(plan.search_line(e) for e in plan.read_searches(key))
+
+
+def ceiling_rows(
+    key: Mapping[str, Any],
+) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+    """Header and rows of the memory ceilings' table (no rows: none searched)."""
+    ceilings: Sequence[Mapping[str, Any]] = plan.read_ceilings(key)
+    header = ("benchmark", "backend", "largest fitting", "first not fitting", "why")
+    rows = tuple(
+        (
+            str(e["test"]),
+            str(e["backend"]),
+            "-" if e["largest_fitting"] is None else str(e["largest_fitting"]),
+            "-" if e["first_not_fitting"] is None else str(e["first_not_fitting"]),
+            str(e.get("reason") or ""),
+        )
+        for e in ceilings
+    )
+    return header, rows

@@ -1,0 +1,212 @@
+"""--jax-find-crossover and --jax-find-ceiling, end to end (subprocess runs).
+
+The two CPU labels run algorithms of known cost chosen by the label (a busy
+wait, so the cost does not depend on JAX): cpu costs 1e-7 n^2 s a call,
+cpu2 5e-4 + 5e-6 n s; the two cross at n = 100.  No timing is asserted,
+only where the search says the crossing lies.
+"""
+
+import pytest
+
+CROSSING = """
+import time
+
+import jax.numpy as jnp
+import pytest
+
+
+def spin(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def work(label, n):
+    spin({cpu} if label == "cpu" else {cpu2})
+    return jnp.zeros(())
+
+
+@pytest.mark.jax_sizes(20, 40, search=({lo}, {hi}))
+def test_cost(benchmark, jax_backend, jax_size):
+    benchmark(work, jax_backend, jax_size)
+"""
+
+TWO_LABELS = (
+    "--jax-backend=cpu,cpu2",
+    "--jax-backend-platform=cpu2=cpu",
+    "--benchmark-max-time=0.5",
+    "--jax-no-peaks",
+    "--jax-find-crossover",
+    "-p",
+    "no:cacheprovider",
+)
+
+
+def _section(data, name):
+    return data["pytest_lyapax"][name]
+
+
+@pytest.mark.slow
+def test_the_known_crossing_is_bracketed_within_25_percent(pytester, run_pytest):
+    source = CROSSING.format(cpu="1e-7 * n * n", cpu2="5e-4 + 5e-6 * n", lo=4, hi=1000)
+    pytester.makepyfile(test_cost=source)
+    report = pytester.path / "r"
+    proc, data = run_pytest(
+        pytester.path, report, *TWO_LABELS, f"--jax-report-dir={report}"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "crossover_search")
+    assert entry["backends"] == ["cpu", "cpu2"]
+    if entry["status"] == "unreliable":  # a machine too busy to judge a size
+        pytest.skip(f"the noise test could not decide: {entry['summary']}")
+    assert entry["status"] == "bracketed", entry
+    lo, hi = entry["bracket"]
+    assert lo <= 100 <= hi and hi <= lo * 1.25**2, entry
+    assert entry["summary"] == f"cpu2 faster from problem size in [{lo}, {hi}]"
+    chosen = {
+        b["extra_info"]["size"]
+        for b in data["benchmarks"]
+        if b["extra_info"].get("search") == "crossover"
+    }
+    assert chosen == set(entry["added"]) and chosen.isdisjoint({20, 40})
+    summary = (report / "summary.md").read_text().replace("\\", "")
+    assert f"cpu2 faster from problem size in [{lo}, {hi}]" in summary
+    assert "* size chosen by --jax-find-crossover" in summary
+
+
+@pytest.mark.slow
+def test_one_label_faster_everywhere_reports_no_crossing(pytester, run_pytest):
+    source = CROSSING.format(cpu="3e-4", cpu2="1.2e-3", lo=10, hi=80)
+    pytester.makepyfile(test_cost=source)
+    report = pytester.path / "r"
+    proc, data = run_pytest(
+        pytester.path, report, *TWO_LABELS, f"--jax-report-dir={report}"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "crossover_search")
+    if entry["status"] == "unreliable":
+        pytest.skip(f"the noise test could not decide: {entry['summary']}")
+    assert entry["status"] == "absent", entry
+    assert entry["bracket"] is None
+    assert "no crossing down to 10 or up to 80" in entry["summary"]
+    assert sorted(entry["added"]) == [10, 80]
+
+
+CEILING = """
+import jax
+import jax.numpy as jnp
+import pytest
+
+
+@jax.jit
+def double(x):
+    return x * 2.0
+
+
+@pytest.mark.jax_sizes(1000, 2000)
+def test_fill(benchmark, jax_backend, jax_size):
+    if jax_size > {oom_above}:
+        raise MemoryError("simulated: out of memory")
+    # A float32 argument and output: 8 bytes per element, no temporaries.
+    benchmark(double, jnp.ones(jax_size, dtype=jnp.float32))
+"""
+
+ONE_LABEL = (
+    "--jax-backend=cpu",
+    "--benchmark-max-time=0.05",
+    "--jax-no-peaks",
+    "--jax-find-ceiling",
+    "-p",
+    "no:cacheprovider",
+)
+
+
+@pytest.mark.slow
+def test_the_ceiling_under_a_memory_limit_is_found(pytester, run_pytest):
+    pytester.makepyfile(test_fill=CEILING.format(oom_above=10**9))
+    report = pytester.path / "r"
+    # 100000 bytes at 8 bytes per element: 12500 elements fit.
+    proc, data = run_pytest(
+        pytester.path,
+        report,
+        *ONE_LABEL,
+        "--jax-backend-env=cpu:PYTEST_LYAPAX_MEMORY_LIMIT=100000",
+        f"--jax-report-dir={report}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "ceilings")
+    assert entry["backend"] == "cpu"
+    assert entry["largest_fitting"] <= 12500 < entry["first_not_fitting"]
+    assert entry["first_not_fitting"] <= entry["largest_fitting"] * 1.1
+    assert entry["reason"].startswith("does not fit (")
+    assert "GiB asked" in entry["reason"] and "GiB free)" in entry["reason"]
+    text = (report / "summary.md").read_text()
+    assert "largest fitting" in text
+
+
+@pytest.mark.slow
+def test_a_simulated_out_of_memory_ends_the_ceiling_search_not_the_worker(
+    pytester, run_pytest
+):
+    pytester.makepyfile(test_fill=CEILING.format(oom_above=5000))
+    report = pytester.path / "r"
+    proc, data = run_pytest(
+        pytester.path, report, *ONE_LABEL, f"--jax-report-dir={report}"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "ceilings")
+    assert entry["largest_fitting"] <= 5000 < entry["first_not_fitting"]
+    assert "simulated: out of memory" in entry["reason"]
+
+
+@pytest.mark.parametrize(
+    ("marker", "signature", "named"),
+    [
+        ("@pytest.mark.jax_sizes(4, 8, search=(10, 5))", "jax_size", "(10, 5)"),
+        ("@pytest.mark.jax_sizes(4, 8, search=(0, 5))", "jax_size", "(0, 5)"),
+        ("@pytest.mark.jax_sizes(4, 8, search=10)", "jax_size", "10"),
+        ("@pytest.mark.jax_sizes(search=(1, 5))", "", "needs a size axis"),
+    ],
+)
+def test_bad_search_bounds_are_a_usage_error(
+    pytester, run_pytest, marker, signature, named
+):
+    args = ", ".join(filter(None, ["jax_backend", signature]))
+    pytester.makepyfile(
+        test_bad=f"import pytest\n\n{marker}\ndef test_x({args}):\n    pass\n"
+    )
+    report = pytester.path / "r"
+    proc, _ = run_pytest(
+        pytester.path,
+        report,
+        "--jax-backend=cpu",
+        "-p",
+        "no:cacheprovider",
+        f"--jax-report-dir={report}",
+    )
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "test_bad.py::test_x" in proc.stdout
+    assert named in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_search_past_its_budget_stops_and_says_how_far_it_got(pytester, run_pytest):
+    source = CROSSING.format(cpu="1e-7 * n * n", cpu2="5e-4 + 5e-6 * n", lo=4, hi=1000)
+    pytester.makepyfile(test_cost=source)
+    report = pytester.path / "r"
+    # 3 s per series and backend: 6 s for the search, less than one follow-up
+    # run (a pytest and JAX start-up per backend), so it stops after one.
+    proc, data = run_pytest(
+        pytester.path,
+        report,
+        *TWO_LABELS,
+        "--jax-budget=3s",
+        f"--jax-report-dir={report}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "crossover_search")
+    if entry["status"] == "unreliable":
+        pytest.skip(f"the noise test could not decide: {entry['summary']}")
+    assert entry["status"] == "budget", entry
+    assert len(entry["added"]) == 1
+    assert entry["summary"].endswith("stopped after 1 added sizes")
