@@ -157,7 +157,7 @@ def msf_kernel_run(
         return finish(cum_rows, c0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
 
     est = jax.vmap(summary, in_axes=(1, 0))(rows, cum0)
-    return {"exponents": est["exponents"], "stderr": est["stderr"], "x": x}
+    return {"exponents": est.exponents, "stderr": est.stderr, "x": x}
 
 
 class _JvpTangent:

@@ -85,21 +85,21 @@ def spectrum_kernel(
             save_capacity=save_capacity,
             qr=qr,
         )
-        carry, saved = out["carry"], out["saved"]
-        est = finish(out["cum"], cum0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
+        carry, saved = out.carry, out.saved
+        est = finish(out.cum, cum0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
         checkpoint = view.checkpoint(
-            carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], dt
+            carry.state, carry.Y, carry.cum, carry.step, est.elapsed, dt
         )
         if saved is not None:
             saved = saved[:, : view.n_state]
         return LyapunovResult(
-            est["exponents"],
-            est["history"],
-            est["times"],
+            est.exponents,
+            est.history,
+            est.times,
             checkpoint,
             saved,
             None,
-            est["stderr"],
+            est.stderr,
         )
 
     batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None, None))

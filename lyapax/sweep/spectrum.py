@@ -175,11 +175,15 @@ def sweep_lyapunov_spectrum(
         batched=True,
         stacklevel=2,
     )
-    sizes = args.kernel_lengths()
-    lengths = sizes.pop("lengths")
+    kernel_sizes = args.kernel_lengths()
+    lengths = kernel_sizes.lengths
+    sizes = {
+        "capacity": kernel_sizes.capacity,
+        "save_capacity": kernel_sizes.save_capacity,
+    }
     if save_states:
         # The device holds the kernel's buffer, rounded up (see kernel_lengths).
-        n_rows = sizes["save_capacity"]
+        n_rows = kernel_sizes.save_capacity
         warn_trajectory(plan, n_rows, batch.n_state, batch.dtype, trajectory_to_host)
     dynamic, static = split_static(batch.builder)
 
