@@ -536,3 +536,79 @@ def test_engine_modules_hand_on_typed_records_not_dicts():
     types (``equinox.Module`` or ``NamedTuple``) with named fields."""
     found = {m: dict_results(p.read_text()) for m, p in ENGINE.items()}
     assert {m: f for m, f in found.items() if f} == {}
+
+
+def undeclared_problem_kinds(classes: list[type]) -> list[str]:
+    """Names of the classes that present themselves to the engine
+    (``for_engine``) without subclassing ``AbstractProblem``."""
+    from lyapax._engine.abstract import AbstractProblem
+
+    return sorted(
+        c.__name__
+        for c in classes
+        if callable(getattr(c, "for_engine", None)) and AbstractProblem not in c.__mro__
+    )
+
+
+def registrations(source: str) -> list[int]:
+    """Lines that ``register`` a class with ``AbstractProblem`` (a virtual
+    subclass: its abstract methods go unchecked)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "register"
+        and getattr(node.func.value, "id", None) == "AbstractProblem"
+    ]
+
+
+def test_the_problem_rules_find_an_undeclared_kind():
+    from typing import NamedTuple
+
+    class Loose(NamedTuple):
+        dt: float
+
+        def for_engine(self):
+            return None
+
+    assert undeclared_problem_kinds([Loose, int]) == ["Loose"]
+    assert registrations("AbstractProblem.register(Loose)") == [1]
+
+
+def test_a_kind_missing_a_method_or_dt_fails_when_created():
+    from lyapax._engine.abstract import AbstractProblem
+
+    with pytest.raises(TypeError, match="with_state"):
+
+        class NoState(AbstractProblem):
+            dt = 0.1
+
+            def for_engine(self):
+                return None
+
+            def with_params(self, params):
+                return self
+
+    with pytest.raises(TypeError, match="dt"):
+
+        class NoDt(AbstractProblem):
+            def for_engine(self):
+                return None
+
+            def with_params(self, params):
+                return self
+
+            def with_state(self, state0):
+                return self
+
+
+def test_every_problem_kind_subclasses_abstract_problem():
+    classes = []
+    for module in MODULES:
+        for value in vars(importlib.import_module(module)).values():
+            if isinstance(value, type) and value.__module__.startswith("lyapax"):
+                classes.append(value)
+    assert undeclared_problem_kinds(classes) == []
+    found = {m: registrations(p.read_text()) for m, p in MODULES.items()}
+    assert {m: lines for m, lines in found.items() if lines} == {}

@@ -25,6 +25,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -54,7 +55,7 @@ __all__ = [
 MIN_CAPACITY = 256
 
 
-class BenettinState(NamedTuple):
+class BenettinState(eqx.Module):
     """Carry of the loop: point, orthonormal frame, accumulated log-growth and
     the integer step counter (read by steps that index a delay ring buffer)."""
 
@@ -64,7 +65,7 @@ class BenettinState(NamedTuple):
     step: Int[Array, ""]
 
 
-class KernelOutput(NamedTuple):
+class KernelOutput(eqx.Module):
     """What :func:`run_benettin` returns: the final ``carry``; ``cum
     (capacity, k)``, whose row ``j < n_blocks`` is the accumulated log-growth
     after measured block ``j + 1`` (raw column order); ``saved (save_capacity,
@@ -73,7 +74,7 @@ class KernelOutput(NamedTuple):
 
     carry: BenettinState
     cum: Float[Array, "capacity k"]
-    saved: Float[Array, "save_capacity d"] | None
+    saved: Float[Array, "save_capacity d"] | None = None
 
 
 class Lengths(NamedTuple):
@@ -244,7 +245,8 @@ def run_benettin(
     carry, cum_rows, saved = _loops(block, carry, saved, lengths, cum0, capacity, size)
     if not indexed:
         total = n_transient + n_blocks
-        carry = carry._replace(step=carry.step + total * jnp.asarray(every, jnp.int32))
+        step = carry.step + total * jnp.asarray(every, jnp.int32)
+        carry = BenettinState(carry.state, carry.Y, carry.cum, step)
     return KernelOutput(carry, cum_rows, saved)
 
 
@@ -302,7 +304,8 @@ def _loops(block, carry, saved, lengths, cum0, capacity, size):
 
         carry, pending, saved = jax.lax.fori_loop(0, m, one, (carry, pending, saved))
         # The transient's growth is discarded: the sum restarts from cum0.
-        carry = carry._replace(cum=jnp.where(transient, cum0, carry.cum))
+        cum = jnp.where(transient, cum0, carry.cum)
+        carry = BenettinState(carry.state, carry.Y, cum, carry.step)
         # Transient chunks write into the spare rows past ``capacity``.
         at = jnp.where(transient, capacity, lo)
         rows = jax.lax.dynamic_update_slice_in_dim(rows, pending, at, 0)
