@@ -86,4 +86,16 @@ def lyapunov_spectrum_dde(
             buf0=problem.buf0 if buf0 is None else buf0,
             params=problem.params if params is None else params,
         )
-    return run.spectrum(problem, n_steps, RunOptions.of(locals()), stacklevel=2)
+    options = RunOptions.of(
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        seed=seed,
+        check_finite=check_finite,
+        resume=resume,
+        save_states=save_states,
+        decimate=decimate,
+        qr=qr,
+        static_renorm_every=static_renorm_every,
+    )
+    return run.spectrum(problem, n_steps, options, stacklevel=2)

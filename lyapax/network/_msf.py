@@ -282,9 +282,7 @@ def run_msf(
         method = MAP
     else:
         method = fixed_stage_method(integrator, "master_stability_function")
-    options = run.RunOptions.of(
-        {"k": k, "renorm_every": renorm_every, "t_transient": t_transient}
-    )
+    options = run.RunOptions.of(k=k, renorm_every=renorm_every, t_transient=t_transient)
     args = run.run_args(
         options, d=m, dt=dt, n_steps=n_steps, k=k, dtype=x0.dtype, stacklevel=3
     )

@@ -152,7 +152,16 @@ def sweep_lyapunov_spectrum(
         UserWarning: before allocating more than ``TRAJECTORY_WARN_BYTES`` of
         saved trajectory.
     """
-    options = RunOptions.of(locals())
+    options = RunOptions.of(
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        seed=seed,
+        save_states=save_states,
+        decimate=decimate,
+        qr=qr,
+        progress=progress,
+    )
     batch = resolve(
         "sweep_lyapunov_spectrum",
         step_fn,
