@@ -47,6 +47,7 @@ __all__ = [
     "initial_frame",
     "placement",
     "qr_factor",
+    "renormalise",
     "run_benettin",
     "tangent_step",
 ]
@@ -131,8 +132,9 @@ def qr_factor(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
     return jnp.linalg.qr(Y)
 
 
-def _qr_renormalise(Y: jax.Array, qr: str):
-    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``."""
+def renormalise(Y: jax.Array, qr: str):
+    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``,
+    with the engine's sign rule (a positive diagonal of ``R``)."""
     Q, R = qr_factor(Y, qr)
     diag = jnp.diagonal(R)
     # Positive diagonal keeps each column's identity continuous between blocks.
@@ -231,7 +233,7 @@ def run_benettin(
             (state, Y, step), saved = jax.lax.fori_loop(
                 0, groups, save_group, (start, saved)
             )
-        Y, growth = _qr_renormalise(Y, qr)
+        Y, growth = renormalise(Y, qr)
         return BenettinState(state, Y, carry.cum + growth, step), saved
 
     dtype = state0.dtype
