@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from lyapax.__version__ import __version__
@@ -518,15 +517,7 @@ class _RunFile:
             tangent, (dynamic, view.z0, zeros, np.int32(0), dt), settings
         )
         self.k, self.renorm_every = k, settings["renorm_every"]
-        self.template = jax.eval_shape(
-            view.checkpoint,
-            jax.ShapeDtypeStruct((d,), dtype),
-            jax.ShapeDtypeStruct((d, k), dtype),
-            jax.ShapeDtypeStruct((k,), dtype),
-            jax.ShapeDtypeStruct((), jnp.int32),
-            jax.ShapeDtypeStruct((), dtype),
-            jnp.asarray(view.dt, dtype),
-        )
+        self.template = run.checkpoint_template(view, k)
         self.fields = {
             f"checkpoint.{name}": (tuple(leaf.shape), leaf.dtype.kind)
             for name, leaf in self.template._asdict().items()

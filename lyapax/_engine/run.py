@@ -23,6 +23,7 @@ import numpy as np
 from lyapax._engine import finite, progress, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
 from lyapax._engine.benettin import (
+    BenettinState,
     KernelOutput,
     Lengths,
     capacity,
@@ -152,6 +153,32 @@ class KernelSizes(NamedTuple):
     capacity: int
     save_capacity: int
     static_every: int | None = None
+
+
+def make_checkpoint(
+    view: EngineView, carry: BenettinState, elapsed: Any, dt: Any
+) -> Any:
+    """The problem's checkpoint (``view.checkpoint``) of a run that ended in
+    ``carry`` after ``elapsed`` model time, with step ``dt``."""
+    return view.checkpoint(carry.state, carry.Y, carry.cum, carry.step, elapsed, dt)
+
+
+def checkpoint_template(view: EngineView, k: int) -> Any:
+    """The shapes and dtypes (``jax.ShapeDtypeStruct`` leaves) of the
+    checkpoint a run of ``view`` tracking ``k`` exponents makes: what a file
+    must hold to resume it."""
+    d, dtype = int(view.z0.shape[0]), view.z0.dtype
+
+    def shaped(*shape: int, of: Any = dtype) -> jax.ShapeDtypeStruct:
+        return jax.ShapeDtypeStruct(shape, of)
+
+    carry = BenettinState(shaped(d), shaped(d, k), shaped(k), shaped(of=jnp.int32))
+    dt = jnp.asarray(view.dt, dtype)
+    return jax.eval_shape(
+        lambda carry, elapsed: make_checkpoint(view, carry, elapsed, dt),
+        carry,
+        shaped(),
+    )
 
 
 def check_multiple(name: str, n: int, renorm_every: int) -> None:
@@ -389,9 +416,7 @@ def spectrum(
     )
     out, est = execution.run(begin, args, method, stacklevel=stacklevel + 1)
     carry = out.carry
-    checkpoint = view.checkpoint(
-        carry.state, carry.Y, carry.cum, carry.step, est.elapsed, view.dt
-    )
+    checkpoint = make_checkpoint(view, carry, est.elapsed, view.dt)
     n_saved = args.n_saved
     trajectory = save_at = None
     if args.save_states:
