@@ -169,7 +169,7 @@ def checkpoint_template(view: EngineView, k: int) -> Any:
     must hold to resume it."""
     d, dtype = int(view.z0.shape[0]), view.z0.dtype
 
-    def shaped(*shape: int, of: Any = dtype) -> jax.ShapeDtypeStruct:
+    def shaped(*shape: int, of: Any = dtype) -> Any:
         return jax.ShapeDtypeStruct(shape, of)
 
     carry = BenettinState(shaped(d), shaped(d, k), shaped(k), shaped(of=jnp.int32))
