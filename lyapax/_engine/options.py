@@ -17,9 +17,9 @@ Checks that need the problem (``k <= d``, the transient in steps of ``dt``,
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import equinox as eqx
 import numpy as np
 
 from lyapax._engine import validate
@@ -74,9 +74,14 @@ class Saving(NamedTuple):
     decimate: int
 
 
-class RunOptions(eqx.Module):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunOptions:
     """The options of a run (see the module docstring), built by keyword
-    with :meth:`of` and checked when built (:meth:`__check_init__`).
+    (:meth:`of`, or the constructor, whose fields are keyword-only) and
+    checked when built (:meth:`__check_init__`, as an ``equinox.Module``
+    checks itself). A frozen dataclass, not an ``equinox.Module``: the
+    options never enter a traced program, and equinox's constructor costs
+    ~40 us against ~350 us for a warm 200-step Lorenz run.
 
     ``k`` exponents (None: the problem's default); ``t_transient`` model time
     run first; ``seed`` of the initial frame (one per row in sweeps);
@@ -94,6 +99,9 @@ class RunOptions(eqx.Module):
     renorm: Renormalisation = Renormalisation(1, False, "auto")
     saving: Saving = Saving(False, 1)
     progress: Any = None
+
+    def __post_init__(self) -> None:
+        self.__check_init__()
 
     def __check_init__(self) -> None:
         """Raises TypeError / ValueError naming the argument, its value and
