@@ -38,6 +38,7 @@ from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem, is_problem, plain_problem
 from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, check_multiple
+from lyapax._engine.summary import column_order
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal import checkpoint as ckpt_file
 from lyapax._internal import lock
@@ -437,20 +438,16 @@ class _Chunks:
 
 
 def _order(res: LyapunovResult) -> np.ndarray:
-    """The engine's column order: by the final accumulated log-growth."""
-    return np.argsort(-np.asarray(res.checkpoint.cum_log_growth), kind="stable")
+    """The engine's column order of ``res`` (:func:`summary.column_order`)."""
+    checkpoint = res.checkpoint
+    cum = np.asarray(checkpoint.cum_log_growth)
+    return column_order(cum, np.asarray(checkpoint.elapsed_time), np)
 
 
 def _host(res: LyapunovResult) -> tuple[np.ndarray, np.ndarray]:
     """``(history, times)`` on the host, history columns in raw order."""
-    cum = np.asarray(res.checkpoint.cum_log_growth)
-    return _raw(np.asarray(res.history), cum), np.asarray(res.times)
-
-
-def _raw(history: np.ndarray, cum: np.ndarray) -> np.ndarray:
-    # The engine sorts columns by the final estimate cum / T, i.e. by cum.
-    inverse = np.argsort(np.argsort(-cum, kind="stable"), kind="stable")
-    return history[:, inverse]
+    inverse = np.argsort(_order(res), kind="stable")
+    return np.asarray(res.history)[:, inverse], np.asarray(res.times)
 
 
 #: What a ``run_until_converged`` checkpoint holds besides the header and the

@@ -30,6 +30,7 @@ from lyapax._engine.validate import is_traced
 __all__ = [
     "Estimates",
     "ProgramEstimates",
+    "column_order",
     "finish",
     "finish_program",
     "keep_rows",
@@ -65,6 +66,15 @@ class ProgramEstimates(eqx.Module):
     state_finite: Any
 
 
+def column_order(cum: Any, elapsed: Any, xp: Any = jnp) -> Any:
+    """The engine's column order of a result: exponents descending, by the
+    final estimates ``cum / elapsed`` (a stable sort), computed with ``xp``
+    (``jax.numpy``, or ``numpy`` on the host: the same division and order)."""
+    if xp is np:
+        return np.argsort(-cum / elapsed, kind="stable")
+    return jnp.argsort(-cum / elapsed)
+
+
 def finish(
     cum: jax.Array,
     cum0: jax.Array,
@@ -91,7 +101,7 @@ def finish(
     times = t0 + block_time * jnp.arange(1, cum.shape[0] + 1, dtype=dtype)
     last = n_blocks - 1
     elapsed = times[last]
-    order = jnp.argsort(-cum[last] / elapsed)
+    order = column_order(cum[last], elapsed)
     history = (cum / times[:, None])[:, order]
     stderr = running_stderr(cum, cum0, n_blocks, block_time, elapsed)[order]
     return Estimates(history[last], stderr, elapsed, history, times)
