@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from lyapax.__version__ import __version__
@@ -39,6 +38,7 @@ from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem, is_problem, plain_problem
 from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, check_multiple
+from lyapax._engine.summary import column_order
 from lyapax._engine.tree import merge_static, split_static
 from lyapax._internal import checkpoint as ckpt_file
 from lyapax._internal import lock
@@ -438,20 +438,16 @@ class _Chunks:
 
 
 def _order(res: LyapunovResult) -> np.ndarray:
-    """The engine's column order: by the final accumulated log-growth."""
-    return np.argsort(-np.asarray(res.checkpoint.cum_log_growth), kind="stable")
+    """The engine's column order of ``res`` (:func:`summary.column_order`)."""
+    checkpoint = res.checkpoint
+    cum = np.asarray(checkpoint.cum_log_growth)
+    return column_order(cum, np.asarray(checkpoint.elapsed_time), np)
 
 
 def _host(res: LyapunovResult) -> tuple[np.ndarray, np.ndarray]:
     """``(history, times)`` on the host, history columns in raw order."""
-    cum = np.asarray(res.checkpoint.cum_log_growth)
-    return _raw(np.asarray(res.history), cum), np.asarray(res.times)
-
-
-def _raw(history: np.ndarray, cum: np.ndarray) -> np.ndarray:
-    # The engine sorts columns by the final estimate cum / T, i.e. by cum.
-    inverse = np.argsort(np.argsort(-cum, kind="stable"), kind="stable")
-    return history[:, inverse]
+    inverse = np.argsort(_order(res), kind="stable")
+    return np.asarray(res.history)[:, inverse], np.asarray(res.times)
 
 
 #: What a ``run_until_converged`` checkpoint holds besides the header and the
@@ -518,15 +514,7 @@ class _RunFile:
             tangent, (dynamic, view.z0, zeros, np.int32(0), dt), settings
         )
         self.k, self.renorm_every = k, settings["renorm_every"]
-        self.template = jax.eval_shape(
-            view.checkpoint,
-            jax.ShapeDtypeStruct((d,), dtype),
-            jax.ShapeDtypeStruct((d, k), dtype),
-            jax.ShapeDtypeStruct((k,), dtype),
-            jax.ShapeDtypeStruct((), jnp.int32),
-            jax.ShapeDtypeStruct((), dtype),
-            jnp.asarray(view.dt, dtype),
-        )
+        self.template = run.checkpoint_template(view, k)
         self.fields = {
             f"checkpoint.{name}": (tuple(leaf.shape), leaf.dtype.kind)
             for name, leaf in self.template._asdict().items()

@@ -187,7 +187,18 @@ def lyapunov_spectrum(
     problem, n_steps = resolve_step_call(
         "lyapunov_spectrum", step_fn_or_problem, state0, dt, n_steps
     )
-    # stacklevel 3: past holds_one_blas_thread's wrapper to the caller's line.
-    return run.spectrum(
-        problem, n_steps, RunOptions.of(locals()), stacklevel=3, precision=precision
+    options = RunOptions.of(
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        seed=seed,
+        check_finite=check_finite,
+        resume=resume,
+        save_states=save_states,
+        decimate=decimate,
+        qr=qr,
+        static_renorm_every=static_renorm_every,
+        progress=progress,
     )
+    # stacklevel 3: past holds_one_blas_thread's wrapper to the caller's line.
+    return run.spectrum(problem, n_steps, options, stacklevel=3, precision=precision)

@@ -189,7 +189,7 @@ def test_an_adaptive_integrator_is_refused_by_fixed_stage_builders():
 
 
 def test_run_options_are_checked_once_with_named_errors():
-    opts = RunOptions.of({"renorm_every": 10, "decimate": 5, "save_states": True})
+    opts = RunOptions.of(renorm_every=10, decimate=5, save_states=True)
     assert (opts.renorm.every, opts.saving.decimate, opts.saving.states) == (10, 5, 1)
     assert opts.renorm.method(batched=False) == "lapack"
     assert opts.renorm.method(batched=True) == "small"
@@ -204,14 +204,22 @@ def test_run_options_are_checked_once_with_named_errors():
     assert opts.renorm.method(batched=False, d=16, k=5) == "small"
     assert opts.renorm.method(batched=False, d=17, k=5) == "lapack"
     assert opts.renorm.method(batched=True, d=1000, k=10) == "small"
-    explicit = RunOptions.of({"qr": "lapack"}).renorm
+    explicit = RunOptions.of(qr="lapack").renorm
     assert explicit.method(batched=False, d=1000, k=10) == "lapack"
     with pytest.raises(ValueError, match="qr must be one of"):
-        RunOptions.of({"qr": "givens"})
+        RunOptions.of(qr="givens")
     with pytest.raises(TypeError, match="static_renorm_every must be True or False"):
-        RunOptions.of({"static_renorm_every": "yes"})
+        RunOptions.of(static_renorm_every="yes")
     with pytest.raises(ValueError, match="renorm_every must be >= 1"):
-        RunOptions.of({"renorm_every": 0})
+        RunOptions.of(renorm_every=0)
+    # Built by keyword: a misspelt name is an error, not a default.
+    with pytest.raises(TypeError, match="renorm_evry"):
+        RunOptions.of(renorm_evry=10)
+    # Built directly, the fields are checked too (equinox's __check_init__).
+    with pytest.raises(ValueError, match="qr must be one of"):
+        RunOptions(renorm=opts.renorm._replace(qr="givens"))
+    with pytest.raises(ValueError, match="decimate must be >= 1"):
+        RunOptions(saving=opts.saving._replace(decimate=0))
 
 
 def test_a_jitted_call_traces_through_the_declared_step():

@@ -482,3 +482,158 @@ def test_no_issue_numbers_in_code():
         for line in _issue_numbers(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+def private_jax_uses(source: str) -> list[int]:
+    """Lines that import or name JAX's private ``jax._src`` (its names move
+    between releases without notice)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            names = [node.module or ""]
+            if node.module == "jax":
+                names += [f"jax.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Attribute) and node.attr == "_src":
+            if isinstance(node.value, ast.Name) and node.value.id == "jax":
+                names = ["jax._src"]
+        if any(n == "jax._src" or n.startswith("jax._src.") for n in names):
+            found.append(node.lineno)
+    return sorted(set(found))
+
+
+def test_the_private_jax_rule_finds_each_form():
+    assert private_jax_uses("from jax._src.core import trace_state_clean") == [1]
+    assert private_jax_uses("import jax._src.core as c") == [1]
+    assert private_jax_uses("from jax import _src") == [1]
+    assert private_jax_uses("import jax\nx = jax._src.core") == [2]
+    assert private_jax_uses("from jax.extend.core import find_top_trace") == []
+
+
+def test_no_private_jax_import_in_lyapax():
+    uses = {m: private_jax_uses(p.read_text()) for m, p in MODULES.items()}
+    assert {m: lines for m, lines in uses.items() if lines} == {}
+
+
+#: The engine's modules: what one hands another travels as a declared type.
+ENGINE = {m: p for m, p in MODULES.items() if m.startswith("lyapax._engine")}
+
+
+def dict_results(source: str) -> list[tuple[int, str]]:
+    """``(line, function)`` of each function that returns a string-keyed dict:
+    a ``dict``/``Mapping`` return annotation, or a ``return`` of a dict
+    literal with a string key (as far as the source says)."""
+    found = []
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        ann = fn.returns
+        head = ann.value if isinstance(ann, ast.Subscript) else ann
+        name = getattr(head, "id", None) or getattr(head, "attr", None)
+        if name in ("dict", "Dict", "Mapping", "MutableMapping"):
+            found.append((fn.lineno, fn.name))
+            continue
+        for node in ast.walk(fn):
+            if (
+                isinstance(node, ast.Return)
+                and isinstance(node.value, ast.Dict)
+                and any(
+                    isinstance(key, ast.Constant) and isinstance(key.value, str)
+                    for key in node.value.keys
+                )
+            ):
+                found.append((node.lineno, fn.name))
+                break
+    return found
+
+
+def test_the_dict_result_rule_finds_each_form():
+    assert dict_results("def f() -> dict[str, int]:\n    return g()") == [(1, "f")]
+    assert dict_results("def f(x):\n    return {'rows': x}") == [(2, "f")]
+    assert dict_results("def f(p):\n    return {k: 1 for k in p}") == []
+    assert dict_results("def f() -> Estimates:\n    return Estimates(1)") == []
+
+
+def test_engine_modules_hand_on_typed_records_not_dicts():
+    """The kernel's output, the estimates and the run sizes are declared
+    types (``equinox.Module`` or ``NamedTuple``) with named fields."""
+    found = {m: dict_results(p.read_text()) for m, p in ENGINE.items()}
+    assert {m: f for m, f in found.items() if f} == {}
+
+
+def undeclared_problem_kinds(classes: list[type]) -> list[str]:
+    """Names of the classes that present themselves to the engine
+    (``for_engine``) without subclassing ``AbstractProblem``."""
+    from lyapax._engine.abstract import AbstractProblem
+
+    return sorted(
+        c.__name__
+        for c in classes
+        if callable(getattr(c, "for_engine", None)) and AbstractProblem not in c.__mro__
+    )
+
+
+def registrations(source: str) -> list[int]:
+    """Lines that ``register`` a class with ``AbstractProblem`` (a virtual
+    subclass: its abstract methods go unchecked)."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "register"
+        and getattr(node.func.value, "id", None) == "AbstractProblem"
+    ]
+
+
+def test_the_problem_rules_find_an_undeclared_kind():
+    from typing import NamedTuple
+
+    class Loose(NamedTuple):
+        dt: float
+
+        def for_engine(self):
+            return None
+
+    assert undeclared_problem_kinds([Loose, int]) == ["Loose"]
+    assert registrations("AbstractProblem.register(Loose)") == [1]
+
+
+def test_a_kind_missing_a_method_or_dt_fails_when_created():
+    from lyapax._engine.abstract import AbstractProblem
+
+    with pytest.raises(TypeError, match="with_state"):
+
+        class NoState(AbstractProblem):
+            dt = 0.1
+
+            def for_engine(self):
+                return None
+
+            def with_params(self, params):
+                return self
+
+    with pytest.raises(TypeError, match="dt"):
+
+        class NoDt(AbstractProblem):
+            def for_engine(self):
+                return None
+
+            def with_params(self, params):
+                return self
+
+            def with_state(self, state0):
+                return self
+
+
+def test_every_problem_kind_subclasses_abstract_problem():
+    classes = []
+    for module in MODULES:
+        for value in vars(importlib.import_module(module)).values():
+            if isinstance(value, type) and value.__module__.startswith("lyapax"):
+                classes.append(value)
+    assert undeclared_problem_kinds(classes) == []
+    found = {m: registrations(p.read_text()) for m, p in MODULES.items()}
+    assert {m: lines for m, lines in found.items() if lines} == {}

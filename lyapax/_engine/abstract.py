@@ -197,15 +197,52 @@ class EngineView(NamedTuple):
 class AbstractProblem(abc.ABC):
     """A kind of problem, as the engine and the sweeps see it.
 
-    The problems of lyapax are ``NamedTuple`` s (their published form), which
-    cannot inherit; they are registered here with ``AbstractProblem.register``,
-    so ``isinstance(problem, AbstractProblem)`` is the test the entry points
-    use. A new kind of problem subclasses this or registers itself.
+    Every kind subclasses this. The problems of lyapax keep their published
+    ``NamedTuple`` form by subclassing their fields' ``NamedTuple`` and this
+    (``class ODEProblem(_ODEProblemFields, AbstractProblem)``). A concrete
+    subclass (one whose name does not start with ``Abstract``) is checked
+    when it is created: it must implement every abstract method and provide
+    every name of :attr:`abstract_vars` (a field or an attribute), or
+    ``TypeError`` says what it lacks.
     """
+
+    __slots__ = ()
 
     #: Model time per step (a problem's own ``dt``, compared with a ``dt``
     #: passed beside it).
     dt: Any
+
+    #: Names a concrete kind must provide: ``dt``, the model time per step (a
+    #: problem's own ``dt``, compared with a ``dt`` passed beside it).
+    abstract_vars: ClassVar[tuple[str, ...]] = ("dt",)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__name__.startswith("Abstract"):
+            return
+        missing = [
+            name
+            for name in sorted(AbstractProblem.__abstractmethods__)
+            if getattr(getattr(cls, name, None), "__isabstractmethod__", False)
+            or getattr(cls, name, None) is None
+        ]
+        # Fields of a NamedTuple or a dataclass (equinox.Module), annotations.
+        declared = set(getattr(cls, "_fields", ()))
+        declared |= set(getattr(cls, "__dataclass_fields__", ()))
+        for base in cls.__mro__:
+            if base is not AbstractProblem:
+                declared |= set(vars(base).get("__annotations__", ()))
+        missing += [
+            name
+            for name in cls.abstract_vars
+            if name not in declared and not hasattr(cls, name)
+        ]
+        if missing:
+            raise TypeError(
+                f"{cls.__name__} subclasses AbstractProblem but does not define "
+                f"{', '.join(missing)}; a kind of problem implements for_engine, "
+                "with_params and with_state and has a dt (a field or attribute)"
+            )
 
     @abc.abstractmethod
     def for_engine(self) -> EngineView:

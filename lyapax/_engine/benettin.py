@@ -25,6 +25,7 @@ from __future__ import annotations
 from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,12 +41,14 @@ if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
 
 __all__ = [
     "BenettinState",
+    "KernelOutput",
     "Lengths",
     "capacity",
     "fresh_frame",
     "initial_frame",
     "placement",
     "qr_factor",
+    "renormalise",
     "run_benettin",
     "tangent_step",
 ]
@@ -54,7 +57,7 @@ __all__ = [
 MIN_CAPACITY = 256
 
 
-class BenettinState(NamedTuple):
+class BenettinState(eqx.Module):
     """Carry of the loop: point, orthonormal frame, accumulated log-growth and
     the integer step counter (read by steps that index a delay ring buffer)."""
 
@@ -62,6 +65,18 @@ class BenettinState(NamedTuple):
     Y: Float[Array, "d k"]
     cum: Float[Array, " k"]
     step: Int[Array, ""]
+
+
+class KernelOutput(eqx.Module):
+    """What :func:`run_benettin` returns: the final ``carry``; ``cum
+    (capacity, k)``, whose row ``j < n_blocks`` is the accumulated log-growth
+    after measured block ``j + 1`` (raw column order); ``saved (save_capacity,
+    d)`` or None, whose row ``i`` is the state after ``(i + 1) * decimate``
+    measured steps. Rows past those are unspecified."""
+
+    carry: BenettinState
+    cum: Float[Array, "capacity k"]
+    saved: Float[Array, "save_capacity d"] | None = None
 
 
 class Lengths(NamedTuple):
@@ -118,8 +133,9 @@ def qr_factor(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
     return jnp.linalg.qr(Y)
 
 
-def _qr_renormalise(Y: jax.Array, qr: str):
-    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``."""
+def renormalise(Y: jax.Array, qr: str):
+    """Orthonormal frame and ``log|diag R|`` by the kernel method ``qr``,
+    with the engine's sign rule (a positive diagonal of ``R``)."""
     Q, R = qr_factor(Y, qr)
     diag = jnp.diagonal(R)
     # Positive diagonal keeps each column's identity continuous between blocks.
@@ -152,7 +168,7 @@ def run_benettin(
     qr: str = "lapack",
     static_lengths: Lengths | None = None,
     static_every: int | None = None,
-) -> dict[str, Any]:
+) -> KernelOutput:
     """Run ``n_transient_blocks`` blocks (growth discarded), then ``n_blocks``.
 
     Args:
@@ -177,11 +193,7 @@ def run_benettin(
             value. None: the trip count is data.
 
     Returns:
-        ``{"carry": BenettinState, "cum": (capacity, k), "saved":
-        (save_capacity, d) or None}``: row ``j < n_blocks`` of ``cum`` is the
-        accumulated log-growth after measured block ``j + 1`` (raw column
-        order), row ``i`` of ``saved`` the state after ``(i + 1) * decimate``
-        measured steps. Rows past those are unspecified.
+        :class:`KernelOutput`.
     """
     step_fn = as_step(merge_static(dynamic, static))
     check_step_output(step_fn, state0)
@@ -222,7 +234,7 @@ def run_benettin(
             (state, Y, step), saved = jax.lax.fori_loop(
                 0, groups, save_group, (start, saved)
             )
-        Y, growth = _qr_renormalise(Y, qr)
+        Y, growth = renormalise(Y, qr)
         return BenettinState(state, Y, carry.cum + growth, step), saved
 
     dtype = state0.dtype
@@ -230,17 +242,15 @@ def run_benettin(
     saved = None
     if save_capacity:
         saved = jnp.zeros((save_capacity, state0.shape[0]), dtype)
-    if traced:
-        carry, cum_rows, saved = _static_loops(block, carry, saved, lengths, cum0)
-        cum_rows = _padded(cum_rows, capacity)
-    else:
-        carry, cum_rows, saved = _chunked_loops(
-            block, carry, saved, lengths, cum0, capacity
-        )
+    # Lengths compiled in: one block per chunk, so that every trip count is a
+    # Python int and the loops are ``lax.scan`` (reverse-mode differentiable).
+    size = 1 if traced else chunk_blocks(cum0.shape[0])
+    carry, cum_rows, saved = _loops(block, carry, saved, lengths, cum0, capacity, size)
     if not indexed:
         total = n_transient + n_blocks
-        carry = carry._replace(step=carry.step + total * jnp.asarray(every, jnp.int32))
-    return {"carry": carry, "cum": cum_rows, "saved": saved}
+        step = carry.step + total * jnp.asarray(every, jnp.int32)
+        carry = BenettinState(carry.state, carry.Y, carry.cum, step)
+    return KernelOutput(carry, cum_rows, saved)
 
 
 #: Most entries of the rows gathered in the loop before one write into the
@@ -263,15 +273,18 @@ def chunk_blocks(k: int) -> int:
     return blocks
 
 
-def _chunked_loops(block, carry, saved, lengths, cum0, capacity):
-    """The transient and measured blocks (trip counts as data) as one loop
-    over chunks of :func:`chunk_blocks` blocks: the transient's chunks first,
-    whose growth is discarded at the end of each chunk (one select per chunk,
-    not per block), then the measured ones, whose rows are gathered in a
-    small buffer and written into the growth buffer once per chunk. One copy
-    of the step in the program (its compile time counts for large steps)."""
+def _loops(block, carry, saved, lengths, cum0, capacity, size):
+    """The transient and measured blocks as one loop over chunks of ``size``
+    blocks: the transient's chunks first, whose growth is discarded at the end
+    of each chunk (one select per chunk, not per block), then the measured
+    ones, whose rows are gathered in a small buffer and written into the
+    growth buffer once per chunk. One copy of the step in the program (its
+    compile time counts for large steps).
+
+    With Python-int ``lengths`` and ``size == 1`` every trip count is a
+    Python int, so the loops are ``lax.scan``; with lengths as data they are
+    while loops whose trip counts change without recompiling."""
     k = carry.cum.shape[0]
-    size = chunk_blocks(k)
     n_transient, n_blocks = lengths.n_transient_blocks, lengths.n_blocks
     t_chunks = (n_transient + size - 1) // size
     chunks = t_chunks + (n_blocks + size - 1) // size
@@ -280,8 +293,11 @@ def _chunked_loops(block, carry, saved, lengths, cum0, capacity):
         carry, rows, pending, saved = loop
         transient = j < t_chunks
         lo = jnp.where(transient, j, j - t_chunks) * size
-        m = jnp.minimum(size, jnp.where(transient, n_transient, n_blocks) - lo)
         first = jnp.where(transient, lo - n_transient, lo)
+        if size == 1:  # every chunk holds one block
+            m = 1
+        else:
+            m = jnp.minimum(size, jnp.where(transient, n_transient, n_blocks) - lo)
 
         def one(r, inner):
             carry, pending, saved = inner
@@ -291,7 +307,8 @@ def _chunked_loops(block, carry, saved, lengths, cum0, capacity):
 
         carry, pending, saved = jax.lax.fori_loop(0, m, one, (carry, pending, saved))
         # The transient's growth is discarded: the sum restarts from cum0.
-        carry = carry._replace(cum=jnp.where(transient, cum0, carry.cum))
+        cum = jnp.where(transient, cum0, carry.cum)
+        carry = BenettinState(carry.state, carry.Y, cum, carry.step)
         # Transient chunks write into the spare rows past ``capacity``.
         at = jnp.where(transient, capacity, lo)
         rows = jax.lax.dynamic_update_slice_in_dim(rows, pending, at, 0)
@@ -300,35 +317,18 @@ def _chunked_loops(block, carry, saved, lengths, cum0, capacity):
     dtype = carry.cum.dtype
     rows = jnp.zeros((capacity + size, k), dtype)
     pending = jnp.zeros((size, k), dtype)
-    carry, rows, _, saved = jax.lax.fori_loop(
-        0, chunks, chunk, (carry, rows, pending, saved)
-    )
+    loop = (carry, rows, pending, saved)
+    if size == 1:
+        # Lengths compiled in: the transient's chunks and the measured ones
+        # as two scans of the same body. Reverse mode sums the cotangent of a
+        # value the step closes over per scan, so a gradient is rounded as a
+        # transient phase's sum plus a measured phase's.
+        loop = jax.lax.fori_loop(0, t_chunks, chunk, loop)
+        loop = jax.lax.fori_loop(t_chunks, chunks, chunk, loop)
+    else:
+        loop = jax.lax.fori_loop(0, chunks, chunk, loop)
+    carry, rows, _, saved = loop
     return carry, rows[:capacity], saved
-
-
-def _static_loops(block, carry, saved, lengths, cum0):
-    """The run with Python-int lengths (a caller's trace): two ``lax.scan``
-    (reverse-mode differentiable), the measured one returning its rows."""
-    n_transient = lengths.n_transient_blocks
-
-    def transient(loop, i):
-        carry, saved = loop
-        carry, saved = block(i - n_transient, carry, saved)
-        return (carry._replace(cum=cum0), saved), None
-
-    def measured(loop, i):
-        carry, saved = block(i, *loop)
-        return (carry, saved), carry.cum
-
-    loop, _ = jax.lax.scan(transient, (carry, saved), jnp.arange(n_transient))
-    (carry, saved), rows = jax.lax.scan(measured, loop, jnp.arange(lengths.n_blocks))
-    return carry, rows, saved
-
-
-def _padded(rows, capacity):
-    """``rows`` with zero rows appended up to ``capacity``."""
-    extra = capacity - rows.shape[0]
-    return jnp.pad(rows, ((0, extra), (0, 0))) if extra > 0 else rows
 
 
 def initial_basis(

@@ -57,12 +57,18 @@ def _timed_checkpoint(state, Y, cum, step, elapsed_time, dt) -> LyapunovCheckpoi
     return LyapunovCheckpoint(state, Y, cum, elapsed_time, dt, step)
 
 
-class ODEProblem(NamedTuple):
-    """A discrete-time problem: ``step_fn`` advances ``state0`` by ``dt``."""
+class _ODEProblemFields(NamedTuple):
+    """The fields of :class:`ODEProblem` (its published ``NamedTuple`` form)."""
 
     step_fn: StepFn
     state0: StateLike
     dt: Scalar
+
+
+class ODEProblem(_ODEProblemFields, AbstractProblem):
+    """A discrete-time problem: ``step_fn`` advances ``state0`` by ``dt``."""
+
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """The step itself on the state ``(d,)``; no minimum transient."""
@@ -100,9 +106,6 @@ class ODEProblem(NamedTuple):
 
     def with_state(self, state0: Any) -> ODEProblem:
         return with_state0(self, state0)
-
-
-AbstractProblem.register(ODEProblem)
 
 
 def with_state0(problem: Any, state0: Any, what: str = "problem's state0") -> Any:

@@ -21,7 +21,14 @@ import numpy as np
 
 from lyapax._engine import finite, progress, validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
-from lyapax._engine.benettin import Lengths, capacity, fresh_frame, run_benettin
+from lyapax._engine.benettin import (
+    BenettinState,
+    KernelOutput,
+    Lengths,
+    capacity,
+    fresh_frame,
+    run_benettin,
+)
 from lyapax._engine.options import RunOptions
 from lyapax._engine.precision import (
     EMULATED_FLOAT64,
@@ -115,7 +122,7 @@ class RunArgs(NamedTuple):
 
     def kernel_lengths(
         self, traced: bool = False, static_every: bool = False
-    ) -> dict[str, Any]:
+    ) -> KernelSizes:
         """The run lengths and buffer sizes of
         :func:`~lyapax._engine.benettin.run_benettin`: lengths as data and
         buffers rounded up to powers of two (runs of different lengths share
@@ -129,19 +136,53 @@ class RunArgs(NamedTuple):
             self.decimate,
         )
         if traced:
-            return {
-                "static_lengths": Lengths(*ints),
-                "capacity": self.n_blocks,
-                "save_capacity": self.n_saved,
-            }
-        sizes = {
-            "lengths": Lengths.pack(*ints),
-            "capacity": capacity(self.n_blocks),
-            "save_capacity": capacity(self.n_saved) if self.save_states else 0,
-        }
-        if static_every:
-            sizes["static_every"] = self.renorm_every
-        return sizes
+            return KernelSizes(Lengths(*ints), self.n_blocks, self.n_saved)
+        return KernelSizes(
+            Lengths.pack(*ints),
+            capacity(self.n_blocks),
+            capacity(self.n_saved) if self.save_states else 0,
+            self.renorm_every if static_every else None,
+        )
+
+
+class KernelSizes(NamedTuple):
+    """What :meth:`RunArgs.kernel_lengths` decides for the kernel:
+    ``lengths`` (packed by :meth:`~lyapax._engine.benettin.Lengths.pack`, or
+    :class:`~lyapax._engine.benettin.Lengths` of Python ints compiled in),
+    the growth buffer's ``capacity`` and the saved-state buffer's
+    ``save_capacity`` (rows), and ``static_every`` (``renorm_every``
+    compiled in, or None)."""
+
+    lengths: Any
+    capacity: int
+    save_capacity: int
+    static_every: int | None = None
+
+
+def make_checkpoint(
+    view: EngineView, carry: BenettinState, elapsed: Any, dt: Any
+) -> Any:
+    """The problem's checkpoint (``view.checkpoint``) of a run that ended in
+    ``carry`` after ``elapsed`` model time, with step ``dt``."""
+    return view.checkpoint(carry.state, carry.Y, carry.cum, carry.step, elapsed, dt)
+
+
+def checkpoint_template(view: EngineView, k: int) -> Any:
+    """The shapes and dtypes (``jax.ShapeDtypeStruct`` leaves) of the
+    checkpoint a run of ``view`` tracking ``k`` exponents makes: what a file
+    must hold to resume it."""
+    d, dtype = int(view.z0.shape[0]), view.z0.dtype
+
+    def shaped(*shape: int, of: Any = dtype) -> Any:
+        return jax.ShapeDtypeStruct(shape, of)
+
+    carry = BenettinState(shaped(d), shaped(d, k), shaped(k), shaped(of=jnp.int32))
+    dt = jnp.asarray(view.dt, dtype)
+    return jax.eval_shape(
+        lambda carry, elapsed: make_checkpoint(view, carry, elapsed, dt),
+        carry,
+        shaped(),
+    )
 
 
 def check_multiple(name: str, n: int, renorm_every: int) -> None:
@@ -381,60 +422,41 @@ def spectrum(
             jnp.asarray(resume.cum_log_growth, dtype=sums or dtype),
         )
         t0 = resume.elapsed_time
-    static_every = options.renorm.static
     dynamic, static = split_static(view.step)
     begin = RunStart(dynamic, static, z0, start, step0, t0, view.dt)
-    if validate.under_transformation(dynamic, z0, start, step0, view.dt, t0):
-        if options.progress is not None:
-            warn_traced_progress("lyapunov_spectrum", stacklevel + 1)
-        out, est = _traced_run(begin, args, method)
-        history = keep_rows(est["history"], args.n_blocks, axis=-2)
-        times = keep_rows(est["times"], args.n_blocks, axis=-1)
-        state_finite = None
-    else:
-        total = args.n_blocks + args.n_transient_blocks
-        # OpenBLAS's threads: held by the public entry points
-        # (lyapax._engine.blas_threads.holds_one_blas_thread).
-        with progress.Bar(
-            options.progress,
-            total * args.renorm_every,
-            "lyapunov_spectrum",
-            "step",
-        ) as bar:
-            out, est = _compiled_run(begin, args, method, static_every, bar)
-        history, times = split_rows(est["rows"], args.n_blocks)
-        state_finite = np.asarray(est["state_finite"])
-    carry = out["carry"]
-    checkpoint = view.checkpoint(
-        carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], view.dt
+    execution = Execution.of(
+        options, "lyapunov_spectrum", dynamic, z0, start, step0, view.dt, t0
     )
+    out, est = execution.run(begin, args, method, stacklevel=stacklevel + 1)
+    carry = out.carry
+    checkpoint = make_checkpoint(view, carry, est.elapsed, view.dt)
     n_saved = args.n_saved
     trajectory = save_at = None
     if args.save_states:
-        trajectory = keep_rows(out["saved"], n_saved, axis=-2, cols=view.n_state)
+        trajectory = keep_rows(out.saved, n_saved, axis=-2, cols=view.n_state)
         save_at = save_times(view.dt, args.decimate, t0, n_saved)
     # -- non-finite runs: read from the rows the run returns --
     nonfinite = finite.nonfinite_report(
-        history,
-        times,
+        est.history,
+        est.times,
         carry.state,
         renorm_every=args.renorm_every,
         n_transient_blocks=args.n_transient_blocks,
         dt=view.dt,
-        state_finite=state_finite,
+        state_finite=est.state_finite,
     )
     finite.warn_or_raise(
         nonfinite, check_finite=options.check_finite, stacklevel=stacklevel + 1
     )
     # -- end non-finite runs --
     return LyapunovResult(
-        est["exponents"],
-        history,
-        times,
+        est.exponents,
+        est.history,
+        est.times,
         checkpoint,
         trajectory,
         save_at,
-        est["stderr"],
+        est.stderr,
         nonfinite,
     )
 
@@ -470,9 +492,20 @@ def _start_frame(start: Start, z0: jax.Array, k: int) -> tuple[jax.Array, jax.Ar
     return fresh_frame(start, d=z0.shape[0], k=k, dtype=z0.dtype)
 
 
-#: ``(kernel output, estimates)`` of one run (see :func:`run_benettin`; the
-#: estimates of :func:`finish`, or of ``finish_program`` for a compiled run).
-RunOutput = tuple[dict[str, Any], dict[str, jax.Array]]
+class RunEstimates(NamedTuple):
+    """The estimates of one run as its result holds them: :class:`Estimates`'
+    fields with ``history (n_blocks, k)`` and ``times (n_blocks,)`` cut to the
+    run's rows (host NumPy arrays, traced arrays in a caller's trace), and
+    ``state_finite``: whether the final state is finite (None when traced).
+    A ``NamedTuple``, built on the host once per call (an ``equinox.Module``
+    costs ~20 us to build)."""
+
+    exponents: Any
+    stderr: Any
+    elapsed: Any
+    history: Any
+    times: Any
+    state_finite: Any
 
 
 def warn_traced_progress(caller: str, stacklevel: int) -> None:
@@ -486,13 +519,65 @@ def warn_traced_progress(caller: str, stacklevel: int) -> None:
     )
 
 
+class Execution(NamedTuple):
+    """How a run executes, chosen once by its entry point from the arguments
+    it was called with (:meth:`of`) and handed to the engine.
+
+    The loop, its transient rule and the record of results are the same
+    either way (:func:`~lyapax._engine.benettin.run_benettin`,
+    :class:`RunEstimates`). What differs is declared here:
+
+    - ``in_trace=False``: the run is launched from the host. Its lengths are
+      data and its buffers rounded up (runs of any length share one
+      program), the rows are cut on the host, and a ``progress`` bar may
+      run it in pieces.
+    - ``in_trace=True``: the run is part of a caller's ``jit``/``vmap``/
+      ``grad``. Its lengths are compiled in, so every loop is a ``lax.scan``
+      that reverse mode differentiates; rows stay traced; no progress bar.
+
+    A ``NamedTuple`` (built once per call, on the host).
+    """
+
+    in_trace: bool
+    progress: Any = None
+    static_every: bool = False
+    caller: str = "lyapunov_spectrum"
+
+    @classmethod
+    def of(cls, options: RunOptions, caller: str, *arguments: Any) -> Execution:
+        """The execution of a run called with ``arguments`` (and ``options``):
+        in a caller's trace when one of them is traced or the call sits in a
+        transformation (see :func:`~lyapax._engine.validate.under_transformation`)."""
+        in_trace = validate.under_transformation(*arguments)
+        return cls(in_trace, options.progress, options.renorm.static, caller)
+
+    def run(
+        self, run: RunStart, args: RunArgs, qr: str, *, stacklevel: int
+    ) -> tuple[KernelOutput, RunEstimates]:
+        """The kernel's output and the estimates of ``run``."""
+        Y0, cum0 = _start_frame(run.start, run.z0, args.k)
+        if self.in_trace:
+            if self.progress is not None:
+                warn_traced_progress(self.caller, stacklevel + 1)
+            return _traced_run(run, args, qr, Y0, cum0)
+        total = args.n_blocks + args.n_transient_blocks
+        with progress.Bar(
+            self.progress, total * args.renorm_every, self.caller, "step"
+        ) as bar:
+            # OpenBLAS's threads: held by the public entry points
+            # (lyapax._engine.blas_threads.holds_one_blas_thread).
+            return _compiled_run(run, args, qr, Y0, cum0, bar, self.static_every)
+
+
 def _compiled_run(
     run: RunStart,
     args: RunArgs,
     qr: str,
+    Y0: jax.Array,
+    cum0: jax.Array,
+    bar: progress.Bar,
     static_every: bool,
-    bar: progress.Bar | None = None,
-) -> RunOutput:
+) -> tuple[KernelOutput, RunEstimates]:
     """The run as three compiled programs: the initial frame (memoised, see
     :func:`~lyapax._engine.benettin.fresh_frame`) and the finishing program are
     cached by shape and shared by every step function, so a new step function
@@ -500,12 +585,19 @@ def _compiled_run(
     launches but cost each new closure ~0.4 s of compile). With an active
     progress ``bar`` the kernel runs in pieces (:func:`_run_in_pieces`)."""
     z0 = run.z0
-    Y0, cum0 = _start_frame(run.start, z0, args.k)
     sizes = args.kernel_lengths(static_every=static_every)
-    lengths = sizes.pop("lengths")
+    lengths = sizes.lengths
     step0 = np.int32(run.step0)
-    kernel = partial(run_benettin, run.dynamic, static=run.static, qr=qr, **sizes)
-    if bar is None or not bar.active:
+    kernel = partial(
+        run_benettin,
+        run.dynamic,
+        static=run.static,
+        qr=qr,
+        capacity=sizes.capacity,
+        save_capacity=sizes.save_capacity,
+        static_every=sizes.static_every,
+    )
+    if not bar.active:
         out = kernel(z0, Y0, cum0, step0, lengths)
     else:
         steps = (args.n_blocks + args.n_transient_blocks) * args.renorm_every
@@ -518,8 +610,12 @@ def _compiled_run(
             out = kernel(z0, Y0, cum0, step0, lengths)
             bar.to(steps)
     scalars = np.array([run.dt, run.t0], dtype=z0.dtype)
-    state = out["carry"].state
-    return out, finish_program(out["cum"], cum0, lengths, scalars, state)
+    est = finish_program(out.cum, cum0, lengths, scalars, out.carry.state)
+    history, times = split_rows(est.rows, args.n_blocks)
+    state_finite = np.asarray(est.state_finite)
+    return out, RunEstimates(
+        est.exponents, est.stderr, est.elapsed, history, times, state_finite
+    )
 
 
 #: Wall time aimed at per piece of a run with a progress bar (one bar update,
@@ -536,7 +632,7 @@ _MAX_RATES = 256
 
 def _run_in_pieces(
     kernel: Any, start: tuple, args: RunArgs, bar: Any, key: Any
-) -> dict[str, Any]:
+) -> KernelOutput:
     """The kernel's output for the whole run, computed as consecutive pieces of
     whole blocks, each continuing the previous piece's carry (the same program
     and the same arithmetic as one call, so the numbers are identical), with
@@ -559,17 +655,17 @@ def _run_in_pieces(
         tr = max(0, min(m, n_transient - done))
         began = time.perf_counter()
         out = kernel(*carry, Lengths.pack(m - tr, tr, every, decimate))
-        rows = np.asarray(out["cum"])  # waits for the piece
+        rows = np.asarray(out.cum)  # waits for the piece
         took = time.perf_counter() - began
         if cum_rows is None:
             cum_rows = np.zeros_like(rows)
             if groups:
-                saved = np.zeros_like(np.asarray(out["saved"]))
+                saved = np.zeros_like(np.asarray(out.saved))
         cum_rows[measured : measured + m - tr] = rows[: m - tr]
         if groups:
             lo, n = measured * groups, (m - tr) * groups
-            saved[lo : lo + n] = np.asarray(out["saved"])[:n]
-        c = out["carry"]
+            saved[lo : lo + n] = np.asarray(out.saved)[:n]
+        c = out.carry
         carry = (c.state, c.Y, c.cum, c.step)
         done, measured = done + m, measured + m - tr
         bar.to(done * every)
@@ -578,13 +674,15 @@ def _run_in_pieces(
         if len(_STEP_SECONDS) >= _MAX_RATES:
             _STEP_SECONDS.pop(next(iter(_STEP_SECONDS)))
         _STEP_SECONDS[key] = took / (m * every)
-    return {"carry": out["carry"], "cum": cum_rows, "saved": saved}
+    return KernelOutput(out.carry, cum_rows, saved)
 
 
-def _traced_run(run: RunStart, args: RunArgs, qr: str) -> RunOutput:
+def _traced_run(
+    run: RunStart, args: RunArgs, qr: str, Y0: jax.Array, cum0: jax.Array
+) -> tuple[KernelOutput, RunEstimates]:
     """The run inside a caller's trace (a user's ``jit``, ``vmap`` or ``grad``):
     lengths compiled in as constants, loops that reverse mode can differentiate."""
-    Y0, cum0 = _start_frame(run.start, run.z0, args.k)
+    sizes = args.kernel_lengths(traced=True)
     out = run_benettin(
         run.dynamic,
         run.z0,
@@ -593,12 +691,18 @@ def _traced_run(run: RunStart, args: RunArgs, qr: str) -> RunOutput:
         jnp.asarray(run.step0, jnp.int32),
         static=run.static,
         qr=qr,
-        **args.kernel_lengths(traced=True),
+        static_lengths=sizes.lengths,
+        capacity=sizes.capacity,
+        save_capacity=sizes.save_capacity,
     )
     # Counts as traced values, like the compiled program's.
     counts = jnp.asarray([args.n_blocks, args.renorm_every], jnp.int32)
-    est = finish(out["cum"], cum0, counts[0], run.dt, counts[1], run.t0)
-    return out, est
+    est = finish(out.cum, cum0, counts[0], run.dt, counts[1], run.t0)
+    history = keep_rows(est.history, args.n_blocks, axis=-2)
+    times = keep_rows(est.times, args.n_blocks, axis=-1)
+    return out, RunEstimates(
+        est.exponents, est.stderr, est.elapsed, history, times, None
+    )
 
 
 def save_times(dt: Scalar, decimate: int, t0: Time, n_saved: int) -> Any:

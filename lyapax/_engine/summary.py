@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -26,7 +27,52 @@ from lyapax._engine.benettin import Lengths
 from lyapax._engine.stats import running_stderr
 from lyapax._engine.validate import is_traced
 
-__all__ = ["finish", "finish_program", "keep_rows", "split_rows"]
+__all__ = [
+    "Estimates",
+    "ProgramEstimates",
+    "column_order",
+    "finish",
+    "finish_program",
+    "keep_rows",
+    "split_rows",
+]
+
+
+class Estimates(eqx.Module):
+    """The estimates of a run: ``exponents (k,)`` descending, ``stderr (k,)``
+    (same order, see :func:`~lyapax._engine.stats.running_stderr`), the
+    ``elapsed ()`` model time, and the running estimates ``history (n, k)``
+    (columns ordered like ``exponents``) at ``times (n,)``. From
+    :func:`finish` the rows are the growth buffer's ``capacity``, of which the
+    first ``n_blocks`` are the run's."""
+
+    exponents: Any
+    stderr: Any
+    elapsed: Any
+    history: Any
+    times: Any
+
+
+class ProgramEstimates(eqx.Module):
+    """:func:`finish_program`'s output: :class:`Estimates`' ``exponents``,
+    ``stderr`` and ``elapsed``, with ``rows (capacity, k + 1)`` (``history``
+    beside ``times``: the host fetches them in one transfer) and
+    ``state_finite ()`` (the host need not fetch the state to check it)."""
+
+    exponents: Any
+    stderr: Any
+    elapsed: Any
+    rows: Any
+    state_finite: Any
+
+
+def column_order(cum: Any, elapsed: Any, xp: Any = jnp) -> Any:
+    """The engine's column order of a result: exponents descending, by the
+    final estimates ``cum / elapsed`` (a stable sort), computed with ``xp``
+    (``jax.numpy``, or ``numpy`` on the host: the same division and order)."""
+    if xp is np:
+        return np.argsort(-cum / elapsed, kind="stable")
+    return jnp.argsort(-cum / elapsed)
 
 
 def finish(
@@ -36,7 +82,7 @@ def finish(
     dt: Any,
     renorm_every: Any,
     t0: Any,
-) -> dict[str, jax.Array]:
+) -> Estimates:
     """Estimates of a run from its growth buffer (``n_blocks`` may be traced).
 
     Args:
@@ -47,48 +93,37 @@ def finish(
             steps per block; t0: elapsed model time at the start.
 
     Returns:
-        ``exponents (k,)`` descending, ``stderr (k,)`` (same order, see
-        :func:`~lyapax._engine.stats.running_stderr`), ``elapsed ()``, and
-        ``history (capacity, k)`` / ``times (capacity,)`` of which the first
-        ``n_blocks`` rows are the result's (columns ordered like
-        ``exponents``).
+        :class:`Estimates` with ``history (capacity, k)`` / ``times
+        (capacity,)`` of which the first ``n_blocks`` rows are the result's.
     """
     dtype = cum.dtype
     block_time = dt * renorm_every
     times = t0 + block_time * jnp.arange(1, cum.shape[0] + 1, dtype=dtype)
     last = n_blocks - 1
     elapsed = times[last]
-    order = jnp.argsort(-cum[last] / elapsed)
+    order = column_order(cum[last], elapsed)
     history = (cum / times[:, None])[:, order]
     stderr = running_stderr(cum, cum0, n_blocks, block_time, elapsed)[order]
-    return {
-        "exponents": history[last],
-        "stderr": stderr,
-        "elapsed": elapsed,
-        "history": history,
-        "times": times,
-    }
+    return Estimates(history[last], stderr, elapsed, history, times)
 
 
 @jax.jit
 def finish_program(
     cum: jax.Array, cum0: jax.Array, lengths: Any, scalars: Any, state: jax.Array
-) -> dict[str, jax.Array]:
+) -> ProgramEstimates:
     """:func:`finish` as a program of its own, cached by buffer shape and
     shared by every step function (folded into the kernel it would add its
     compile to every new step function's). ``lengths`` as packed by
     :meth:`~lyapax._engine.benettin.Lengths.pack`, ``scalars`` = ``[dt, t0]``,
     ``state`` the run's final state.
 
-    Returns :func:`finish`'s ``exponents``, ``stderr`` and ``elapsed``, with
-    ``rows (capacity, k + 1)``: ``history`` beside ``times``, so that the host
-    fetches the rows in one transfer, and ``state_finite ()``, so that it need
-    not fetch the state to check it."""
+    Returns :class:`ProgramEstimates`."""
     sizes = Lengths.unpack(lengths)
     dt, t0 = scalars[0], scalars[1]
     est = finish(cum, cum0, sizes.n_blocks, dt, sizes.renorm_every, t0)
-    rows = jnp.concatenate([est.pop("history"), est.pop("times")[:, None]], axis=1)
-    return {**est, "rows": rows, "state_finite": jnp.isfinite(state).all()}
+    rows = jnp.concatenate([est.history, est.times[:, None]], axis=1)
+    state_finite = jnp.isfinite(state).all()
+    return ProgramEstimates(est.exponents, est.stderr, est.elapsed, rows, state_finite)
 
 
 def split_rows(rows: Any, n: int) -> tuple[np.ndarray, np.ndarray]:

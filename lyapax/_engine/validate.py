@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.extend.core import find_top_trace
 
 
 def is_traced(x: Any) -> bool:
@@ -25,13 +26,13 @@ def is_traced(x: Any) -> bool:
 def under_transformation(*values: Any) -> bool:
     """True when called inside a ``jit``/``grad``/``vmap`` trace, including
     through values that a step function only closes over (then no argument is
-    a tracer). Falls back to looking for tracers in ``values`` if JAX's trace
-    state cannot be read."""
-    try:
-        from jax._src.core import trace_state_clean
-    except ImportError:  # pragma: no cover - private API moved
-        return is_traced(values)
-    return not trace_state_clean() or is_traced(values)
+    a tracer): a tracer among ``values``, or a current trace that is not
+    JAX's eager one (public :func:`jax.extend.core.find_top_trace`). A trace
+    whose kind cannot be told reads as a caller's trace, whose run is correct
+    anywhere."""
+    if is_traced(values):
+        return True
+    return type(find_top_trace(())).__name__ != "EvalTrace"
 
 
 def as_int(name: str, value: Any, *, minimum: int | None = None) -> int:

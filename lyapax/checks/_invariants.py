@@ -38,13 +38,14 @@ import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import declares_step_index
-from lyapax._engine.benettin import tangent_step
+from lyapax._engine.benettin import renormalise, tangent_step
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem
 from lyapax._engine.tree import merge_static, split_static
@@ -141,7 +142,10 @@ def _fd_step(x: jax.Array) -> jax.Array:
     return eps ** (1.0 / 3.0) * jnp.maximum(1.0, jnp.max(jnp.abs(x)))
 
 
-class _Sums(NamedTuple):
+class _Sums(eqx.Module):
+    """The sums over the checking window, one field per quantity (a new
+    check adds a field and the line of :func:`_window` that sums it)."""
+
     log_t: Any  # (k,) log|diag R| of the step's tangents
     log_fd: Any  # (k,) the same from differences of the state update
     qjq: Any  # (k,) sum of q_i^T Df q_i
@@ -151,6 +155,38 @@ class _Sums(NamedTuple):
     lf: Any  # sums of l_n = ln|Phi(x_n) - x_n| (flow direction), n l_n, l_n^2
     lf_n: Any
     lf_sq: Any
+
+    @classmethod
+    def zeros(cls, k: int, dtype: Any) -> _Sums:
+        zero_k, zero = jnp.zeros(k, dtype), jnp.zeros((), dtype)
+        return cls(
+            log_t=zero_k,
+            log_fd=zero_k,
+            qjq=zero_k,
+            tr=zero,
+            tr_var=zero,
+            logdet=zero,
+            lf=zero,
+            lf_n=zero,
+            lf_sq=zero,
+        )
+
+
+class _RhsTerms(NamedTuple):
+    """``q_i^T Df q_i (k,)``, ``tr Df`` and its variance at one point."""
+
+    qjq: Any
+    tr: Any
+    tr_var: Any
+
+
+class _WindowOut(eqx.Module):
+    """What :func:`_window` returns: the window's :class:`_Sums` and the
+    vector-field terms at its first and last points."""
+
+    sums: _Sums
+    first: _RhsTerms
+    last: _RhsTerms
 
 
 @partial(
@@ -184,20 +220,22 @@ def _window(
     def rhs_terms(z, Q, key):
         """``q_i^T Df q_i (k,)``, ``tr Df`` and its variance at ``z``."""
         if rhs is None:
-            return jnp.zeros(k, dtype), jnp.zeros((), dtype), jnp.zeros((), dtype)
+            return _RhsTerms(
+                jnp.zeros(k, dtype), jnp.zeros((), dtype), jnp.zeros((), dtype)
+            )
         h = _fd_step(z)
         JQ = _fd_jvp(rhs, z, Q, h)
         qjq = jnp.sum(Q * JQ, axis=0)
         if trace == "exact":
             tr = jnp.trace(_fd_jvp(rhs, z, jnp.eye(d, dtype=dtype), h))
-            return qjq, tr, jnp.zeros((), dtype)
+            return _RhsTerms(qjq, tr, jnp.zeros((), dtype))
         if trace == "hutchinson":
             V = jax.random.rademacher(key, (d, n_probes), dtype=dtype)
             samples = jnp.sum(V * _fd_jvp(rhs, z, V, h), axis=0)
             mean = jnp.mean(samples)
             var = jnp.var(samples, ddof=1) / n_probes
-            return qjq, mean, var
-        return qjq, jnp.zeros((), dtype), jnp.zeros((), dtype)
+            return _RhsTerms(qjq, mean, var)
+        return _RhsTerms(qjq, jnp.zeros((), dtype), jnp.zeros((), dtype))
 
     def body(n, carry):
         z, Q, sums, key = carry
@@ -211,32 +249,29 @@ def _window(
         if logdet:
             J = _fd_jvp(f, z, jnp.eye(d, dtype=dtype), h)
             ld = jnp.linalg.slogdet(J)[1]
+        # The engine's step and renormalisation (LAPACK's QR, its sign rule).
         z_new, Y = tangent_step(step, z, Q, i)
-        Q_new, R = jnp.linalg.qr(Y)
-        diag = jnp.diagonal(R)
-        Q_new = Q_new * jnp.where(diag < 0, -1.0, 1.0).astype(dtype)
+        Q_new, growth = renormalise(Y, "lapack")
         _, R_fd = jnp.linalg.qr(Y_fd)
         lf = jnp.log(jnp.linalg.norm(z_new - z))
         sums = _Sums(
-            sums.log_t + jnp.log(jnp.abs(diag)),
-            sums.log_fd + jnp.log(jnp.abs(jnp.diagonal(R_fd))),
-            sums.qjq + qjq,
-            sums.tr + tr,
-            sums.tr_var + tr_var,
-            sums.logdet + ld,
-            sums.lf + lf,
-            sums.lf_n + n * lf,
-            sums.lf_sq + lf * lf,
+            log_t=sums.log_t + growth,
+            log_fd=sums.log_fd + jnp.log(jnp.abs(jnp.diagonal(R_fd))),
+            qjq=sums.qjq + qjq,
+            tr=sums.tr + tr,
+            tr_var=sums.tr_var + tr_var,
+            logdet=sums.logdet + ld,
+            lf=sums.lf + lf,
+            lf_n=sums.lf_n + n * lf,
+            lf_sq=sums.lf_sq + lf * lf,
         )
         return z_new, Q_new, sums, key
 
-    zero_k = jnp.zeros(k, dtype)
-    zero = jnp.zeros((), dtype)
-    sums0 = _Sums(zero_k, zero_k, zero_k, zero, zero, zero, zero, zero, zero)
+    sums0 = _Sums.zeros(k, dtype)
     first = rhs_terms(z0, Q0, jax.random.fold_in(key, 1))
     z, Q, sums, key = jax.lax.fori_loop(0, n_steps, body, (z0, Q0, sums0, key))
     last = rhs_terms(z, Q, jax.random.fold_in(key, 2))
-    return {"sums": sums, "first": first, "last": last}
+    return _WindowOut(sums, first, last)
 
 
 #: The default window is the run's length divided by this (at least
@@ -362,18 +397,32 @@ def check_invariants(
     )
     out = jax.tree.map(np.asarray, out)
     T = steps * dt
-    sums = out["sums"]
+    sums = out.sums
     lam_t = sums.log_t / T
     order = np.argsort(-lam_t)
     lam_t = lam_t[order]
-    checks = [_tangent_check(lam_t, sums.log_fd[order] / T, z0, T, steps)]
-    checks.append(_continuous_check(rhs, out, order, lam_t, dt, T, rtol))
-    checks.append(
-        _sum_check(full, rhs, trace, out, lam_t, d, dt, T, steps, rtol, logdet)
+    window = _Window(
+        out=out,
+        order=order,
+        lam_t=lam_t,
+        d=d,
+        dt=dt,
+        T=T,
+        steps=steps,
+        rtol=rtol,
+        rhs=rhs,
+        trace=trace,
+        full=full,
+        logdet=logdet,
     )
     if autonomous is None:
         autonomous = rhs is not None and not indexed
-    checks.append(_zero_check(autonomous, result, out, steps, dt))
+    checks = [
+        _tangent_check(lam_t, sums.log_fd[order] / T, z0, T, steps),
+        _continuous_check(window),
+        _sum_check(window),
+        _zero_check(window, autonomous, result),
+    ]
     report = InvariantReport(tuple(checks), steps, lam_t)
     if warn and report.failed:
         details = "; ".join(
@@ -420,11 +469,33 @@ def _trapezoid(total, first, last, dt):
     return dt * (total - 0.5 * first + 0.5 * last)
 
 
-def _continuous_check(rhs, out, order, lam_t, dt, T, rtol) -> Check:
+class _Window(NamedTuple):
+    """The checked window as the checks read it: :func:`_window`'s output
+    (on the host), the order of the exponents and the window's exponents
+    ``lam_t`` (descending), the sizes and the settings of the check."""
+
+    out: _WindowOut
+    order: np.ndarray
+    lam_t: np.ndarray
+    d: int
+    dt: float
+    T: float
+    steps: int
+    rtol: float
+    rhs: Any
+    trace: str
+    full: bool
+    logdet: bool
+
+
+def _continuous_check(w: _Window) -> Check:
+    rhs, out, order, lam_t, dt, T, rtol = (
+        w.rhs, w.out, w.order, w.lam_t, w.dt, w.T, w.rtol
+    )  # fmt: skip
     if rhs is None:
         return Check("continuous_qr", None, None, None, None, None, "no vector field")
-    sums = out["sums"]
-    qjq = _trapezoid(sums.qjq, out["first"][0], out["last"][0], dt)[order] / T
+    sums = out.sums
+    qjq = _trapezoid(sums.qjq, out.first.qjq, out.last.qjq, dt)[order] / T
     return _agreement(
         "continuous_qr",
         lam_t,
@@ -436,16 +507,18 @@ def _continuous_check(rhs, out, order, lam_t, dt, T, rtol) -> Check:
     )
 
 
-def _sum_check(full, rhs, trace, out, lam_t, d, dt, T, steps, rtol, logdet) -> Check:
+def _sum_check(w: _Window) -> Check:
+    full, rhs, trace, out, lam_t, d = w.full, w.rhs, w.trace, w.out, w.lam_t, w.d
+    dt, T, steps, rtol, logdet = w.dt, w.T, w.steps, w.rtol, w.logdet
     if not full:
         return Check(
             "sum_rule", None, None, None, None, None,
             f"partial spectrum (k={lam_t.size} < d={d})",
         )  # fmt: skip
     value = float(np.sum(lam_t))
-    sums = out["sums"]
+    sums = out.sums
     if rhs is not None:
-        expected = float(_trapezoid(sums.tr, out["first"][1], out["last"][1], dt)) / T
+        expected = float(_trapezoid(sums.tr, out.first.tr, out.last.tr, dt)) / T
         stderr = float(np.sqrt(sums.tr_var)) * dt / T
         tol = N_SIGMA * stderr + rtol * (1.0 + abs(expected))
         note = f"tr Df ({trace})"
@@ -480,13 +553,14 @@ def _flow_growth(sums: _Sums, n: int, dt: float) -> tuple[float, float]:
     return b / dt, float(np.sqrt(12.0 * resid)) / (n * dt)
 
 
-def _zero_check(autonomous, result, out, steps, dt) -> Check:
+def _zero_check(w: _Window, autonomous: bool, result: Any) -> Check:
+    out, steps, dt = w.out, w.steps, w.dt
     if not autonomous:
         return Check(
             "zero_exponent", None, None, None, None, None,
             "not an autonomous flow (pass autonomous=True to check)",
         )  # fmt: skip
-    growth, growth_err = _flow_growth(out["sums"], steps, dt)
+    growth, growth_err = _flow_growth(out.sums, steps, dt)
     if not np.isfinite(growth) or abs(growth) > 10.0 * growth_err + 1e-12:
         return Check(
             "zero_exponent", None, None, None, None, None,

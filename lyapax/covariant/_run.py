@@ -156,14 +156,12 @@ def covariant_vectors(
     z0 = view.z0
     d = int(z0.shape[0])
     options = RunOptions.of(
-        dict(
-            k=k,
-            renorm_every=renorm_every,
-            t_transient=t_transient,
-            seed=seed,
-            qr=qr,
-            progress=progress,
-        )
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        seed=seed,
+        qr=qr,
+        progress=progress,
     )
     args, method = run.setup_run(
         options, view, n_steps=n_steps, batched=False, stacklevel=2

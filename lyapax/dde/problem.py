@@ -32,16 +32,8 @@ from lyapax.network.edge_coupling import PerTargetCoupling, as_edge_coupling
 __all__ = ["DDECheckpoint", "DDEProblem", "dde_problem", "network_dde_problem"]
 
 
-class DDEProblem(NamedTuple):
-    """A delay equation ready for :func:`lyapunov_spectrum_dde`.
-
-    ``step_fn(carry, _) -> (new_carry, new_state)`` with ``carry = (state, buf,
-    t, params)``; ``state0 (n_sv, n)`` (``(m, 1)`` for a scalar/vector DDE);
-    ``buf0`` the initial ring buffer; ``params``; ``dt``; ``tau`` as requested;
-    ``tau_steps`` the delay in steps (int in grid mode, ``tau / dt`` when
-    interpolating; ``(n, n)`` per edge); ``tau_eff`` the delay simulated (time
-    units); ``horizon`` buffer slots; ``interpolate``.
-    """
+class _DDEProblemFields(NamedTuple):
+    """The fields of :class:`DDEProblem` (its published ``NamedTuple`` form)."""
 
     step_fn: Callable[..., Any]
     state0: Float[ArrayLike, "n_sv n"]
@@ -53,6 +45,20 @@ class DDEProblem(NamedTuple):
     tau_eff: Any
     horizon: int
     interpolate: bool
+
+
+class DDEProblem(_DDEProblemFields, AbstractProblem):
+    """A delay equation ready for :func:`lyapunov_spectrum_dde`.
+
+    ``step_fn(carry, _) -> (new_carry, new_state)`` with ``carry = (state, buf,
+    t, params)``; ``state0 (n_sv, n)`` (``(m, 1)`` for a scalar/vector DDE);
+    ``buf0`` the initial ring buffer; ``params``; ``dt``; ``tau`` as requested;
+    ``tau_steps`` the delay in steps (int in grid mode, ``tau / dt`` when
+    interpolating; ``(n, n)`` per edge); ``tau_eff`` the delay simulated (time
+    units); ``horizon`` buffer slots; ``interpolate``.
+    """
+
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """The flat map of ``(state, buffer)`` with the ring-buffer step counter;
@@ -104,9 +110,6 @@ class DDEProblem(NamedTuple):
             "problem_family(lambda x0: dde_problem(..., state0=x0, ...)) and "
             "params_batch=x0s instead"
         )
-
-
-AbstractProblem.register(DDEProblem)
 
 
 class DDECheckpoint(NamedTuple):

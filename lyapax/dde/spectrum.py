@@ -86,5 +86,17 @@ def lyapunov_spectrum_dde(
             buf0=problem.buf0 if buf0 is None else buf0,
             params=problem.params if params is None else params,
         )
+    options = RunOptions.of(
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        seed=seed,
+        check_finite=check_finite,
+        resume=resume,
+        save_states=save_states,
+        decimate=decimate,
+        qr=qr,
+        static_renorm_every=static_renorm_every,
+    )
     # stacklevel 3: past holds_one_blas_thread's wrapper to the caller's line.
-    return run.spectrum(problem, n_steps, RunOptions.of(locals()), stacklevel=3)
+    return run.spectrum(problem, n_steps, options, stacklevel=3)

@@ -91,7 +91,17 @@ def _inputs_check(n_inputs: int) -> Callable[[int], None]:
     return check
 
 
-class DrivenProblem(NamedTuple):
+class _DrivenProblemFields(NamedTuple):
+    """The fields of :class:`DrivenProblem` (its published ``NamedTuple`` form)."""
+
+    step_fn: DrivenStep
+    state0: Any
+    dt: Any
+    inputs: Any
+    n_inputs: int
+
+
+class DrivenProblem(_DrivenProblemFields, AbstractProblem):
     """A map driven by an input sequence (see :func:`driven_problem`).
 
     ``step_fn`` the engine's step (reads slice ``n`` of ``inputs``),
@@ -99,11 +109,7 @@ class DrivenProblem(NamedTuple):
     ``n_inputs`` its length.
     """
 
-    step_fn: DrivenStep
-    state0: Any
-    dt: Any
-    inputs: Any
-    n_inputs: int
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """An ODE problem's view whose step reads the step counter, and a
@@ -129,14 +135,20 @@ class DrivenProblem(NamedTuple):
         return with_state0(self, state0)
 
 
-class RandomProblem(NamedTuple):
-    """A random map (see :func:`random_problem`): ``step_fn`` the engine's
-    step, ``state0 (d,)``, ``dt``, ``key`` the key's raw data."""
+class _RandomProblemFields(NamedTuple):
+    """The fields of :class:`RandomProblem` (its published ``NamedTuple`` form)."""
 
     step_fn: RandomStep
     state0: Any
     dt: Any
     key: Any
+
+
+class RandomProblem(_RandomProblemFields, AbstractProblem):
+    """A random map (see :func:`random_problem`): ``step_fn`` the engine's
+    step, ``state0 (d,)``, ``dt``, ``key`` the key's raw data."""
+
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """An ODE problem's view whose step reads the step counter."""
@@ -152,8 +164,8 @@ class RandomProblem(NamedTuple):
         return with_state0(self, state0)
 
 
-class SDEProblem(NamedTuple):
-    """An SDE's scheme as a random map (see :func:`sde_problem`)."""
+class _SDEProblemFields(NamedTuple):
+    """The fields of :class:`SDEProblem` (its published ``NamedTuple`` form)."""
 
     step_fn: SDEStep
     state0: Any
@@ -161,6 +173,12 @@ class SDEProblem(NamedTuple):
     key: Any
     noise: str
     scheme: str
+
+
+class SDEProblem(_SDEProblemFields, AbstractProblem):
+    """An SDE's scheme as a random map (see :func:`sde_problem`)."""
+
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """An ODE problem's view whose step reads the step counter."""
@@ -183,10 +201,6 @@ class SDEProblem(NamedTuple):
 
     def with_state(self, state0: Any) -> SDEProblem:
         return with_state0(self, state0)
-
-
-for _kind in (DrivenProblem, RandomProblem, SDEProblem):
-    AbstractProblem.register(_kind)
 
 
 def _row_key(row: Any, impl: str | None) -> tuple[Any, str | None]:

@@ -40,7 +40,17 @@ __all__ = [
 _NOT_SYMPLECTIC = ("euler", "heun", "rk4", "rk6")
 
 
-class HamiltonianProblem(NamedTuple):
+class _HamiltonianProblemFields(NamedTuple):
+    """The fields of :class:`HamiltonianProblem` (its published ``NamedTuple`` form)."""
+
+    step_fn: SymplecticStep
+    state0: Float[Array, " d"]
+    dt: Any
+    n_dof: int
+    hamiltonian: Callable[[Any, Any], Any] | None = None
+
+
+class HamiltonianProblem(_HamiltonianProblemFields, AbstractProblem):
     """A separable Hamiltonian on a symplectic step.
 
     ``step_fn``: the :class:`~lyapax.hamiltonian._step.SymplecticStep` of the
@@ -48,11 +58,7 @@ class HamiltonianProblem(NamedTuple):
     step; ``n_dof``: ``n``; ``hamiltonian``: ``H(q, p) -> ()`` or None.
     """
 
-    step_fn: SymplecticStep
-    state0: Float[Array, " d"]
-    dt: Any
-    n_dof: int
-    hamiltonian: Callable[[Any, Any], Any] | None = None
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """The symplectic step on ``(2n,)``, run as an ODE problem's."""
@@ -111,9 +117,6 @@ class HamiltonianProblem(NamedTuple):
         n, H = self.n_dof, self.hamiltonian
         values = jax.vmap(lambda x: H(x[:n], x[n:]))(flat)
         return values.reshape(z.shape[:-1])
-
-
-AbstractProblem.register(HamiltonianProblem)
 
 
 class SeparableHamiltonian(NamedTuple):

@@ -35,16 +35,22 @@ if TYPE_CHECKING:  # shape annotations only: jaxtyping costs ~0.1 s to import
 __all__ = ["HybridProblem", "hybrid_problem"]
 
 
-class HybridProblem(NamedTuple):
+class _HybridProblemFields(NamedTuple):
+    """The fields of :class:`HybridProblem` (its published ``NamedTuple`` form)."""
+
+    step_fn: HybridStep
+    state0: Float[Array, " d"]
+    dt: Any
+
+
+class HybridProblem(_HybridProblemFields, AbstractProblem):
     """A flow with events and resets on a fixed step.
 
     ``step_fn``: the :class:`~lyapax.hybrid._step.HybridStep`; ``state0
     (d,)``; ``dt``: model time per step.
     """
 
-    step_fn: HybridStep
-    state0: Float[Array, " d"]
-    dt: Any
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """The hybrid step on ``(d,)``, run as an ODE problem's."""
@@ -59,9 +65,6 @@ class HybridProblem(NamedTuple):
 
     def with_state(self, state0: Any) -> HybridProblem:
         return with_state0(self, state0, "hybrid problem's state0")
-
-
-AbstractProblem.register(HybridProblem)
 
 
 def _check_shapes(rhs: Any, event: Any, reset: Any, state0: Any) -> None:

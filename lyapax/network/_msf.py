@@ -157,7 +157,7 @@ def msf_kernel_run(
         return finish(cum_rows, c0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
 
     est = jax.vmap(summary, in_axes=(1, 0))(rows, cum0)
-    return {"exponents": est["exponents"], "stderr": est["stderr"], "x": x}
+    return {"exponents": est.exponents, "stderr": est.stderr, "x": x}
 
 
 class _JvpTangent:
@@ -282,9 +282,7 @@ def run_msf(
         method = MAP
     else:
         method = fixed_stage_method(integrator, "master_stability_function")
-    options = run.RunOptions.of(
-        {"k": k, "renorm_every": renorm_every, "t_transient": t_transient}
-    )
+    options = run.RunOptions.of(k=k, renorm_every=renorm_every, t_transient=t_transient)
     args = run.run_args(
         options, d=m, dt=dt, n_steps=n_steps, k=k, dtype=x0.dtype, stacklevel=3
     )

@@ -33,14 +33,8 @@ __all__ = ["INTEGRATORS", "SemilinearProblem", "semilinear_problem"]
 INTEGRATORS = ("etdrk4", "ifrk4")
 
 
-class SemilinearProblem(NamedTuple):
-    """A semilinear PDE ready for every engine entry point.
-
-    ``step_fn`` the pseudo-spectral step (an ``AbstractStep``), ``state0 (d,)``
-    the grid field, ``dt``; ``linear`` the symbol as given; ``n_points`` grid
-    points per field, ``n_fields`` real fields (2 for a complex field),
-    ``complex_field``; ``integrator``; ``dealias``.
-    """
+class _SemilinearProblemFields(NamedTuple):
+    """The fields of :class:`SemilinearProblem` (its published ``NamedTuple`` form)."""
 
     step_fn: Any
     state0: Any
@@ -51,6 +45,18 @@ class SemilinearProblem(NamedTuple):
     complex_field: bool
     integrator: str
     dealias: bool
+
+
+class SemilinearProblem(_SemilinearProblemFields, AbstractProblem):
+    """A semilinear PDE ready for every engine entry point.
+
+    ``step_fn`` the pseudo-spectral step (an ``AbstractStep``), ``state0 (d,)``
+    the grid field, ``dt``; ``linear`` the symbol as given; ``n_points`` grid
+    points per field, ``n_fields`` real fields (2 for a complex field),
+    ``complex_field``; ``integrator``; ``dealias``.
+    """
+
+    __slots__ = ()
 
     def for_engine(self) -> EngineView:
         """The step on the grid field, run as a map (an ODE problem's view)."""
@@ -65,9 +71,6 @@ class SemilinearProblem(NamedTuple):
 
     def with_state(self, state0: Any) -> SemilinearProblem:
         return with_state0(self, state0)
-
-
-AbstractProblem.register(SemilinearProblem)
 
 
 def _layout(linear: Any, d: int) -> tuple[int, int, bool]:

@@ -19,7 +19,7 @@ from jax.sharding import PartitionSpec
 
 from lyapax._engine.benettin import Lengths, initial_frame, run_benettin
 from lyapax._engine.precision import precision_view
-from lyapax._engine.run import LyapunovResult
+from lyapax._engine.run import LyapunovResult, make_checkpoint
 from lyapax._engine.summary import finish
 from lyapax._engine.trajectory import Trajectory, iterate
 from lyapax._engine.tree import merge_static, split_static
@@ -99,21 +99,19 @@ def spectrum_kernel(
             save_capacity=save_capacity,
             qr=qr,
         )
-        carry, saved = out["carry"], out["saved"]
-        est = finish(out["cum"], cum0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
-        checkpoint = view.checkpoint(
-            carry.state, carry.Y, carry.cum, carry.step, est["elapsed"], dt
-        )
+        carry, saved = out.carry, out.saved
+        est = finish(out.cum, cum0, lengths.n_blocks, dt, lengths.renorm_every, 0.0)
+        checkpoint = make_checkpoint(view, carry, est.elapsed, dt)
         if saved is not None:
             saved = saved[:, : view.n_state]
         return LyapunovResult(
-            est["exponents"],
-            est["history"],
-            est["times"],
+            est.exponents,
+            est.history,
+            est.times,
             checkpoint,
             saved,
             None,
-            est["stderr"],
+            est.stderr,
         )
 
     batched = jax.vmap(one, in_axes=(None, 0, 0, 0, None, None))

@@ -157,7 +157,16 @@ def sweep_lyapunov_spectrum(
         UserWarning: before allocating more than ``TRAJECTORY_WARN_BYTES`` of
         saved trajectory.
     """
-    options = RunOptions.of(locals())
+    options = RunOptions.of(
+        k=k,
+        renorm_every=renorm_every,
+        t_transient=t_transient,
+        seed=seed,
+        save_states=save_states,
+        decimate=decimate,
+        qr=qr,
+        progress=progress,
+    )
     check_precision(precision)
     batch = resolve(
         "sweep_lyapunov_spectrum",
@@ -181,11 +190,15 @@ def sweep_lyapunov_spectrum(
         batched=True,
         stacklevel=2,
     )
-    sizes = args.kernel_lengths()
-    lengths = sizes.pop("lengths")
+    kernel_sizes = args.kernel_lengths()
+    lengths = kernel_sizes.lengths
+    sizes = {
+        "capacity": kernel_sizes.capacity,
+        "save_capacity": kernel_sizes.save_capacity,
+    }
     if save_states:
         # The device holds the kernel's buffer, rounded up (see kernel_lengths).
-        n_rows = sizes["save_capacity"]
+        n_rows = kernel_sizes.save_capacity
         warn_trajectory(plan, n_rows, batch.n_state, batch.dtype, trajectory_to_host)
     dynamic, static = split_static(batch.builder)
 

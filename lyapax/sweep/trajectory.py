@@ -65,7 +65,9 @@ def sweep_trajectory(
     Warns:
         UserWarning: before allocating more than ``TRAJECTORY_WARN_BYTES``.
     """
-    renorm = RunOptions.of(locals()).renorm
+    renorm = RunOptions.of(
+        renorm_every=renorm_every, decimate=decimate, progress=progress
+    ).renorm
     batch = resolve(
         "sweep_trajectory",
         step_fn,
