@@ -488,22 +488,30 @@ PROBED_KEY = pytest.StashKey[dict[tuple[str, tuple[tuple[str, str], ...]], Any]]
 def auto_backends(config: pytest.Config) -> tuple[Backend, ...]:
     """``--jax-backend=auto``: the CPU, then every platform of
     :data:`~pytest_lyapax.backends.probe.AUTO_CANDIDATES` whose probe ran
-    on this machine; those that did not are not requested."""
-    from pytest_lyapax.backends import probe
+    on this machine, or met its chip held by another process (probed again
+    when the run starts); those that did not are not requested."""
+    from pytest_lyapax.backends import chiplock, probe
 
     found = probe.discover()
     backends = [Backend("cpu", "cpu")]
-    absent = []
+    absent, held = [], []
     probed = {}
     for candidate in probe.AUTO_CANDIDATES:
         result = found[candidate.label]
         if result.status == probe.OK:
             backends.append(candidate)
             probed[(candidate.platform, candidate.env)] = result
+        elif chiplock.is_lock_error(result.reason or ""):
+            # On this machine, but another process (often one still ending)
+            # held its chip: requested, and probed again when the run starts.
+            backends.append(candidate)
+            held.append(candidate.label)
         else:
             absent.append(candidate.label)
     config.stash[PROBED_KEY] = probed
     line = f"--jax-backend=auto: {','.join(b.label for b in backends)}"
+    if held:
+        line += f" ({', '.join(held)}: held by another process, probed again)"
     if absent:
         line += f" (not on this machine: {', '.join(absent)})"
     config.stash.setdefault(NOTES_KEY, []).append(line)

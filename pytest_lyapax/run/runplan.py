@@ -19,7 +19,16 @@ from pytest_lyapax.backends import remoteworker
 from pytest_lyapax.backends.labels import RUNNABLE, UNAVAILABLE
 from pytest_lyapax.backends.probe import probe_backends, tpu_hints
 from pytest_lyapax.measuring import benchmarks, compilecache
-from pytest_lyapax.run import ab, agreement, devices, precision, remote, roles, search
+from pytest_lyapax.run import (
+    ab,
+    agreement,
+    devices,
+    precision,
+    remote,
+    roles,
+    search,
+    stopsignal,
+)
 from pytest_lyapax.run.collector import ResultCollector
 from pytest_lyapax.run.options import NOTES_KEY, PROBED_KEY, Settings, informational
 from pytest_lyapax.run.scheduling import XdistHooks
@@ -165,6 +174,7 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
         register(config, session)
         return session
     remote.check_typed_xdist(config, _xdist_flags_on_command_line(config))
+    stopsignal.install(config)  # a run ended by SIGTERM still writes its report
     reason = why_not_xdist(config)
     session.notes.append(compilecache.describe(settings.compile_cache))
     if reason is None:

@@ -67,3 +67,28 @@ def test_a_gpu_label_on_a_tpu_machine_says_how_to_ask_for_the_tpu(monkeypatch):
     monkeypatch.setattr(probe, "tpu_signs", lambda: [])
     assert probe.tpu_hints(backends, results) == {}
     assert probed == [["tpu"]]
+
+
+def test_auto_requests_a_platform_whose_chip_another_process_holds(monkeypatch):
+    """A TPU whose probe met libtpu's lock (a previous run's worker still
+    ending, found on the lent TPU) is on this machine: requested, and not
+    taken from the first probe, so the run probes it again."""
+    lock = "Internal error when accessing libtpu multi-process lockfile"
+
+    def discover():
+        return {
+            b.label: probe.ProbeResult(
+                UNAVAILABLE, lock if b.label == "tpu" else "no such platform"
+            )
+            for b in probe.AUTO_CANDIDATES
+        }
+
+    monkeypatch.setattr(probe, "discover", discover)
+    config = SimpleNamespace(stash=pytest.Stash())
+    backends = options.auto_backends(config)
+    assert [b.label for b in backends] == ["cpu", "tpu"]
+    assert config.stash[options.NOTES_KEY] == [
+        "--jax-backend=auto: cpu,tpu (tpu: held by another process, probed "
+        "again) (not on this machine: gpu, rocm)"
+    ]
+    assert config.stash[options.PROBED_KEY] == {}
