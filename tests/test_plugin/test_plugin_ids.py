@@ -108,7 +108,8 @@ def _backend_row(result, label):
     """The tests column of the backends table for ``label``."""
     for line in result.stdout.lines:
         if line.startswith(f"{label} ") and "JAX_PLATFORMS=" in line:
-            return re.split(r"\s{2,}", line.strip())[3]
+            # backend, environment, status, precision, tests, ...
+            return re.split(r"\s{2,}", line.strip())[4]
     raise AssertionError(f"no backends row for {label}:\n{result.stdout.str()}")
 
 

@@ -746,7 +746,10 @@ def test_the_workers_end_replaces_xdists_teardown():
     def hooks_with(dsession):
         plugins = SimpleNamespace(getplugin=lambda name: dsession)
         config = SimpleNamespace(pluginmanager=plugins)
-        return XdistHooks(config, SimpleNamespace(worker_labels={}), [])
+        session = SimpleNamespace(
+            worker_labels={}, settings=SimpleNamespace(exclusive=frozenset())
+        )
+        return XdistHooks(config, session, [])
 
     nodemanager = SimpleNamespace(teardown_nodes=lambda: 1 / 0, group=Group())
     hooks = hooks_with(SimpleNamespace(nodemanager=nodemanager))
