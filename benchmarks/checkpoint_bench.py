@@ -3,7 +3,7 @@
 For Lorenz-63 (k = 3, ``renorm_every=10``, chunks of 200 000 steps) at 10^6,
 10^7 and 10^8 steps done, and for a 1000-node all-to-all Kuramoto network
 (k = 20, ``renorm_every=10``, chunks of 10 000 steps) at 10^5 ... 10^7 steps,
-the script times ``_RunFile.save`` (the call ``run_until_converged`` makes
+the script times ``RunFile.save`` (the call ``run_until_converged`` makes
 after every chunk, file written, flushed with fsync and renamed) and reports
 the file's size.
 
@@ -43,6 +43,8 @@ from lyapax.core import ode_problem  # noqa: E402
 from lyapax.systems import kuramoto_network, lorenz  # noqa: E402
 
 BOUNDED = hasattr(converge, "_Summary")
+#: Since the file format moved to ``lyapax._internal.converge_file``.
+SPLIT = not hasattr(converge, "_RunFile")
 
 
 def synthetic_state(last, chunk_rows: int, n_chunks: int, renorm_every: int):
@@ -66,10 +68,17 @@ def synthetic_state(last, chunk_rows: int, n_chunks: int, renorm_every: int):
 
 
 def store_for(problem, k: int, settings: dict, path: Path):
+    """``save(state)``: one checkpoint save of the run ``state``."""
     args = (path, problem, k, settings)
+    if SPLIT:
+        from lyapax._internal.converge_file import RunFile
+
+        store = RunFile(*args, "last", version=converge.__version__, bins=converge.BINS)
+        every = settings["renorm_every"]
+        return lambda state: store.save(state.as_saved(), state.stderr(every))
     if "history" in inspect.signature(converge._RunFile).parameters:
-        return converge._RunFile(*args, "last")
-    return converge._RunFile(*args)
+        return converge._RunFile(*args, "last").save
+    return converge._RunFile(*args).save
 
 
 def measure(name, problem, k, renorm_every, chunk_steps, steps_list, repeats, out):
@@ -83,14 +92,12 @@ def measure(name, problem, k, renorm_every, chunk_steps, steps_list, repeats, ou
     chunk_rows = chunk_steps // renorm_every
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_DIR")) as folder:
         path = Path(folder) / "run.npz"
-        store = store_for(problem, k, settings, path)
+        save = store_for(problem, k, settings, path)
         for steps in steps_list:
             state = synthetic_state(
                 last, chunk_rows, steps // chunk_steps, renorm_every
             )
-            best = min(
-                timed(lambda state=state: store.save(state)) for _ in range(repeats)
-            )
+            best = min(timed(lambda state=state: save(state)) for _ in range(repeats))
             size = path.stat().st_size
             row = dict(
                 case=name,

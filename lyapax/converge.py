@@ -7,8 +7,9 @@ and stops when every exponent's batch-means standard error is below ``tol`` or
 the step budget is spent. It is an eager Python loop, not a traced function.
 
 With ``checkpoint=PATH`` the run is saved to ``PATH`` (a NumPy ``.npz``
-archive, written atomically: see :mod:`lyapax._internal.checkpoint` and the
-guide docs/long_runs.md) after every chunk; the same call after a kill, a
+archive, written atomically: its format is
+:mod:`lyapax._internal.converge_file`'s, see also the guide
+docs/long_runs.md) after every chunk; the same call after a kill, a
 pre-emption or a Ctrl-C continues from the last chunk saved and ends with
 the numbers of an uninterrupted run. The run keeps a bounded summary of its
 history (the accumulated log-growth at ``BINS`` bin edges, bins merging
@@ -23,7 +24,6 @@ import contextlib
 import functools
 import os
 import time
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -33,16 +33,14 @@ import numpy as np
 
 from lyapax.__version__ import __version__
 from lyapax._engine import progress as _progress
-from lyapax._engine import run, stats, validate
+from lyapax._engine import stats, validate
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.problem import as_problem, is_problem, plain_problem
 from lyapax._engine.progress import TextSink
 from lyapax._engine.run import LyapunovResult, check_multiple
 from lyapax._engine.summary import column_order
-from lyapax._engine.tree import merge_static, split_static
-from lyapax._internal import checkpoint as ckpt_file
-from lyapax._internal import lock
 from lyapax._internal.checkpoint import CheckpointError
+from lyapax._internal.converge_file import RunFile, SavedRun
 from lyapax._internal.lock import CheckpointLocked
 from lyapax.core import lyapunov_spectrum
 
@@ -205,13 +203,21 @@ def run_until_converged(
             if is_problem(step_fn_or_problem)
             else plain_problem(step_fn_or_problem, state0, dt)
         )
-        store = _RunFile(_own_path(checkpoint), problem, k, settings, history)
+        store = RunFile(
+            _own_path(checkpoint),
+            problem,
+            k,
+            settings,
+            history,
+            version=__version__,
+            bins=BINS,
+        )
     with contextlib.ExitStack() as owner:
         if store is None:
             state = _Chunks.fresh(history)
         else:
             owner.enter_context(store.owned(lock_wait))
-            state = store.load()
+            state = _Chunks.restored(store.load(), history, renorm_every)
         chunk = functools.partial(call, k=k, renorm_every=renorm_every, seed=seed)
         reason = _advance(
             state,
@@ -249,7 +255,7 @@ def _own_path(checkpoint: Any) -> Path:
 def _advance(
     state: _Chunks,
     chunk: Callable[..., LyapunovResult],
-    store: _RunFile | None,
+    store: RunFile | None,
     *,
     t_transient: float,
     max_steps: int,
@@ -288,9 +294,9 @@ def _advance(
                 resume=None if state.last is None else state.last.checkpoint,
             )
             state.add(res, n)
-            if store is not None:
-                store.save(state)
             stderr = state.stderr(renorm_every)
+            if store is not None:
+                store.save(state.as_saved(), stderr)
             info = ConvergenceProgress(
                 state.done,
                 max_steps,
@@ -388,11 +394,43 @@ class _Chunks:
     ) -> None:
         self.summary, self.last, self.done = summary, last, done
         self.n_chunks, self.pieces = n_chunks, pieces
-        self.saved_segments = 0 if pieces is None else len(pieces)
 
     @classmethod
     def fresh(cls, history: str) -> _Chunks:
         return cls(None, None, 0, 0, [] if history == "all" else None)
+
+    @classmethod
+    def restored(
+        cls, saved: SavedRun | None, history: str, renorm_every: int
+    ) -> _Chunks:
+        """The run a checkpoint held (:meth:`RunFile.load`; fresh for None):
+        a file of format 1 gives its chunks, replayed into the summary."""
+        if saved is None:
+            return cls.fresh(history)
+        if saved.bin_edges is None:
+            state = cls.fresh(history)
+            for raw, times in saved.pieces or ():
+                state.extend(raw, times)
+        else:
+            assert saved.bin_width is not None
+            n_blocks = saved.done // renorm_every
+            summary = _Summary(saved.bin_edges, saved.bin_width, n_blocks)
+            state = cls(summary, None, 0, saved.n_chunks, saved.pieces)
+        state.last, state.done = saved.last, saved.done
+        return state
+
+    def as_saved(self) -> SavedRun:
+        """The run as :meth:`RunFile.save` writes it."""
+        assert self.last is not None and self.summary is not None
+        summary = self.summary
+        return SavedRun(
+            self.done,
+            self.n_chunks,
+            self.last,
+            summary.width,
+            summary.used(),
+            self.pieces,
+        )
 
     @property
     def n_blocks(self) -> int:
@@ -448,289 +486,3 @@ def _host(res: LyapunovResult) -> tuple[np.ndarray, np.ndarray]:
     """``(history, times)`` on the host, history columns in raw order."""
     inverse = np.argsort(_order(res), kind="stable")
     return np.asarray(res.history)[:, inverse], np.asarray(res.times)
-
-
-#: What a ``run_until_converged`` checkpoint holds besides the header and the
-#: ``checkpoint.<field>`` arrays of the engine's checkpoint (kind letters).
-_RUN_KEYS = {
-    "n_steps": ((), "iu"),
-    "n_chunks": ((), "iu"),
-    "bin_width": ((), "iu"),
-    "bin_edges": (None, "f"),
-    "last_history": (None, "f"),
-    "last_times": (None, "f"),
-    "history_segments": ((), "iu"),
-    "exponents": (None, "f"),
-    "stderr": (None, "f"),
-}
-#: Format 1 (lyapax <= the bounded format): the whole history, rewritten at
-#: every save; read once and migrated.
-_RUN_KEYS_V1 = {
-    "n_steps": ((), "iu"),
-    "history": (None, "f"),
-    "times": (None, "f"),
-    "chunk_blocks": (None, "iu"),
-    "chunk_cum": (None, "f"),
-    "exponents": (None, "f"),
-    "stderr": (None, "f"),
-}
-_SEGMENT_KEYS = {"index": ((), "iu"), "history": (None, "f"), "times": (None, "f")}
-
-
-class _RunFile:
-    """The checkpoint file of one ``run_until_converged`` call (and, with
-    ``history="all"``, its folder of history segments ``PATH.history/``)."""
-
-    KIND = "run_until_converged"
-    SEGMENT = "run_history_segment"
-
-    def __init__(
-        self, path: Any, problem: Any, k: Any, settings: dict, history: str
-    ) -> None:
-        self.path = Path(os.fspath(path))
-        if self.path.is_dir():
-            raise ValueError(
-                f"checkpoint={str(self.path)!r} is a directory; pass a file path "
-                "(e.g. run.npz)"
-            )
-        ckpt_file.check_writable(self.path.parent, "run_until_converged(checkpoint=)")
-        self.history = history
-        self.saved = 0  # steps held by the file on disk
-        self.segments = self.path.with_name(self.path.name + ".history")
-        view = problem.for_engine()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the first chunk warns, if anything
-            k = int(run.default_k(view, k, None, stacklevel=1))
-        d = int(view.z0.shape[0])
-        dtype = view.z0.dtype
-        dynamic, static = split_static(view.step)
-
-        def tangent(dyn, z, Y, i, dt):
-            del dt  # a number of the problem: hashed with the values
-            return merge_static(dyn, static).tangent(z, Y, i)
-
-        zeros, dt = np.zeros((d, k), dtype), np.asarray(view.dt, dtype)
-        self.identity = ckpt_file.fingerprint(
-            tangent, (dynamic, view.z0, zeros, np.int32(0), dt), settings
-        )
-        self.k, self.renorm_every = k, settings["renorm_every"]
-        self.template = run.checkpoint_template(view, k)
-        self.fields = {
-            f"checkpoint.{name}": (tuple(leaf.shape), leaf.dtype.kind)
-            for name, leaf in self.template._asdict().items()
-            if leaf is not None
-        }
-
-    def owned(self, wait: float) -> Any:
-        """The lock that makes this process the file's one owner."""
-        return lock.hold(self.path.with_name(self.path.name + ".lock"), self.path, wait)
-
-    def _segment(self, index: int) -> Path:
-        return self.segments / f"segment-{index:06d}.npz"
-
-    def save(self, state: _Chunks) -> None:
-        """Write the chunks not yet saved as history segments (``"all"``), then
-        the bounded checkpoint, which names how many segments are valid.
-
-        Raises:
-            OSError: a write failed; the message says up to which step the
-                checkpoint on disk (unchanged) holds the run.
-        """
-        try:
-            self._write(state)
-        except OSError as e:
-            kept = (
-                f"{str(self.path)!r} still holds the run's first {self.saved} "
-                "steps, and the same call continues from there"
-                if self.saved
-                else "no checkpoint was kept"
-            )
-            raise OSError(
-                e.errno,
-                f"{e.strerror}; the run stopped after {state.done} steps: {kept}",
-            ) from e
-        self.saved = state.done
-
-    def _write(self, state: _Chunks) -> None:
-        assert state.last is not None and state.summary is not None
-        if state.pieces is not None:
-            self.segments.mkdir(exist_ok=True)
-            for index in range(state.saved_segments, len(state.pieces)):
-                raw, times = state.pieces[index]
-                arrays = {"index": np.int64(index), "history": raw, "times": times}
-                ckpt_file.write(
-                    self._segment(index),
-                    self.SEGMENT,
-                    __version__,
-                    self.identity,
-                    arrays,
-                )
-                state.saved_segments = index + 1
-        arrays = {
-            "n_steps": np.int64(state.done),
-            "n_chunks": np.int64(state.n_chunks),
-            "bin_width": np.int64(state.summary.width),
-            "bin_edges": state.summary.used(),
-            "last_history": np.asarray(state.last.history),
-            "last_times": np.asarray(state.last.times),
-            "history_segments": np.int64(state.saved_segments),
-            "exponents": np.asarray(state.last.exponents),
-            "stderr": state.stderr(self.renorm_every),
-        }
-        for name, value in state.last.checkpoint._asdict().items():
-            if value is not None:
-                arrays[f"checkpoint.{name}"] = np.asarray(value)
-        ckpt_file.write(
-            self.path, self.KIND, __version__, self.identity, arrays, keep_previous=True
-        )
-
-    def load(self) -> _Chunks:
-        state = self._load()
-        self.saved = state.done
-        return state
-
-    def _load(self) -> _Chunks:
-        if not self.path.exists():
-            return _Chunks.fresh(self.history)
-        version, data = ckpt_file.read_versioned(
-            self.path,
-            self.KIND,
-            __version__,
-            self.identity,
-            {
-                1: {**_RUN_KEYS_V1, **self.fields},
-                ckpt_file.FORMAT_VERSION: {**_RUN_KEYS, **self.fields},
-            },
-        )
-        return self._migrate(data) if version == 1 else self._rebuild(data)
-
-    def _refuse(self, what: str) -> CheckpointError:
-        return CheckpointError(
-            f"checkpoint {str(self.path)!r} holds arrays whose sizes do not fit "
-            f"together ({what}) for k={self.k}"
-        )
-
-    def _last(self, data: dict, history: np.ndarray, times: np.ndarray) -> Any:
-        fields = {
-            key.split(".", 1)[1]: value
-            for key, value in data.items()
-            if key.startswith("checkpoint.")
-        }
-        template = self.template._asdict()
-        fields.update({key: None for key, leaf in template.items() if leaf is None})
-        resume = type(self.template)(**fields)
-        return LyapunovResult(
-            jax.device_put(data["exponents"]),
-            history,
-            times,
-            resume,
-            None,
-            None,
-            jax.device_put(data["stderr"]),
-        )
-
-    def _rebuild(self, data: dict[str, np.ndarray]) -> _Chunks:
-        k, edges = self.k, data["bin_edges"]
-        width, n_chunks = int(data["bin_width"]), int(data["n_chunks"])
-        n = int(data["n_steps"]) // self.renorm_every
-        last_h, last_t = data["last_history"], data["last_times"]
-        segments = int(data["history_segments"])
-        written = "all" if segments > 0 else "last"
-        if written != self.history:
-            raise CheckpointError(
-                f"checkpoint {str(self.path)!r} was written by a run with other "
-                f"settings (history: {written!r} there, {self.history!r} here)"
-            )
-        consistent = (
-            edges.ndim == 2
-            and edges.shape[1] == k
-            and 2 <= edges.shape[0] <= BINS + 1
-            and width >= 1
-            and width & (width - 1) == 0
-            and (edges.shape[0] - 1) * width <= n < edges.shape[0] * width
-            and int(data["n_steps"]) % self.renorm_every == 0
-            and last_h.ndim == 2
-            and last_h.shape[1] == k
-            and 1 <= last_h.shape[0] <= n
-            and last_t.shape == (last_h.shape[0],)
-            and 1 <= n_chunks
-            and segments == (n_chunks if self.history == "all" else 0)
-            and data["exponents"].shape == (k,)
-            and data["stderr"].shape == (k,)
-        )
-        if not consistent:
-            raise self._refuse(
-                f"bin_edges {edges.shape}, bin_width {width}, n_steps "
-                f"{int(data['n_steps'])}, last_history {last_h.shape}, last_times "
-                f"{last_t.shape}, history_segments {segments}, n_chunks {n_chunks}"
-            )
-        pieces = None
-        if self.history == "all":
-            pieces = [self._read_segment(i) for i in range(segments)]
-            if sum(raw.shape[0] for raw, _ in pieces) != n:
-                raise self._refuse(f"history segments of other lengths than {n}")
-        summary = _Summary(edges, width, n)
-        last = self._last(data, last_h, last_t)
-        return _Chunks(summary, last, int(data["n_steps"]), n_chunks, pieces)
-
-    def _read_segment(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        path = self._segment(index)
-        if not path.exists():
-            raise CheckpointError(
-                f"checkpoint {str(self.path)!r} names history segment {str(path)!r}, "
-                "which is missing: restore it, or delete the checkpoint to start "
-                "afresh"
-            )
-        data = ckpt_file.read(
-            path, self.SEGMENT, __version__, self.identity, _SEGMENT_KEYS
-        )
-        raw, times = data["history"], data["times"]
-        if (
-            int(data["index"]) != index
-            or raw.ndim != 2
-            or raw.shape[1] != self.k
-            or times.shape != (raw.shape[0],)
-        ):
-            raise CheckpointError(
-                f"history segment {str(path)!r} does not fit its checkpoint "
-                f"(index {int(data['index'])}, history {raw.shape}, times "
-                f"{times.shape})"
-            )
-        return raw, times
-
-    def _migrate(self, data: dict[str, np.ndarray]) -> _Chunks:
-        """A format-1 file (the whole history) as the bounded state: the same
-        chunks replayed into the summary, so the run continues bit-equal."""
-        k = self.k
-        history, times = data["history"], data["times"]
-        blocks, cum = data["chunk_blocks"], data["chunk_cum"]
-        n = history.shape[0]
-        consistent = (
-            history.ndim == 2
-            and history.shape[1] == k
-            and times.shape == (n,)
-            and blocks.ndim == 1
-            and blocks.size >= 1
-            and np.all(blocks >= 1)
-            and int(blocks.sum()) == n
-            and cum.shape == (blocks.size, k)
-            and data["exponents"].shape == (k,)
-            and data["stderr"].shape == (k,)
-            and int(data["n_steps"]) == n * self.renorm_every
-        )
-        if not consistent:
-            raise self._refuse(
-                f"history {history.shape}, times {times.shape}, chunk_blocks "
-                f"{blocks.shape}, chunk_cum {cum.shape}"
-            )
-        state = _Chunks.fresh(self.history)
-        ends = np.cumsum(blocks)
-        for a, b in zip(ends - blocks, ends, strict=True):
-            state.extend(history[a:b], times[a:b])
-        state.saved_segments = 0  # written at the next save
-        order = np.argsort(-cum[-1], kind="stable")
-        state.last = self._last(
-            data, history[-blocks[-1] :][:, order], times[-blocks[-1] :]
-        )
-        state.done = int(data["n_steps"])
-        return state
