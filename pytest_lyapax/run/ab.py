@@ -57,6 +57,22 @@ _GIT_TIMEOUT_S = 120.0
 _PREFLIGHT_TIMEOUT_S = 300.0
 
 
+@dataclass
+class AbState:
+    """The A/B's part of the run (the controller's): what A and B are
+    (:meth:`OtherVersion.to_json`), None in a run without ``--jax-ab``."""
+
+    sides: dict[str, Any] | None = None
+
+
+STATE_KEY = pytest.StashKey[AbState]()
+
+
+def state_of(stash: pytest.Stash) -> AbState:
+    """The run's A/B state (``sides`` None: no A/B)."""
+    return stash.setdefault(STATE_KEY, AbState())
+
+
 def add_ab_twins(value: str | None, backends: Sequence[Backend]) -> tuple[Backend, ...]:
     """Add ``LABEL_b`` right after each label (``--jax-ab``): the same
     platform and variables, running the other version of the code."""

@@ -20,7 +20,7 @@ shown.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -56,6 +56,33 @@ def check_reference(settings: Settings) -> None:
             f"--jax-reference-backend={reference!r} is not one of the backends of "
             f"--jax-backend ({', '.join(labels)})"
         )
+
+
+@dataclass
+class AgreeState:
+    """The agreement's part of the run (filled by the controller's
+    :class:`AgreeController`, read by the report's composer, run/output.py)."""
+
+    # Results compared across backends, per test.
+    agreement: list[dict[str, Any]] = field(default_factory=list)
+    # Each label's results against its rerun's (--jax-rerun).
+    determinism: list[dict[str, Any]] = field(default_factory=list)
+    # Each passed test's recorded results, so runs of two machines can be
+    # compared later.
+    recorded: list[dict[str, Any]] = field(default_factory=list)
+    # What the terminal summary's composer (views/explain.report_sections)
+    # shows at the end: --jax-agree-strict warnings, and disagreements found
+    # after their test's report went out, as text.
+    warnings: list[str] = field(default_factory=list)
+    late_failures: list[str] = field(default_factory=list)
+
+
+STATE_KEY = pytest.StashKey[AgreeState]()
+
+
+def state_of(stash: pytest.Stash) -> AgreeState:
+    """The run's agreement state (empty where nothing compared)."""
+    return stash.setdefault(STATE_KEY, AgreeState())
 
 
 def worker_hooks(config: pytest.Config, session: LyapaxSession) -> AgreeWorker:
@@ -142,9 +169,7 @@ class AgreeController:
         self.settings = session.settings.agree
         self.seen: dict[str, dict[str, _Seen]] = {}
         self.pending: dict[str, list[str]] = {}
-        # Shown by the run's terminal summary (collector.py, views/explain.py).
-        self.late_failures = session.late_failures
-        self.warnings = session.agree_warnings
+        self.state = state_of(session.stash)
         # Each label run twice (--jax-rerun): its rerun's label.
         self.reruns = {
             b.rerun_of: b.label for b in session.settings.backends if b.rerun_of
@@ -193,7 +218,7 @@ class AgreeController:
         )
         if seen[label].entries and report.passed:
             # In the report too, so runs of two machines can be compared later.
-            self.session.recorded.append({"test": key, "backend": label, **data})
+            self.state.recorded.append({"test": key, "backend": label, **data})
         self._compare_rerun(key, label)
         ref = self._reference(label)
         if label == ref:
@@ -216,7 +241,7 @@ class AgreeController:
         if not (a.passed and b.passed) or not (a.entries or b.entries):
             return
         names = comparison.identical_entries(a.entries, b.entries, comparison.load_file)
-        self.session.determinism.append(
+        self.state.determinism.append(
             {
                 "test": key,
                 "backend": first,
@@ -257,7 +282,7 @@ class AgreeController:
             if not v.ok and (v.kind == comparison.RESULT or self.settings.strict)
         ]
         warned = [v for v in verdicts if not v.ok and v not in failing]
-        self.session.agreement.append(
+        self.state.agreement.append(
             {
                 "test": key,
                 "reference": reference,
@@ -268,7 +293,7 @@ class AgreeController:
             }
         )
         where = f"{key} on {label!r}"
-        self.warnings += [
+        self.state.warnings += [
             f"{where}: benchmark result {v.name!r} disagrees with "
             f"{reference!r} (--jax-agree-strict fails it)"
             for v in warned
@@ -282,12 +307,12 @@ class AgreeController:
             report.outcome = "failed"
             report.longrepr = text
         else:
-            self.late_failures.append(text)
+            self.state.late_failures.append(text)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         # tryfirst: the reports written after this hold the late comparisons.
-        if self.late_failures and session.exitstatus in (
+        if self.state.late_failures and session.exitstatus in (
             pytest.ExitCode.OK,
             pytest.ExitCode.NO_TESTS_COLLECTED,
         ):

@@ -34,7 +34,8 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from typing import IO
+from dataclasses import dataclass
+from typing import IO, Any
 
 import pytest
 
@@ -46,6 +47,26 @@ DEFAULT_EXCLUSIVE = frozenset({"tpu"})
 # How long a worker waits for its chip (the previous holder's end, or another
 # process's), in seconds.
 CHIP_WAIT_S = 600.0
+
+
+@dataclass
+class ChipState:
+    """The chip's part of a worker whose label's device admits one process
+    at a time: the lock file of its chip (None: no such label; "" on another
+    host: none), the lock once taken, and why the device could not be had
+    ("" while it could)."""
+
+    lock: str | None = None
+    handle: Any = None
+    error: str = ""
+
+
+STATE_KEY = pytest.StashKey[ChipState]()
+
+
+def state_of(stash: pytest.Stash) -> ChipState:
+    """This process's chip state (``lock`` None: its label shares no chip)."""
+    return stash.setdefault(STATE_KEY, ChipState())
 
 
 def parse_exclusive(

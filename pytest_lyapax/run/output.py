@@ -49,6 +49,8 @@ from pytest_lyapax.report.crossover import crossovers
 from pytest_lyapax.report.details import no_array_leaves
 from pytest_lyapax.report.identity import record_label, worker_fields
 from pytest_lyapax.report.schema import REPORT_KEY, SCHEMA_VERSION
+from pytest_lyapax.run import ab as ab_run
+from pytest_lyapax.run import agreement, remote, search
 from pytest_lyapax.run.session import LyapaxSession
 from pytest_lyapax.views import explain
 from pytest_lyapax.views.document import ReportView, RunFacts, Section, view_of
@@ -163,7 +165,7 @@ def ab_section(session: LyapaxSession) -> dict[str, Any]:
     B/A verdict (report/ab.py)."""
     twins = {b.label: b.ab_of for b in session.settings.backends if b.ab_of}
     return {
-        **(session.ab or {}),
+        **(ab_run.state_of(session.stash).sides or {}),
         "comparisons": ab.compare(session.records, twins, session.settings.busy),
     }
 
@@ -185,6 +187,9 @@ def compose(
     except ImportError:
         bench_version = None
     statuses = [s.status for s in session.states.values()]
+    # Each feature's part, through its own accessor (run/agreement.py, ...).
+    agreed = agreement.state_of(session.stash)
+    sides = ab_run.state_of(session.stash).sides
     roofline.annotate(session.records)
     document: dict[str, Any] = {
         "machine_info": info,
@@ -204,15 +209,15 @@ def compose(
             "busy": busy.describe_rule(session.settings.busy),
             "dispatch_only": dispatch_only(session),
             "points": list(session.points),
-            "agreement": list(session.agreement),
+            "agreement": list(agreed.agreement),
             **(
-                {"determinism": list(session.determinism)}
+                {"determinism": list(agreed.determinism)}
                 if any(b.rerun_of for b in session.settings.backends)
                 else {}
             ),
-            **({"ab": ab_section(session)} if session.ab is not None else {}),
-            "results": list(session.recorded),
-            **session.search,
+            **({"ab": ab_section(session)} if sides is not None else {}),
+            "results": list(agreed.recorded),
+            **search.state_of(session.stash).sections,
             "machines": roofline.machines(session.records),
             "comparison": None
             if compared is None
@@ -273,7 +278,7 @@ def write_reports(
     Writes nothing, and creates no directory, when nothing was measured.
     ``info`` is this machine's :func:`machine_info`.
     """
-    if not session.records and not session.agreement:
+    if not session.records and not agreement.state_of(session.stash).agreement:
         return compose(session, info, compared)[1], []
     report_dir = session.settings.report_dir
     assert report_dir is not None
@@ -387,11 +392,11 @@ def run_facts(
 ) -> RunFacts:
     """What the terminal summary adds to the report: this run's facts."""
     settings = session.settings
+    agreed = agreement.state_of(session.stash)
+    mismatched = remote.state_of(session.stash).mismatched
     mismatch_exit = 0
-    if session.mismatched:
-        from pytest_lyapax.run.remote import MISMATCH_EXIT
-
-        mismatch_exit = int(MISMATCH_EXIT)
+    if mismatched:
+        mismatch_exit = int(remote.MISMATCH_EXIT)
     return RunFacts(
         live=True,
         compared=compared,
@@ -402,9 +407,9 @@ def run_facts(
         written=tuple(str(p) for p in written),
         figure_error=session.figure_error,
         collection_errors=session.collection_errors,
-        agree_warnings=tuple(session.agree_warnings),
-        late_failures=tuple(session.late_failures),
-        mismatched=tuple(session.mismatched),
+        agree_warnings=tuple(agreed.warnings),
+        late_failures=tuple(agreed.late_failures),
+        mismatched=tuple(mismatched),
         mismatch_exit=mismatch_exit,
     )
 

@@ -29,6 +29,7 @@ import json
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +56,23 @@ if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
 MISMATCH_EXIT = pytest.ExitCode.USAGE_ERROR
+
+
+@dataclass
+class RemoteState:
+    """The remote hosts' part of the run (the controller's): each label not
+    run for a code mismatch, as "label (host)", for the terminal summary's
+    banner (views/runtext.py)."""
+
+    mismatched: list[str] = field(default_factory=list)
+
+
+STATE_KEY = pytest.StashKey[RemoteState]()
+
+
+def state_of(stash: pytest.Stash) -> RemoteState:
+    """The run's remote-host state (none mismatched where no host is used)."""
+    return stash.setdefault(STATE_KEY, RemoteState())
 
 
 def check_typed_xdist(config: pytest.Config, typed: Sequence[str]) -> None:
@@ -99,6 +117,7 @@ class RemoteHooks:
     def __init__(self, config: pytest.Config, session: LyapaxSession) -> None:
         self.config = config
         self.session = session
+        self.state = state_of(session.stash)  # the report reads it (output.py)
         self.hosts = {
             b.label: b.host for b in session.settings.backends if b.host is not None
         }
@@ -388,7 +407,7 @@ class RemoteHooks:
                     state.crashes.append(note)
                     state.reason = "; ".join(state.crashes)
         # The terminal summary's banner (views/explain.py, the run's facts).
-        self.session.mismatched = [
+        self.state.mismatched = [
             f"{label} ({self.hosts[label].where})"
             for label, s in self.session.states.items()
             if label in self.hosts and s.status == MISMATCH

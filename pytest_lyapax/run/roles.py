@@ -225,7 +225,8 @@ class WorkerHooks(_TestRunner):
         # local backends wait, so they never share cores with its rounds.
         turns = self.session.turns
         turns.progress += 1
-        if self.session.chip_lock is not None and self.session.chip_handle is None:
+        held = chip.state_of(self.session.stash)
+        if held.lock is not None and held.handle is None:
             # Before the turn: the wait for the chip is no other backend's.
             take_chip(self.session)
         turns.hold()
@@ -246,7 +247,7 @@ class WorkerHooks(_TestRunner):
         session.items[:] = [
             item for item in session.items if self.session.runs_here(item_label(item))
         ]
-        if session.items and self.session.chip_lock is None:
+        if session.items and chip.state_of(self.session.stash).lock is None:
             # Start JAX now (if the tests may use it): all workers collect at
             # the same time, before any backend's phase begins, so no later
             # backend pays its start-up (~1 s) while an earlier one waits, and
@@ -307,16 +308,17 @@ def start_jax(items: Sequence[pytest.Item]) -> None:
 def take_chip(session: LyapaxSession) -> None:
     """Take this worker's chip (chip.py): its lock, once the previous holder
     has ended, then the device itself; why it could not goes to
-    ``session.chip_error`` and its tests skip with it."""
-    assert session.chip_lock is not None
-    session.chip_handle = chip.take(session.chip_lock) if session.chip_lock else True
-    if session.chip_handle is None:
-        session.chip_handle = False  # tried: not again for every test
-        session.chip_error = (
+    the chip state's ``error`` (chip.state_of) and its tests skip with it."""
+    state = chip.state_of(session.stash)
+    assert state.lock is not None
+    state.handle = chip.take(state.lock) if state.lock else True
+    if state.handle is None:
+        state.handle = False  # tried: not again for every test
+        state.error = (
             f"another worker of this run held its chip for {chip.CHIP_WAIT_S:g} s"
         )
         return
-    session.chip_error = chip.open_device()
+    state.error = chip.open_device()
 
 
 def release_worker_memory() -> None:

@@ -22,6 +22,7 @@ from pytest_lyapax.measuring import benchmarks, compilecache
 from pytest_lyapax.run import (
     ab,
     agreement,
+    chip,
     devices,
     precision,
     remote,
@@ -122,7 +123,7 @@ def _other_version(
     ab.refuse_tests_inside_the_code(other, given)
     env = {"JAX_PLATFORMS": firsts[0].platform, **dict(firsts[0].env)}
     ab.preflight(other, env)
-    session.ab = other.to_json()
+    ab.state_of(session.stash).sides = other.to_json()
     return other
 
 
@@ -328,9 +329,10 @@ def check_process_backend(
     make their worker start it (~0.5 s of CPU per worker).
     """
 
-    if session.chip_error and label == session.own_label:
+    held = chip.state_of(session.stash).error
+    if held and label == session.own_label:
         # Its device is held by another process (chip.py).
-        pytest.skip(f"backend {label!r} unavailable: {session.chip_error}")
+        pytest.skip(f"backend {label!r} unavailable: {held}")
 
     def check_if_imported() -> None:
         if "jax" in sys.modules:

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,23 @@ import pytest
 from pytest_lyapax.measuring.ceiling import CEILING_ENV
 from pytest_lyapax.report import search as plan
 from pytest_lyapax.report.identity import bare_id, is_size, series_id
+
+
+@dataclass
+class SearchState:
+    """The searches' part of the run (the controller's): the report's
+    sections they found, ``crossover_search`` and ``ceilings``."""
+
+    sections: dict[str, Any] = field(default_factory=dict)
+
+
+STATE_KEY = pytest.StashKey[SearchState]()
+
+
+def state_of(stash: pytest.Stash) -> SearchState:
+    """The run's search state (no sections where nothing was searched)."""
+    return stash.setdefault(STATE_KEY, SearchState())
+
 
 # Set in a follow-up run: it searches nothing itself.
 CHILD_ENV = "PYTEST_LYAPAX_SEARCH_STEP"
@@ -188,6 +206,7 @@ class SearchHooks:
     def __init__(self, config: pytest.Config, session: Any) -> None:
         self.config = config
         self.session = session
+        self.state = state_of(session.stash)  # the report reads it (output.py)
         self.bounds: dict[str, tuple[int, int]] = {}
         self.bad: str | None = None
         self.crossover = session.settings.find_crossover
@@ -209,9 +228,9 @@ class SearchHooks:
             if self.crossover or self.ceiling:
                 self._end_workers()
             if self.crossover:
-                self.session.search["crossover_search"] = self.search_crossovers()
+                self.state.sections["crossover_search"] = self.search_crossovers()
             if self.ceiling:
-                self.session.search["ceilings"] = self.search_ceilings()
+                self.state.sections["ceilings"] = self.search_ceilings()
         result = yield
         if self.bad is not None:
             self.session.notes.append(f"usage error: {self.bad}")

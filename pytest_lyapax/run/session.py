@@ -29,7 +29,7 @@ from pytest_lyapax.backends.labels import (
     Backend,
 )
 from pytest_lyapax.measuring.rounds import NoTurns, Turns
-from pytest_lyapax.run import devices
+from pytest_lyapax.run import chip, devices
 from pytest_lyapax.run.options import Settings
 from pytest_lyapax.run.payload import settings_from_json, settings_to_json
 
@@ -116,28 +116,14 @@ class LyapaxSession:
     # Controller: the backend label of each xdist worker (WorkerController),
     # decided once when xdist configures it (scheduling.assign_label).
     worker_labels: dict[Any, str] = field(default_factory=dict)
-    # Controller: results compared across backends (run/agreement.py), per test.
-    agreement: list[dict[str, Any]] = field(default_factory=list)
-    # Controller: each label's results against its rerun's (--jax-rerun).
-    determinism: list[dict[str, Any]] = field(default_factory=list)
-    # Controller: A and B of an A/B run (--jax-ab; run/ab.OtherVersion).
-    ab: dict[str, Any] | None = None
-    recorded: list[dict[str, Any]] = field(default_factory=list)  # their entries
-    # Controller: what agreement and remote hosts tell at the end of the run;
-    # the terminal summary's composer (views/explain.report_sections) shows it.
-    agree_warnings: list[str] = field(default_factory=list)
-    late_failures: list[str] = field(default_factory=list)  # disagreements, as text
-    mismatched: list[str] = field(default_factory=list)  # "label (host)", not run
     # Who may run now among the workers (run/turns.py); NoTurns: anyone.
     turns: Turns = field(default_factory=NoTurns)
-    # Worker of a label whose device admits one process at a time (chip.py):
-    # the lock file of its chip ("" on another host: none), the lock once
-    # taken, and why the device could not be had ("" while it could).
-    chip_lock: str | None = None
-    chip_handle: Any = None
-    chip_error: str = ""
-    # Controller: the searches' report sections (run/search.py).
-    search: dict[str, Any] = field(default_factory=dict)
+    # Each feature's own state (the agreement's, the A/B's, the searches',
+    # the remote hosts', the chip's), under a key its module owns, read
+    # through its accessor: agreement.state_of(session.stash), likewise
+    # ab, search, remote and chip.  The session keeps only what every feature
+    # shares (tests/test_plugin/test_plugin_layout.py lists it).
+    stash: pytest.Stash = field(default_factory=pytest.Stash)
 
     @property
     def limits(self) -> Limits:
@@ -236,7 +222,7 @@ class LyapaxSession:
             own_label=data["label"],
             benchmark_disabled=data["benchmark_disabled"],
         )
-        session.chip_lock = data.get("chip_lock")
+        chip.state_of(session.stash).lock = data.get("chip_lock")
         if data.get("turns"):
             from pytest_lyapax.run.turns import TurnClient
 

@@ -414,3 +414,66 @@ def test_the_registration_check_sees_a_second_registrar(tmp_path):
         f"{PACKAGE}.run.runplan",
         f"{PACKAGE}.run.agreement",
     }
+
+
+# What every feature shares, and so lives on the run's session; a feature's
+# own state (the agreement's, the A/B's, the searches', the remote hosts', the
+# chip's) is a dataclass of its module, under its key on ``session.stash``.
+SHARED_FIELDS = {
+    "settings",
+    "role",
+    "states",
+    "own_label",
+    # What the tests measured and where they ran out of memory.
+    "records",
+    "points",
+    "pending_detection",
+    # The report writer's outcome and the compare gate's verdict (output.py).
+    "figure_error",
+    "gate_failures",
+    "gate_refused",
+    "notes",
+    "expected",
+    "finished",
+    "test_labels",
+    "interrupted",
+    "benchmark_disabled",
+    "collection_errors",
+    "worker_labels",
+    # Who may run now (turns.py): the measuring loop and the worker's hooks.
+    "turns",
+    "stash",
+}
+
+
+def session_fields(trees: dict[str, ast.AST]) -> set[str]:
+    """The fields ``LyapaxSession`` declares (run/session.py)."""
+    tree = trees[f"{PACKAGE}.run.session"]
+    return {
+        node.target.id
+        for cls in ast.walk(tree)
+        if isinstance(cls, ast.ClassDef) and cls.name == "LyapaxSession"
+        for node in cls.body
+        if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+    }
+
+
+def test_the_session_keeps_only_what_every_feature_shares():
+    assert session_fields(plugin_trees()) == SHARED_FIELDS
+
+
+def test_the_session_check_sees_a_feature_field(tmp_path):
+    fields = "".join(f"    {name}: int = 0\n" for name in sorted(SHARED_FIELDS))
+    trees = _tree(
+        tmp_path,
+        {
+            "run/session.py": (
+                "class LyapaxSession:\n"
+                f"{fields}"
+                "    agreement: list = []\n"
+                "    @property\n"
+                "    def labels(self): ...\n"
+            ),
+        },
+    )
+    assert session_fields(trees) == SHARED_FIELDS | {"agreement"}
