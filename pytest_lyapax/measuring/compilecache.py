@@ -20,13 +20,19 @@ configuration.  Each warm-up records the cache's lookups and hits
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 ENV = "JAX_COMPILATION_CACHE_DIR"
 FOLDER = "compile-cache"  # under the report folder: the default
 OPTION = "--jax-compile-cache"
+# Controller, on the session's stash: whether the report folder was there
+# before the run (was_there), for tidy_unreported.
+REPORT_EXISTED = pytest.StashKey[bool]()
 
 
 def use(directory: Path | None) -> Callable[[], None]:
@@ -58,6 +64,31 @@ def use(directory: Path | None) -> Callable[[], None]:
             "jax_compilation_cache_dir", None if directory is None else str(directory)
         )
     return restore
+
+
+def was_there(report_dir: Path | None) -> bool:
+    """Whether ``report_dir`` exists: asked by the controller before the
+    workers start, for :func:`tidy_unreported` at the end."""
+    return report_dir is not None and report_dir.exists()
+
+
+def tidy_unreported(
+    directory: Path | None, report_dir: Path | None, report_existed: bool
+) -> None:
+    """A run that measured nothing writes no report, and so leaves no report
+    folder behind either: the default cache folder the workers filled inside
+    a report folder this run created goes, with that folder if it is then
+    empty.  A folder given by the user, or a report folder that was there
+    before (its cache serves the next run), is kept."""
+    if report_existed or directory is None or report_dir is None:
+        return
+    if directory != report_dir / FOLDER or not directory.is_dir():
+        return
+    shutil.rmtree(directory, ignore_errors=True)
+    try:
+        report_dir.rmdir()
+    except OSError:  # not empty: something else was put there
+        pass
 
 
 def _jax_setting() -> str | None:

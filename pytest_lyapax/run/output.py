@@ -43,6 +43,7 @@ from pytest_lyapax.backends.labels import (
     PARTIAL,
     RUNNABLE,
 )
+from pytest_lyapax.measuring import compilecache
 from pytest_lyapax.report import ab, busy, roofline, stats
 from pytest_lyapax.report.compare import ComparisonResult, compare_runs
 from pytest_lyapax.report.crossover import crossovers
@@ -279,6 +280,12 @@ def write_reports(
     ``info`` is this machine's :func:`machine_info`.
     """
     if not session.records and not agreement.state_of(session.stash).agreement:
+        settings = session.settings
+        compilecache.tidy_unreported(
+            settings.compile_cache,
+            settings.report_dir,
+            session.stash.get(compilecache.REPORT_EXISTED, True),
+        )
         return compose(session, info, compared)[1], []
     report_dir = session.settings.report_dir
     assert report_dir is not None

@@ -178,6 +178,9 @@ def configure_controller(config: pytest.Config, settings: Settings) -> LyapaxSes
     stopsignal.install(config)  # a run ended by SIGTERM still writes its report
     reason = why_not_xdist(config)
     session.notes.append(compilecache.describe(settings.compile_cache))
+    session.stash[compilecache.REPORT_EXISTED] = compilecache.was_there(
+        settings.report_dir
+    )
     if reason is None:
         other = _other_version(config, session)
         local = [b for b in settings.backends if b.host is None]

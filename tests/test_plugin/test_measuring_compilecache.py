@@ -141,3 +141,21 @@ def test_use_sets_the_environment_and_jax(tmp_path, monkeypatch):
         assert jax.config.jax_compilation_cache_dir == before
     finally:
         jax.config.update("jax_compilation_cache_dir", before)
+
+
+def test_a_run_that_reported_nothing_takes_only_its_own_default_cache_away(tmp_path):
+    from pytest_lyapax.measuring import compilecache
+
+    report = tmp_path / "lyapax-report"
+    cache = report / compilecache.FOLDER
+    cache.mkdir(parents=True)
+    (cache / "entry").write_text("x")
+    # A report folder that was there before keeps its cache (the next run's).
+    compilecache.tidy_unreported(cache, report, report_existed=True)
+    assert (cache / "entry").exists()
+    # A folder the user named is theirs.
+    compilecache.tidy_unreported(tmp_path / "mine", report, report_existed=False)
+    assert (cache / "entry").exists()
+    # The default one inside a report folder this run made goes, with it.
+    compilecache.tidy_unreported(cache, report, report_existed=False)
+    assert not report.exists()
