@@ -10,7 +10,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lyapax._engine.qr import _inverse_power_of_two, householder_qr
+from lyapax._engine.qr import (
+    _inverse_power_of_two,
+    _inverse_power_of_two_float_only,
+    householder_qr,
+)
 
 
 def _bit_trick_reference(m):
@@ -82,18 +86,32 @@ def test_the_factor_is_bit_identical_to_the_bit_trick_version(dtype):
         keep = (values == 0) | ((values >= 2.0**-126) & (values < 2.0**127))
         values = values[keep]
     uint = np.uint64 if dtype == np.float64 else np.uint32
-    new = np.asarray(jax.jit(jax.vmap(_inverse_power_of_two))(jnp.asarray(values)))
-    assert new.dtype == dtype
-    np.testing.assert_array_equal(new.view(uint), _numpy_reference(values).view(uint))
-    if not _on_tpu():  # the old JAX version itself, where it compiles
-        old = jax.jit(jax.vmap(_bit_trick_reference))(jnp.asarray(values))
-        np.testing.assert_array_equal(new.view(uint), np.asarray(old).view(uint))
+    # The factor the platform uses, and the float-only search (the TPU's
+    # float64 branch) run here too: both equal the bit trick.
+    for fn in (_inverse_power_of_two, _inverse_power_of_two_float_only):
+        new = np.asarray(jax.jit(jax.vmap(fn))(jnp.asarray(values)))
+        assert new.dtype == dtype
+        reference = _numpy_reference(values).view(uint)
+        np.testing.assert_array_equal(new.view(uint), reference)
+        if not _on_tpu():  # the old JAX version itself, where it compiles
+            old = jax.jit(jax.vmap(_bit_trick_reference))(jnp.asarray(values))
+            np.testing.assert_array_equal(new.view(uint), np.asarray(old).view(uint))
 
 
-def test_the_factor_uses_no_integer_bit_operations():
-    text = str(jax.make_jaxpr(_inverse_power_of_two)(jnp.float64(3.0)))
+def test_the_float_only_factor_uses_no_integer_bit_operations():
+    text = str(jax.make_jaxpr(_inverse_power_of_two_float_only)(jnp.float64(3.0)))
     for banned in ("bitcast", "shift", "int64", "int32", "pow", "exp"):
         assert banned not in text, banned
+
+
+def test_float64_lowered_for_a_tpu_takes_the_float_only_branch():
+    """The TPU's float64 emulation rejects 64-bit shifts: the program lowered
+    for a TPU has none, the CPU's keeps the cheaper bit trick."""
+    traced = jax.jit(_inverse_power_of_two).trace(jnp.float64(3.0))
+    tpu = traced.lower(lowering_platforms=("tpu",)).as_text()
+    cpu = traced.lower(lowering_platforms=("cpu",)).as_text()
+    assert "shift_right" not in tpu and "bitcast_convert" not in tpu
+    assert "shift_right" in cpu
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
