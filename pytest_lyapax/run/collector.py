@@ -52,9 +52,14 @@ class ResultCollector:
         for label, state in self.session.states.items():
             text = f"{label} (JAX_PLATFORMS={state.backend.platform}): {state.status}"
             parts.append(text)
-        mode = {
-            CONTROLLER: "one xdist worker per backend, one backend at a time",
-        }.get(self.session.role, "in this process only")
+        mode = "in this process only"
+        if self.session.role == CONTROLLER:
+            order = (
+                "one backend at a time"
+                if self.session.settings.sequential
+                else "rounds interleaved"
+            )
+            mode = f"one xdist worker per backend, {order}"
         lines = [f"pytest-lyapax: {'; '.join(parts)} [{mode}]"]
         return lines + [f"pytest-lyapax: {note}" for note in self.session.notes]
 

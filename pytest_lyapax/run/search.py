@@ -211,6 +211,9 @@ class SearchHooks:
         self.bad: str | None = None
         self.crossover = session.settings.find_crossover
         self.ceiling = session.settings.find_ceiling
+        # Set when a Ctrl-C or SIGTERM (stopsignal.py) stops a follow-up run:
+        # the searches end there, and the report keeps what they found.
+        self.stopped: str | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in getattr(report, "user_properties", ()):
@@ -227,15 +230,29 @@ class SearchHooks:
         if self.bad is None and not self.session.interrupted:
             if self.crossover or self.ceiling:
                 self._end_workers()
+            # The lists are the report's sections from the start, so that a
+            # search stopped half-way still reports what it found.
             if self.crossover:
-                self.state.sections["crossover_search"] = self.search_crossovers()
-            if self.ceiling:
-                self.state.sections["ceilings"] = self.search_ceilings()
+                found = self.state.sections["crossover_search"] = []
+                self.search_crossovers(found)
+            if self.ceiling and self.stopped is None:
+                found = self.state.sections["ceilings"] = []
+                self.search_ceilings(found)
         result = yield
         if self.bad is not None:
             self.session.notes.append(f"usage error: {self.bad}")
             session.exitstatus = pytest.ExitCode.USAGE_ERROR
+        elif self.stopped is not None:
+            self.session.notes.append(f"search {self.stopped}")
+            session.exitstatus = pytest.ExitCode.INTERRUPTED
         return result
+
+    def _say(self, text: str) -> None:
+        """One line of the searches' progress: each follow-up run starts a
+        pytest process (and opens the device again), which takes seconds."""
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if reporter is not None:
+            reporter.write_line(f"pytest-lyapax search: {text}")
 
     # -- the follow-up runs ---------------------------------------------------
 
@@ -273,9 +290,13 @@ class SearchHooks:
         labels: Sequence[str],
         env: dict[str, str],
         extra: Sequence[str] = (),
+        timeout_s: float | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """Run the test of ``fullname`` at ``sizes`` on ``labels``: its
-        records and points (out of memory) from the follow-up run's report."""
+        records and points (out of memory) from the follow-up run's report.
+        ``timeout_s``: what is left of the search's budget (None: no budget);
+        a run cut there measured nothing.  A Ctrl-C or SIGTERM stops the run
+        and sets :attr:`stopped`."""
         root = self.config.rootpath
         path, _, rest = bare_id(fullname).partition("::")
         target = f"{root / path}::{rest}" if rest else str(root / path)
@@ -302,8 +323,14 @@ class SearchHooks:
                     env=full_env,
                     capture_output=True,
                     text=True,
-                    timeout=3600,
+                    timeout=3600 if timeout_s is None else max(timeout_s, 30.0),
                 )
+            except KeyboardInterrupt as stop:
+                # subprocess.run has ended the child (and so freed its chip).
+                self.stopped = (
+                    f"interrupted ({stop or 'Ctrl-C'}) during a follow-up run"
+                )
+                return [], []
             except (OSError, subprocess.SubprocessError):
                 return [], []
             data = _json_of(Path(tmp) / "benchmark.json")
@@ -324,15 +351,18 @@ class SearchHooks:
             kept.append(record)
         return kept
 
-    def search_crossovers(self) -> list[dict[str, Any]]:
+    def search_crossovers(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append to ``out`` one search entry per sized series of the first
+        two backends, and return it."""
         from pytest_lyapax.report.series import group_sized
 
         order = self.session.order
         if len(order) < 2:
-            return []
+            return out
         a, b = order[0], order[1]
-        out = []
         for bench in group_sized(self.session.records, order):
+            if self.stopped is not None:
+                break
             if a not in bench.series or b not in bench.series:
                 continue
             fullname = self._fullname(bench.key)
@@ -395,10 +425,28 @@ class SearchHooks:
                 )
                 break
             tried.add(decision.size)
+            self._say(
+                f"{key}: {a} vs {b} at {decision.size} "
+                f"({decision.text or 'no bracket yet'}; {_spent(spent, budget)})"
+            )
             start = time.monotonic()
-            records, _ = self.follow_up(fullname, [decision.size], [a, b], {})
+            records, _ = self.follow_up(
+                fullname,
+                [decision.size],
+                [a, b],
+                {},
+                timeout_s=None if budget is None else budget - spent,
+            )
             last = time.monotonic() - start
             spent += last
+            if self.stopped is not None:
+                where = decision.text or "no bracket yet"
+                decision = plan.Decision(
+                    plan.BUDGET,
+                    bracket=decision.bracket,
+                    text=f"{where}; {self.stopped}, after {len(added)} added sizes",
+                )
+                break
             kept = self._mark(records, key, "crossover")
             if not kept:
                 decision = plan.Decision(
@@ -409,17 +457,22 @@ class SearchHooks:
                 break
             self.session.records.extend(kept)
             added.append(decision.size)
-        return plan.search_entry(key, (a, b), decision, bounds, added)
+        entry = plan.search_entry(key, (a, b), decision, bounds, added)
+        self._say(f"{key}: {a} vs {b}: {decision.text or decision.status}")
+        return entry
 
-    def search_ceilings(self) -> list[dict[str, Any]]:
+    def search_ceilings(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Append to ``out`` one ceiling entry per sized series and backend,
+        and return it."""
         from pytest_lyapax.report.series import group_sized
 
-        out = []
         for bench in group_sized(self.session.records, self.session.order):
             fullname = self._fullname(bench.key)
             if fullname is None:
                 continue
             for label in bench.series:
+                if self.stopped is not None:
+                    return out
                 if label in self.session.order:
                     out.append(self._ceiling_one(bench.key, fullname, label))
         return out
@@ -446,12 +499,23 @@ class SearchHooks:
             ):
                 stopped = f"search stopped by the budget after {len(added)} sizes"
                 break
+            self._say(
+                f"{key}: ceiling on {label}, trying {size} ({_spent(spent, budget)})"
+            )
             start = time.monotonic()
             records, points = self.follow_up(
-                fullname, [size], [label], {CEILING_ENV: "1"}, _ONE_ROUND
+                fullname,
+                [size],
+                [label],
+                {CEILING_ENV: "1"},
+                _ONE_ROUND,
+                timeout_s=None if budget is None else budget - spent,
             )
             last = time.monotonic() - start
             spent += last
+            if self.stopped is not None:
+                stopped = f"search {self.stopped}, after {len(added)} sizes"
+                break
             added.append(size)
             # One quick round: whether it ran, not its time (not kept).
             kept = self._mark(records, key, "ceiling")
@@ -466,7 +530,23 @@ class SearchHooks:
                 stopped = f"the follow-up run at {size} measured nothing"
                 too_big[size] = stopped
                 break
-        return plan.ceiling_entry(key, label, fits, too_big, added, stopped)
+        entry = plan.ceiling_entry(key, label, fits, too_big, added, stopped)
+        self._say(
+            f"{key}: ceiling on {label}: fits up to {entry['largest_fitting']}"
+            + (
+                f", not at {entry['first_not_fitting']}"
+                if entry["first_not_fitting"]
+                else ""
+            )
+            + (f" ({entry['reason']})" if entry["reason"] else "")
+        )
+        return entry
+
+
+def _spent(spent: float, budget: float | None) -> str:
+    if budget is None:
+        return f"{spent:.0f} s spent"
+    return f"{spent:.0f} s of its {budget:.0f} s budget spent"
 
 
 def _json_of(path: Path) -> Any:

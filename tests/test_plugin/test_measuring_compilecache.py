@@ -4,10 +4,10 @@ Two runs of one small suite, each a fresh pytest process with its xdist
 worker, share the default cache folder under the report folder: the second
 loads its programs from it (counted by JAX's monitoring events, never by a
 clock).  JAX writes only programs that compiled for at least
-``jax_persistent_cache_min_compile_time_secs``; the CPU compiles these in
-milliseconds, so the runs set that threshold to 0 through JAX's own
-environment variable.  The same runs check that ``--jax-no-peaks`` reaches
-the workers.
+``jax_persistent_cache_min_compile_time_secs`` (1 s by default); the CPU
+compiles these in milliseconds, and the runs leave that threshold unset: the
+workers lower it to 0 themselves.  The same runs check that
+``--jax-no-peaks`` reaches the workers.
 """
 
 import json
@@ -63,8 +63,9 @@ def _run(path, env):
 def two_runs(tmp_path_factory, clean_environment):
     path = tmp_path_factory.mktemp("compile_cache")
     (path / "test_work.py").write_text(SUITE)
-    env = {**clean_environment, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+    env = dict(clean_environment)
     env.pop(compilecache.ENV, None)
+    env.pop(compilecache.MIN_TIME_ENV, None)
     reports = []
     for _ in range(2):
         proc = _run(path, env)
@@ -86,6 +87,7 @@ def test_the_second_run_loads_its_programs_from_the_cache(two_runs):
     assert len(hits) == 2 and all(h > 0 for h in hits)
     assert sum(c["hits"] for c in _caches(first)) < sum(hits)
     assert "(cached)" in out
+    assert "keeps every program" in out
     assert "compile: cpu" in out and "(cache: 2 of 2 hit)" in out
 
 
@@ -159,3 +161,31 @@ def test_a_run_that_reported_nothing_takes_only_its_own_default_cache_away(tmp_p
     # The default one inside a report folder this run made goes, with it.
     compilecache.tidy_unreported(cache, report, report_existed=False)
     assert not report.exists()
+
+
+def test_use_keeps_every_program_unless_the_user_chose_a_threshold(
+    tmp_path, monkeypatch
+):
+    import jax
+
+    monkeypatch.delenv(compilecache.ENV, raising=False)
+    monkeypatch.delenv(compilecache.MIN_TIME_ENV, raising=False)
+    before = jax.config.jax_persistent_cache_min_compile_time_secs
+    restore = compilecache.use(tmp_path / "cache")
+    try:
+        assert os.environ[compilecache.MIN_TIME_ENV] == "0"
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == 0
+    finally:
+        restore()
+    assert compilecache.MIN_TIME_ENV not in os.environ
+    assert jax.config.jax_persistent_cache_min_compile_time_secs == before
+    assert "keeps every program" in compilecache.describe(tmp_path)
+
+    monkeypatch.setenv(compilecache.MIN_TIME_ENV, "2.5")
+    restore = compilecache.use(tmp_path / "cache")
+    try:
+        assert os.environ[compilecache.MIN_TIME_ENV] == "2.5"
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == before
+    finally:
+        restore()
+    assert "compiled for 2.5 s or more" in compilecache.describe(tmp_path)

@@ -210,3 +210,48 @@ def test_a_search_past_its_budget_stops_and_says_how_far_it_got(pytester, run_py
     assert entry["status"] == "budget", entry
     assert len(entry["added"]) == 1
     assert entry["summary"].endswith("stopped after 1 added sizes")
+
+
+STOPPED = """
+import os
+import signal
+import time
+
+import jax.numpy as jnp
+import pytest
+
+
+@pytest.mark.jax_sizes(1000, 2000)
+def test_fill(benchmark, jax_backend, jax_size):
+    if os.environ.get("PYTEST_LYAPAX_SEARCH_STEP"):
+        # A follow-up run: the outer run gets the SIGTERM a timeout sends.
+        os.kill(int(os.environ["OUTER_PID"]), signal.SIGTERM)
+        time.sleep(60)
+    benchmark(jnp.sin, jnp.ones(jax_size))
+"""
+
+OUTER_PID = """
+import os
+
+if "PYTEST_XDIST_WORKER" not in os.environ:
+    os.environ.setdefault("OUTER_PID", str(os.getpid()))
+"""
+
+
+@pytest.mark.slow
+def test_a_sigterm_during_a_search_keeps_the_report_and_says_where_it_stopped(
+    pytester, run_pytest
+):
+    pytester.makepyfile(test_fill=STOPPED)
+    pytester.makeconftest(OUTER_PID)
+    report = pytester.path / "r"
+    proc, data = run_pytest(
+        pytester.path, report, *ONE_LABEL, f"--jax-report-dir={report}"
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "pytest-lyapax search: " in proc.stdout  # its progress
+    (entry,) = _section(data, "ceilings")
+    assert entry["largest_fitting"] == 2000  # the marked sizes are kept
+    assert "interrupted (signal SIGTERM) during a follow-up run" in entry["reason"]
+    sizes = sorted(b["extra_info"]["size"] for b in data["benchmarks"])
+    assert sizes == [1000, 2000]

@@ -266,6 +266,7 @@ def test_two_labels_interleave_their_rounds_and_a_real_2x_is_found(
         f"--jax-report-dir={report}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[one xdist worker per backend, rounds interleaved]" in proc.stdout
     records = _records(data)
     for size in (64, 128, 256):
         a = records[f"test_work[cpu-{size}]"]["extra_info"]
@@ -287,6 +288,7 @@ def test_two_labels_interleave_their_rounds_and_a_real_2x_is_found(
         f"--jax-report-dir={report2}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[one xdist worker per backend, one backend at a time]" in proc.stdout
     for record in data["benchmarks"]:
         assert record["extra_info"]["rounds_mode"] == "sequential"
         assert "turns" not in record["extra_info"]
