@@ -77,6 +77,52 @@ merged benchmark report, is ``pytest perf_tests --jax-backend=cpu,gpu``.
 # .. include:: /_generated/gpu_explained.rst
 
 # %%
+# Measured on a TPU v5e
+# ---------------------
+#
+# The same main job, ``pytest perf_tests --jax-backend=cpu,tpu``, was run on
+# a lent machine with one Google TPU v5e chip (15.7 GiB) and 13 host cores
+# (AMD x86-64 at 2.45 GHz, 40 GiB of memory, a gVisor sandbox), JAX 0.10.2, on
+# 2026-12-06, with nothing else running there (load average 0.00 before and
+# after).  Each platform ran its native precision, as the main job does by
+# default: float64 on the CPU, float32 on the chip with its default matmul
+# precision (bfloat16 passes for the user's vector field; lyapax's own QR and
+# tangent products run at ``Precision.HIGHEST``).  float64 on a TPU is
+# emulated with pairs of float32: it compiles about 20 times longer and is
+# slower than the host's CPU from d = 2000 (see :doc:`/method`, "Precision").
+# The run took 6 min 38 s, exit code 0, 94 passed and 6 skipped (the device
+# counts this example does not ask for, and two sparse sizes over the
+# budget); its 48 comparisons of results across backends all agreed within
+# their own error.  The whole report is stored as
+# ``docs/_static/measured/tpu-v5e/benchmark.json``.
+#
+# .. figure:: /_static/measured/tpu-v5e/crossover.png
+#    :alt: wall time per call of every main-job series, CPU against TPU v5e
+#    :width: 100%
+#
+#    pytest-lyapax's figure of that run: one panel per series, CPU (float64)
+#    against the TPU v5e (float32).
+#
+# What it shows:
+#
+# - The dense Kuramoto network of this page: the chip is faster at every
+#   measured size, barely at d = 20 and about 150 times at d = 2000.  Its
+#   fixed price per call is about 1.1 ms (the launch floor the roofline
+#   reports), so below d ~ 20 the CPU may win; where exactly is what
+#   ``--jax-find-crossover`` is for (the search notes in
+#   :doc:`/pytest_lyapax`).
+# - Batched work pays off only in bulk: a sweep of one Lorenz system is 15
+#   times slower on the chip, and the medians cross at about 26 systems.
+# - Single small systems (one Lorenz or one Henon map) are 8 to 35 times
+#   slower on the chip: thousands of tiny sequential steps are what a CPU
+#   does best.
+#
+# In the report's own numbers (written from the stored JSON when the
+# documentation is built):
+#
+# .. include:: /_generated/tpu_explained.rst
+
+# %%
 # The script
 # ----------
 #

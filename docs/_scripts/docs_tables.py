@@ -422,11 +422,16 @@ def report_excerpt(report_path: Path) -> str:
     return "```json\n" + json.dumps(excerpt, indent=2) + "\n```\n"
 
 
-def gpu_explanation(report_path: Path) -> str:
-    """The GPU page's reading of the stored report (``gpu_explain.py``)."""
+def gpu_explanation(report_path: Path, only: tuple[str, ...] = ()) -> str:
+    """The GPU page's reading of a stored report (``gpu_explain.py``)."""
     from gpu_explain import explanation
 
-    return explanation(report_path)
+    return explanation(report_path, only)
+
+
+# The TPU v5e section of the GPU page: the main job measured on the lent chip.
+TPU_REPORT = Path("docs") / "_static" / "measured" / "tpu-v5e" / "benchmark.json"
+TPU_SERIES = ("test_kuramoto_dense", "test_lorenz_rho_sweep", "test_rnn_driven")
 
 
 def write_generated_pages(outdir: Path, root: Path) -> None:
@@ -446,6 +451,7 @@ def write_generated_pages(outdir: Path, root: Path) -> None:
         "gpu_explained.rst": gpu_explanation(
             root / "docs" / "_static" / "gpu_acceleration_reference.json"
         ),
+        "tpu_explained.rst": gpu_explanation(root / TPU_REPORT, TPU_SERIES),
     }
     for name, text in pieces.items():
         target = outdir / name

@@ -26,18 +26,21 @@ def _rst(text: str) -> str:
     return text
 
 
-def explanation(report_path: Path = REPORT) -> str:
-    """The fragment, as reStructuredText paragraphs and a bullet list."""
+def explanation(report_path: Path = REPORT, only: tuple[str, ...] = ()) -> str:
+    """The fragment, as reStructuredText paragraphs and a bullet list;
+    ``only``: the benchmarks to explain (default: every one)."""
     from pytest_lyapax.report import details
     from pytest_lyapax.report.crossover import crossovers
     from pytest_lyapax.views.document import view_of
-    from pytest_lyapax.views.tables import format_seconds
+    from pytest_lyapax.views.tables import compile_line, format_seconds
 
     data = json.loads(report_path.read_text())
     view = view_of(data)
     out = []
     backends = {str(b["label"]): b for b in view.backends}
     for bench, model in zip(view.benches, view.models, strict=True):
+        if only and bench.name not in only:
+            continue
         out.append(f"**{_rst(bench.name)}** ({_rst(bench.size_label)}):")
         out.append("")
         for label, points in bench.series.items():
@@ -49,11 +52,16 @@ def explanation(report_path: Path = REPORT) -> str:
                 f"{first.size}, {format_seconds(last.median)} at {last.size}: "
                 f"{growth:.3g} times the time for {span:.3g} times the size."
             )
+        compiled = compile_line(bench, list(bench.series))
+        if compiled is not None:
+            out.append(f"- {_rst(compiled)}.")
         out += [f"- cost model, {_rst(line)}." for line in model.lines()]
         for c in crossovers(bench):
             out.append(f"- measured: {_rst(c.describe(bench.size_label))}.")
         for label, b in backends.items():
-            if label not in bench.series:
+            # A label of the run that measured only other series (a
+            # device-count twin) is no gap; one that could not run is.
+            if label not in bench.series and b.get("status") != "ok":
                 out.append(
                     f"- {_rst(label)}: not measured on that machine "
                     f"({_rst(str(b.get('status')))}: "
@@ -64,9 +72,13 @@ def explanation(report_path: Path = REPORT) -> str:
     warm = [
         (r, w)
         for r in view.records
-        if (w := details.warmup_of(r)) is not None and w.kind == "first_call"
+        if (w := details.warmup_of(r)) is not None
+        and w.kind == "first_call"
+        and (not only or str(r.get("name", "")).split("[")[0] in only)
     ]
-    if warm:
+    # Reports of schema 3 on time the compile of a jitted call apart (the
+    # compile line above); before, the first call was all there was.
+    if warm and int(data["pytest_lyapax"].get("schema", 1)) < 3:
         record, w = warm[0]
         out.append(
             f"The untimed first call of the first benchmark "

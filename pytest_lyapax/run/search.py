@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -357,14 +357,13 @@ class SearchHooks:
         from pytest_lyapax.report.series import group_sized
 
         order = self.session.order
-        if len(order) < 2:
-            return out
-        a, b = order[0], order[1]
         for bench in group_sized(self.session.records, order):
             if self.stopped is not None:
                 break
-            if a not in bench.series or b not in bench.series:
+            pair = search_pair(order, bench.series)
+            if pair is None:
                 continue
+            a, b = pair
             fullname = self._fullname(bench.key)
             if fullname is None:
                 continue
@@ -541,6 +540,19 @@ class SearchHooks:
             + (f" ({entry['reason']})" if entry["reason"] else "")
         )
         return entry
+
+
+def search_pair(
+    order: Sequence[str], measured: Iterable[str]
+) -> tuple[str, str] | None:
+    """The two backends whose crossing a series' search looks for: the first
+    two of the run's order that measured it (the reference first).  Not
+    simply the run's first two labels: a device-count twin such as
+    ``cpu_1dev`` (perf_tests asks for them) measures other series, and the
+    TPU's series were never searched (found on the lent chip)."""
+    have = set(measured)
+    labels = [label for label in order if label in have]
+    return (labels[0], labels[1]) if len(labels) >= 2 else None
 
 
 def _spent(spent: float, budget: float | None) -> str:

@@ -13,13 +13,28 @@ from __future__ import annotations
 
 import signal
 import threading
+from collections.abc import Callable
 from types import FrameType
 
 import pytest
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+def _interrupter() -> Callable[[int, FrameType | None], None]:
+    """A SIGTERM handler that raises ``KeyboardInterrupt`` once.  A second
+    SIGTERM (a process group signalled again, a scheduler's reminder) arrived
+    on the TPU machine while pytest was handling the first interrupt, and the
+    second ``KeyboardInterrupt`` ended pytest there, before the report: the
+    run is stopping already, so later ones are ignored (SIGKILL remains for a
+    run that must end now)."""
+    asked: list[int] = []
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        if asked:
+            return
+        asked.append(signum)
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    return interrupt
 
 
 def install(config: pytest.Config) -> bool:
@@ -29,10 +44,11 @@ def install(config: pytest.Config) -> bool:
         return False
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return False
-    signal.signal(signal.SIGTERM, _interrupt)
+    handler = _interrupter()
+    signal.signal(signal.SIGTERM, handler)
 
     def restore() -> None:
-        if signal.getsignal(signal.SIGTERM) is _interrupt:
+        if signal.getsignal(signal.SIGTERM) is handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
     config.add_cleanup(restore)

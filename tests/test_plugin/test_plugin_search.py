@@ -255,3 +255,54 @@ def test_a_sigterm_during_a_search_keeps_the_report_and_says_where_it_stopped(
     assert "interrupted (signal SIGTERM) during a follow-up run" in entry["reason"]
     sizes = sorted(b["extra_info"]["size"] for b in data["benchmarks"])
     assert sizes == [1000, 2000]
+
+
+def test_a_search_pairs_the_first_two_backends_that_measured_the_series():
+    from pytest_lyapax.run.search import search_pair
+
+    # perf_tests' device-count twins come second in the run's order and
+    # measure other series: the dense Kuramoto search is cpu against tpu.
+    order = ["cpu", "cpu_1dev", "cpu_2dev", "tpu"]
+    assert search_pair(order, {"tpu": [], "cpu": []}) == ("cpu", "tpu")
+    assert search_pair(order, ["cpu_2dev", "cpu_1dev"]) == ("cpu_1dev", "cpu_2dev")
+    assert search_pair(order, ["tpu"]) is None
+    assert search_pair(order, ["gpu", "tpu"]) is None  # gpu is not in the run
+
+
+SKIPPED_ON_CPU3 = """
+import pytest
+
+from test_cost import work
+
+
+@pytest.mark.jax_sizes(20, 40, search=(4, 1000))
+def test_cost(benchmark, jax_backend, jax_size):
+    if jax_backend == "cpu3":
+        pytest.skip("measured on cpu and cpu2 only")
+    benchmark(work, jax_backend, jax_size)
+"""
+
+
+@pytest.mark.slow
+def test_a_series_the_second_label_did_not_measure_is_still_searched(
+    pytester, run_pytest
+):
+    source = CROSSING.format(cpu="1e-7 * n * n", cpu2="5e-4 + 5e-6 * n", lo=4, hi=1000)
+    pytester.makepyfile(test_cost=source)
+    pytester.makepyfile(test_skip=SKIPPED_ON_CPU3)
+    report = pytester.path / "r"
+    args = [a for a in TWO_LABELS if not a.startswith("--jax-backend")]
+    proc, data = run_pytest(
+        pytester.path,
+        report,
+        "--jax-backend=cpu,cpu3,cpu2",
+        "--jax-backend-platform=cpu2=cpu",
+        "--jax-backend-platform=cpu3=cpu",
+        *args,
+        "test_skip.py",
+        f"--jax-report-dir={report}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "crossover_search")
+    assert entry["backends"] == ["cpu", "cpu2"]
+    assert entry["added"], entry  # it measured sizes of its own

@@ -73,6 +73,9 @@ def test_a_handler_of_the_user_is_left_alone(monkeypatch):
         assert stopsignal.install(config) is True
         with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
             signal.raise_signal(signal.SIGTERM)
+        # GNU timeout signals the child and then its process group: the
+        # second SIGTERM must not interrupt the handling of the first.
+        signal.raise_signal(signal.SIGTERM)
         cleanups.pop()()
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
