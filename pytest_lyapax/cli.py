@@ -37,7 +37,6 @@ from pytest_lyapax.report import (
     costmodel,
     details,
     gates,
-    search,
     stats,
 )
 from pytest_lyapax.report.compare import compare_runs
@@ -49,6 +48,7 @@ from pytest_lyapax.report.schema import load_report as _load
 from pytest_lyapax.report.series import group_sized, unsized_medians
 from pytest_lyapax.views import agreement as agreement_view
 from pytest_lyapax.views import roofline as roofline_view
+from pytest_lyapax.views import search as search_view
 from pytest_lyapax.views import tables
 
 MAX_TABLE_ROWS = 50
@@ -265,7 +265,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     else:
         print("no step beyond the noise between consecutive runs")
     print(f"SLOWER / FASTER: {stats.rule_text()}, between consecutive runs")
-    searched = search.history_lines([(str(r.when), r.key) for r in reports])
+    searched = search_view.history_lines([(str(r.when), r.key) for r in reports])
     for line in searched[-MAX_TABLE_ROWS:]:
         print(line)
     if unjudged:
@@ -303,7 +303,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print(
             f"{len(result.missing)} benchmark(s) of {saved.path} missing in {now.path}"
         )
-    for line in search.compare_lines(saved.key, now.key)[:MAX_TABLE_ROWS]:
+    for line in search_view.compare_lines(saved.key, now.key)[:MAX_TABLE_ROWS]:
         print(line)
     if not thresholds:
         return 0

@@ -1,7 +1,11 @@
 """Sizes chosen by the plugin: the crossover search and the memory ceilings.
 
 Pure functions, no pytest or JAX.  :func:`next_crossover_size` decides the
-next size of a crossover search from the verdicts measured so far;
+next size of a crossover search from the verdicts measured so far (a
+verdict that read rounds of a busy machine decides nothing: its size is
+measured again, once, and a search that still has only busy verdicts ends
+"unreliable (busy)"); :func:`saved_bracket` finds where a saved run's
+search ended, so that the next search starts there;
 :func:`next_ceiling_size` the next size of a ceiling search from the sizes
 that fit and those that did not.  The report's entries
 (``pytest_lyapax.crossover_search`` and ``pytest_lyapax.ceilings``) are
@@ -12,11 +16,11 @@ as untrusted input, by :func:`read_searches` / :func:`read_ceilings`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_lyapax.report.identity import is_size
+from pytest_lyapax.report.identity import is_size, series_id
 
 # A crossing is bracketed when its two sizes are within +-25 % of their
 # geometric mean: hi / lo <= 1.25 ** 2.
@@ -43,6 +47,7 @@ class Decision:
     size: int | None = None
     bracket: tuple[int, int] | None = None
     text: str = ""
+    busy: str | None = None  # UNRELIABLE for a busy machine: why
 
 
 def _mid(lo: int, hi: int) -> int | None:
@@ -71,6 +76,8 @@ def next_crossover_size(
     b: str,
     bounds: tuple[int, int],
     size_label: str = "size",
+    busy: Mapping[int, str] | None = None,
+    retried: Collection[int] = (),
 ) -> Decision:
     """The next size of a crossover search between backends ``a`` and ``b``.
 
@@ -81,7 +88,67 @@ def next_crossover_size(
     backend wins at every decided size, the search steps by a factor of 4
     beyond the measured range, first where that backend's lead shrinks,
     down to ``bounds[0]`` and up to ``bounds[1]``.
+
+    ``busy`` maps the sizes whose verdict read rounds of a busy machine to
+    why: they are left out, as if not measured, so the search asks for such
+    a size again where it needs it; a size in ``retried`` (measured again
+    already) that is still busy ends the search UNRELIABLE with
+    ``Decision.busy`` set, its bracket the one the busy verdicts give.
     """
+    if not busy:
+        return _next_quiet(sizes, verdicts, logs, a, b, bounds, size_label)
+    kept = [i for i, s in enumerate(sizes) if s not in busy]
+    decision = _next_quiet(
+        [sizes[i] for i in kept],
+        [verdicts[i] for i in kept],
+        [logs[i] for i in kept],
+        a,
+        b,
+        bounds,
+        size_label,
+    )
+    wanted = decision.size if decision.status == SEARCHING else None
+    if decision.status == UNRELIABLE and decision.bracket is None:
+        # No quiet verdict at all: measure the smallest busy size again (and
+        # end if one measured again is still busy).
+        wanted = min((s for s in busy if s in retried), default=min(busy))
+    if wanted is None or wanted not in busy:
+        return decision
+    if wanted in retried:
+        return _busy_end(sizes, verdicts, a, b, wanted, busy[wanted], size_label)
+    return Decision(SEARCHING, wanted, decision.bracket, decision.text)
+
+
+def _busy_end(
+    sizes: Sequence[int],
+    verdicts: Sequence[str],
+    a: str,
+    b: str,
+    size: int,
+    reason: str,
+    size_label: str,
+) -> Decision:
+    """The end of a search that needs a size measured on a busy machine
+    twice: UNRELIABLE, with the bracket the busy verdicts give, if any."""
+    found = bracket_of(sizes, verdicts, a, b)
+    text = f"the machine was busy at {size_label} {size} when measured again ({reason})"
+    if found is None:
+        return Decision(UNRELIABLE, text=text, busy=reason)
+    s1, s2, after = found
+    text += f"; the busy verdicts say {after} faster from {size_label} in [{s1}, {s2}]"
+    return Decision(UNRELIABLE, bracket=(s1, s2), text=text, busy=reason)
+
+
+def _next_quiet(
+    sizes: Sequence[int],
+    verdicts: Sequence[str],
+    logs: Sequence[float],
+    a: str,
+    b: str,
+    bounds: tuple[int, int],
+    size_label: str,
+) -> Decision:
+    """:func:`next_crossover_size` from verdicts that all count."""
     lo, hi = bounds
     found = bracket_of(sizes, verdicts, a, b)
     if found is not None:
@@ -104,7 +171,9 @@ def next_crossover_size(
         text = "the noise test decided no size: no verdict to search from"
         return Decision(UNRELIABLE, text=text)
     winner = decided[0][1]
-    lead = [g if winner == b else -g for _, _, g in decided]
+    # Which way the winner's lead shrinks, from the medians of every size (a
+    # size the noise test could not decide still has its medians).
+    lead = [g if winner == b else -g for g in logs]
     shrinks_upwards = lead[-1] < lead[0]
     smallest, largest = min(sizes), max(sizes)
     down = max(lo, smallest // STEP_FACTOR) if smallest > lo else None
@@ -150,8 +219,14 @@ def search_entry(
     decision: Decision,
     bounds: tuple[int, int],
     added: Sequence[int],
+    remeasured: Sequence[int] = (),
+    started_from: tuple[int, int] | None = None,
+    start_note: str = "",
 ) -> dict[str, Any]:
-    """One ``crossover_search`` entry of the report."""
+    """One ``crossover_search`` entry of the report: besides the bracket and
+    status, the sizes added, those measured again because the machine was
+    busy, the saved bracket it started from (or why a saved run was not
+    read), and why it ended busy."""
     return {
         "test": test,
         "backends": list(backends),
@@ -159,8 +234,62 @@ def search_entry(
         "status": decision.status,
         "bounds": list(bounds),
         "added": sorted(added),
+        "remeasured": sorted(remeasured),
+        "started_from": None if started_from is None else list(started_from),
+        "start_note": start_note,
+        "busy": decision.busy,
         "summary": decision.text,
     }
+
+
+def saved_bracket(
+    data: object,
+    test: str,
+    backends: tuple[str, str],
+    precisions: Mapping[str, str],
+    bounds: tuple[int, int],
+) -> tuple[int, int] | None:
+    """Where a saved run's crossover search of ``test`` between ``backends``
+    ended, as a bracket to start from: a saved report (untrusted: anything
+    malformed gives None) whose entry for the same test and backends has a
+    bracket inside ``bounds``, measured in the same ``precisions`` (per
+    label, as :func:`~pytest_lyapax.report.precision.record_precision`
+    writes them) as this run's."""
+    section = data.get("pytest_lyapax") if isinstance(data, Mapping) else None
+    if not isinstance(section, Mapping):
+        return None
+    records = data.get("benchmarks") if isinstance(data, Mapping) else None
+    if not isinstance(records, list):
+        return None
+    found = [
+        e["bracket"]
+        for e in read_searches(section)
+        if e["test"] == test and tuple(e["backends"]) == tuple(backends)
+    ]
+    bracket = found[-1] if found else None
+    if bracket is None or not bounds[0] <= bracket[0] < bracket[1] <= bounds[1]:
+        return None
+    if _precisions(records, test, backends) != {
+        label: {precisions.get(label, "")} for label in backends
+    }:
+        return None
+    return bracket[0], bracket[1]
+
+
+def _precisions(
+    records: Iterable[object], test: str, labels: Sequence[str]
+) -> dict[str, set[str]]:
+    """The precisions each of ``labels`` measured ``test`` in, per label."""
+    from pytest_lyapax.report.precision import record_precision
+
+    out: dict[str, set[str]] = {label: set() for label in labels}
+    for record in records:
+        if not isinstance(record, Mapping):
+            continue
+        sid = series_id(record)
+        if sid.benchmark == test and sid.label in out:
+            out[sid.label].add(record_precision(record))
+    return out
 
 
 def ceiling_entry(
@@ -227,7 +356,7 @@ def read_searches(section: Mapping[str, Any]) -> list[dict[str, Any]]:
         bracket = _bracket(entry.get("bracket"))
         if entry.get("bracket") is not None and bracket is None:
             continue
-        added = entry.get("added")
+        busy = entry.get("busy")
         out.append(
             {
                 "test": test,
@@ -235,13 +364,24 @@ def read_searches(section: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "bracket": bracket,
                 "status": status,
                 "bounds": _bracket(entry.get("bounds")),
-                "added": [int(s) for s in added if is_size(s)]
-                if isinstance(added, list)
-                else [],
+                "added": _sizes(entry.get("added")),
+                "remeasured": _sizes(entry.get("remeasured")),
+                "started_from": _bracket(entry.get("started_from")),
+                "start_note": _text(entry.get("start_note")),
+                "busy": _text(busy) or None,
                 "summary": _text(entry.get("summary")),
             }
         )
     return out
+
+
+def _sizes(value: object) -> list[int]:
+    """The positive sizes of a stored list (an untrusted one: others dropped)."""
+    return (
+        [int(s) for s in value if is_size(s) and s > 0]
+        if isinstance(value, list)
+        else []
+    )
 
 
 def read_ceilings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -272,80 +412,6 @@ def read_ceilings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return out
-
-
-def search_line(entry: Mapping[str, Any]) -> str:
-    """One line of text for a crossover search entry."""
-    a, b = entry["backends"]
-    summary = entry.get("summary") or ""
-    added = entry.get("added") or []
-    chosen = f"; sizes added: {', '.join(map(str, added))}" if added else ""
-    status = entry["status"]
-    if status == BUDGET:
-        status = "stopped by the budget"
-    return f"{entry['test']} ({b} vs {a}): {status}: {summary}{chosen}"
-
-
-def ceiling_line(entry: Mapping[str, Any]) -> str:
-    """One line of text for a ceiling entry."""
-    largest, first = entry["largest_fitting"], entry["first_not_fitting"]
-    fits = "no size fits" if largest is None else f"largest fitting {largest}"
-    beyond = "" if first is None else f", {first} does not fit"
-    reason = f" ({entry['reason']})" if entry.get("reason") else ""
-    return f"{entry['test']} on {entry['backend']}: {fits}{beyond}{reason}"
-
-
-def _bracket_text(entry: Mapping[str, Any] | None) -> str:
-    if entry is None:
-        return "not searched"
-    bracket = entry["bracket"]
-    where = "" if bracket is None else f" [{bracket[0]}, {bracket[1]}]"
-    return f"{entry['status']}{where}"
-
-
-def _ceiling_text(entry: Mapping[str, Any] | None) -> str:
-    if entry is None:
-        return "not searched"
-    largest = entry["largest_fitting"]
-    return "nothing fits" if largest is None else f"largest fitting {largest}"
-
-
-def compare_lines(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
-    """The searches of a saved run against this run's, one line per test."""
-    lines = []
-    before = {(e["test"], tuple(e["backends"])): e for e in read_searches(saved)}
-    after = {(e["test"], tuple(e["backends"])): e for e in read_searches(now)}
-    for key in sorted(set(before) | set(after)):
-        test, (a, b) = key
-        lines.append(
-            f"crossover {test} ({b} vs {a}): saved {_bracket_text(before.get(key))}"
-            f" -> now {_bracket_text(after.get(key))}"
-        )
-    old = {(e["test"], e["backend"]): e for e in read_ceilings(saved)}
-    new = {(e["test"], e["backend"]): e for e in read_ceilings(now)}
-    for key in sorted(set(old) | set(new)):
-        lines.append(
-            f"memory ceiling {key[0]} on {key[1]}: saved {_ceiling_text(old.get(key))}"
-            f" -> now {_ceiling_text(new.get(key))}"
-        )
-    return lines
-
-
-def history_lines(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-    """Each run's searches (``runs``: when, report section), oldest first."""
-    lines = []
-    for when, key in runs:
-        for e in read_searches(key):
-            a, b = e["backends"]
-            lines.append(
-                f"{when}: crossover {e['test']} ({b} vs {a}): {_bracket_text(e)}"
-            )
-        for e in read_ceilings(key):
-            lines.append(
-                f"{when}: memory ceiling {e['test']} on {e['backend']}: "
-                f"{_ceiling_text(e)}"
-            )
-    return lines
 
 
 def malformed(section: Mapping[str, Any]) -> str | None:

@@ -260,7 +260,9 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         "After the marked sizes, add sizes until the crossing of the first two "
         "backends' medians is bracketed within +-25 %%, or shown absent within "
         "the bounds of @pytest.mark.jax_sizes(..., search=(lo, hi)) (default: "
-        "the marked range / 16 ... * 16); within --jax-budget. Ini: "
+        "the marked range / 16 ... * 16); within --jax-budget. Starts from the "
+        "bracket of the saved run (--jax-compare, else the report folder's); "
+        "a verdict taken on a busy machine is measured again, not read. Ini: "
         "jax_find_crossover.",
         action="store_true",
     ),

@@ -3,13 +3,22 @@
 pytest collects every item before the first one runs, and each backend's
 items run in that backend's own worker, so a size chosen from the verdicts
 of two backends cannot be added to the run that measured them.  The search
-runs after the marked sizes, in the controller, as *follow-up runs*: for each
-searched test, ``python -m pytest <test> --jax-sizes=N`` with the run's own
-options (backends, platforms, variables, budget), its report in a temporary
-folder.  Each follow-up run is an ordinary run of the plugin: one worker per
-backend, rounds interleaved, the noise test, out-of-memory caught.  Its
-records join the run's report marked ``extra_info["search"]`` (``crossover``
-or ``ceiling``); the decisions are pure functions (report/search.py).
+runs after the marked sizes, in the controller, as *follow-up runs*
+(run/followup.py): for each searched test, ``python -m pytest <test>
+--jax-sizes=N`` with the run's own options (backends, platforms, variables,
+budget), its report in a temporary folder.  Each follow-up run is an
+ordinary run of the plugin: one worker per backend, rounds interleaved, the
+noise test, out-of-memory caught.  Its records join the run's report marked
+``extra_info["search"]`` (``crossover`` or ``ceiling``); the decisions are
+pure functions (report/search.py).
+
+A crossover search reads the verdicts as the report does: one whose rounds
+ran on a busy machine (report/busy.py; not under ``--jax-busy=ignore``)
+decides nothing, and a size the search needs again is measured again, its
+new records replacing the busy ones.  Where a saved run (``--jax-compare``,
+else the report folder's previous ``benchmark.json``) ended a search of the
+same test, backends and precisions with a bracket, the search measures that
+bracket's ends first.
 
 The ceiling search runs each backend alone with ``PYTEST_LYAPAX_CEILING=1``:
 its benchmark fixture compares the compiled program's memory analysis with
@@ -19,16 +28,11 @@ that does not fit ends as an out-of-memory point.
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +40,7 @@ import pytest
 from pytest_lyapax.measuring.ceiling import CEILING_ENV
 from pytest_lyapax.report import search as plan
 from pytest_lyapax.report.identity import bare_id, is_size, series_id
+from pytest_lyapax.run import followup
 
 
 @dataclass
@@ -54,8 +59,6 @@ def state_of(stash: pytest.Stash) -> SearchState:
     return stash.setdefault(STATE_KEY, SearchState())
 
 
-# Set in a follow-up run: it searches nothing itself.
-CHILD_ENV = "PYTEST_LYAPAX_SEARCH_STEP"
 # The user property a worker attaches to a report: the marker's search bounds.
 BOUNDS_PROPERTY = "jax_search"
 # Every message of a bad search= starts so (the controller makes it exit 4).
@@ -63,38 +66,13 @@ BAD_SEARCH = "bad search bounds:"
 # Without a budget, at most this many follow-up runs per test and backend pair
 # (or backend, for the ceiling).
 MAX_STEPS = 10
+# Default bounds: the marked range / 16 ... * 16.
 MAX_SPAN = 16
 # A ceiling size needs one call, not a timing.
 _ONE_ROUND = (
     "--benchmark-min-rounds=1",
     "--benchmark-max-time=0",
     "--jax-no-peaks",
-)  # default bounds: the marked range / 16 ... * 16
-
-# Options of the run that a follow-up run must not inherit: with a value ...
-_DROP_WITH_VALUE = (
-    "--jax-sizes",
-    "--jax-report-dir",
-    "--jax-compare",
-    "--jax-compare-fail",
-    "--basetemp",
-    "--junitxml",
-    "--junit-xml",
-    "-k",
-    "-m",
-)
-# ... and without one.
-_DROP_FLAGS = (
-    "--jax-find-crossover",
-    "--jax-find-ceiling",
-    "--jax-compare-allow-missing",
-    "--jax-compare-across-machines",
-    "--lf",
-    "--last-failed",
-    "--ff",
-    "--failed-first",
-    "-x",
-    "--exitfirst",
 )
 
 
@@ -155,48 +133,9 @@ def worker_hooks(config: pytest.Config, session: Any) -> object | None:
 
 
 def controller_hooks(config: pytest.Config, session: Any) -> object | None:
-    if os.environ.get(CHILD_ENV):
-        return FollowUpHooks(session, os.environ[CHILD_ENV])
+    if os.environ.get(followup.CHILD_ENV):
+        return followup.FollowUpHooks(session, os.environ[followup.CHILD_ENV])
     return SearchHooks(config, session)
-
-
-class FollowUpHooks:
-    """In a follow-up run: its out-of-memory points, written where the
-    searching run reads them (a run that measured nothing writes no report)."""
-
-    def __init__(self, session: Any, path: str) -> None:
-        self.session = session
-        self.path = path
-
-    @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self) -> None:
-        try:
-            Path(self.path).write_text(json.dumps(list(self.session.points)))
-        except OSError:
-            pass
-
-
-def follow_up_args(config: pytest.Config) -> list[str]:
-    """The run's own arguments without its test paths and the options a
-    follow-up run sets itself or must not inherit."""
-    paths = {str(a) for a in config.args}
-    args = [str(a) for a in config.invocation_params.args]
-    out: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-            continue
-        flag = arg.split("=", 1)[0]
-        if arg in _DROP_FLAGS:
-            continue
-        if flag in _DROP_WITH_VALUE:
-            skip = "=" not in arg and not (flag in ("-k", "-m") and len(arg) > 2)
-            continue
-        if arg in paths and not arg.startswith("-"):
-            continue
-        out.append(arg)
-    return out
 
 
 class SearchHooks:
@@ -292,53 +231,17 @@ class SearchHooks:
         extra: Sequence[str] = (),
         timeout_s: float | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """Run the test of ``fullname`` at ``sizes`` on ``labels``: its
-        records and points (out of memory) from the follow-up run's report.
-        ``timeout_s``: what is left of the search's budget (None: no budget);
-        a run cut there measured nothing.  A Ctrl-C or SIGTERM stops the run
-        and sets :attr:`stopped`."""
-        root = self.config.rootpath
-        path, _, rest = bare_id(fullname).partition("::")
-        target = f"{root / path}::{rest}" if rest else str(root / path)
-        with tempfile.TemporaryDirectory(prefix="lyapax-search-") as tmp:
-            cmd = [
-                sys.executable,
-                "-m",
-                "pytest",
-                target,
-                *follow_up_args(self.config),
-                f"--jax-backend={','.join(labels)}",
-                f"--jax-sizes={','.join(str(s) for s in sizes)}",
-                f"--jax-report-dir={tmp}",
-                "-p",
-                "no:cacheprovider",
-                *extra,
-            ]
-            points_file = Path(tmp) / "points.json"
-            full_env = {**os.environ, CHILD_ENV: str(points_file), **env}
-            try:
-                subprocess.run(
-                    cmd,
-                    cwd=self.config.invocation_params.dir,
-                    env=full_env,
-                    capture_output=True,
-                    text=True,
-                    timeout=3600 if timeout_s is None else max(timeout_s, 30.0),
-                )
-            except KeyboardInterrupt as stop:
-                # subprocess.run has ended the child (and so freed its chip).
-                self.stopped = (
-                    f"interrupted ({stop or 'Ctrl-C'}) during a follow-up run"
-                )
-                return [], []
-            except (OSError, subprocess.SubprocessError):
-                return [], []
-            data = _json_of(Path(tmp) / "benchmark.json")
-            points = _json_of(points_file)
-        benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
-        records = [r for r in benchmarks or [] if isinstance(r, dict)]
-        points = points if isinstance(points, list) else []
-        return records, [p for p in points if isinstance(p, dict)]
+        """:func:`followup.run`, with ``timeout_s`` what is left of the
+        search's budget (None: no budget); a Ctrl-C or SIGTERM (stopsignal.py)
+        ends the follow-up run and sets :attr:`stopped`."""
+        try:
+            return followup.run(
+                self.config, fullname, sizes, labels, env, extra, timeout_s
+            )
+        except KeyboardInterrupt as stop:
+            # subprocess.run has ended the child (and so freed its chip).
+            self.stopped = f"interrupted ({stop or 'Ctrl-C'}) during a follow-up run"
+            return [], []
 
     def _mark(self, records: list[dict[str, Any]], key: str, how: str) -> list:
         kept = []
@@ -357,6 +260,7 @@ class SearchHooks:
         from pytest_lyapax.report.series import group_sized
 
         order = self.session.order
+        saved, note = self._saved_report()
         for bench in group_sized(self.session.records, order):
             if self.stopped is not None:
                 break
@@ -372,7 +276,41 @@ class SearchHooks:
                 max(1, min(sizes) // MAX_SPAN),
                 max(sizes) * MAX_SPAN,
             )
-            out.append(self._search_one(bench.key, fullname, a, b, bounds))
+            start = plan.saved_bracket(
+                saved, bench.key, (a, b), self._precisions(bench.key), bounds
+            )
+            out.append(self._search_one(bench.key, fullname, a, b, bounds, start, note))
+        return out
+
+    def _saved_report(self) -> tuple[Any, str]:
+        """The saved run a search may start from: ``--jax-compare``'s, else
+        the report folder's ``benchmark.json`` of the previous run, read as
+        untrusted input; one that does not load is not used, and the second
+        value says why."""
+        from pytest_lyapax.report.schema import ReportError, load_report
+
+        settings = self.session.settings
+        if settings.compare_data is not None:
+            return settings.compare_data, ""
+        if settings.report_dir is None:
+            return None, ""
+        path = settings.report_dir / "benchmark.json"
+        if not path.is_file():
+            return None, ""
+        try:
+            return load_report(path).data, ""
+        except ReportError as exc:
+            return None, f"not started from the saved run: {exc}"
+
+    def _precisions(self, key: str) -> dict[str, str]:
+        """This run's precision per label of benchmark ``key``."""
+        from pytest_lyapax.report.precision import record_precision
+
+        out: dict[str, str] = {}
+        for record in self.session.records:
+            sid = series_id(record)
+            if sid.benchmark == key and sid.label is not None:
+                out.setdefault(sid.label, record_precision(record))
         return out
 
     def _fullname(self, key: str) -> str | None:
@@ -381,41 +319,48 @@ class SearchHooks:
                 return str(record.get("fullname") or "")
         return None
 
-    def _search_one(
-        self, key: str, fullname: str, a: str, b: str, bounds: tuple[int, int]
-    ) -> dict[str, Any]:
-        from pytest_lyapax.report.crossover import find_crossover
-        from pytest_lyapax.report.series import group_sized
+    def _busy_sizes(self, bench: Any, crossover: Any) -> dict[int, str]:
+        """The sizes whose verdict read a busy record, with why (none under
+        ``--jax-busy=ignore``)."""
+        from pytest_lyapax.report import busy
 
+        if self.session.settings.busy == busy.IGNORE:
+            return {}
+        return busy.crossover_marks(bench, crossover, busy.index(self.session.records))
+
+    def _search_one(
+        self,
+        key: str,
+        fullname: str,
+        a: str,
+        b: str,
+        bounds: tuple[int, int],
+        start: tuple[int, int] | None = None,
+        note: str = "",
+    ) -> dict[str, Any]:
         budget = self._budget_s(2)
         spent = 0.0
         last = 0.0
         added: list[int] = []
+        retried: list[int] = []
         tried: set[int] = set()
+        # A saved bracket: its ends are measured first, in one follow-up run.
+        first = [] if start is None else list(start)
+        started: tuple[int, int] | None = None
         while True:
-            bench = next(
-                (x for x in group_sized(self.session.records, (a, b)) if x.key == key),
-                None,
-            )
-            if bench is None:
-                decision = plan.Decision(plan.UNRELIABLE, text="no series to search")
-                break
-            pa, pb = bench.points(a), bench.points(b)
-            c = find_crossover(a, b, pa, pb)
-            logs = [
-                math.log(pa[s].median / pb[s].median)
-                if pa[s].median > 0 and pb[s].median > 0
-                else 0.0
-                for s in c.sizes
-            ]
-            decision = plan.next_crossover_size(
-                c.sizes, c.verdicts, logs, a, b, bounds, _axis(bench.size_label)
-            )
+            decision, busy, measured = self._next_size(key, a, b, bounds, retried)
             if decision.status != plan.SEARCHING:
                 break
             assert decision.size is not None
+            pending, first = [s for s in first if s not in measured], []
+            sizes = pending or [decision.size]
+            again = sizes[0] in busy
             over_budget = budget is not None and spent + last > budget
-            if decision.size in tried or len(added) >= MAX_STEPS or over_budget:
+            if (
+                (sizes[0] in tried and not again)
+                or len(added) + len(retried) >= MAX_STEPS
+                or over_budget
+            ):
                 where = decision.text or "no bracket yet"
                 decision = plan.Decision(
                     plan.BUDGET,
@@ -423,20 +368,20 @@ class SearchHooks:
                     text=f"{where}; stopped after {len(added)} added sizes",
                 )
                 break
-            tried.add(decision.size)
+            tried.update(sizes)
             self._say(
-                f"{key}: {a} vs {b} at {decision.size} "
+                f"{key}: {a} vs {b} at {', '.join(map(str, sizes))} "
                 f"({decision.text or 'no bracket yet'}; {_spent(spent, budget)})"
             )
-            start = time.monotonic()
+            begin = time.monotonic()
             records, _ = self.follow_up(
                 fullname,
-                [decision.size],
+                sizes,
                 [a, b],
                 {},
                 timeout_s=None if budget is None else budget - spent,
             )
-            last = time.monotonic() - start
+            last = time.monotonic() - begin
             spent += last
             if self.stopped is not None:
                 where = decision.text or "no bracket yet"
@@ -451,14 +396,76 @@ class SearchHooks:
                 decision = plan.Decision(
                     plan.UNRELIABLE,
                     bracket=decision.bracket,
-                    text=f"the follow-up run at {decision.size} measured nothing",
+                    text=f"the follow-up run at {', '.join(map(str, sizes))} "
+                    "measured nothing",
                 )
                 break
+            if again:
+                self._drop(key, sizes[0], kept)
+                retried.append(sizes[0])
+            else:
+                added.extend(sizes)
+            started = start if pending else started
             self.session.records.extend(kept)
-            added.append(decision.size)
-        entry = plan.search_entry(key, (a, b), decision, bounds, added)
+        entry = plan.search_entry(
+            key, (a, b), decision, bounds, added, retried, started, note
+        )
         self._say(f"{key}: {a} vs {b}: {decision.text or decision.status}")
         return entry
+
+    def _next_size(
+        self,
+        key: str,
+        a: str,
+        b: str,
+        bounds: tuple[int, int],
+        retried: Sequence[int],
+    ) -> tuple[plan.Decision, dict[int, str], tuple[int, ...]]:
+        """What the search of ``key`` does next, from the verdicts measured
+        so far; with the busy sizes and the sizes measured."""
+        from pytest_lyapax.report.crossover import find_crossover
+        from pytest_lyapax.report.series import group_sized
+
+        bench = next(
+            (x for x in group_sized(self.session.records, (a, b)) if x.key == key),
+            None,
+        )
+        if bench is None:
+            return plan.Decision(plan.UNRELIABLE, text="no series to search"), {}, ()
+        pa, pb = bench.points(a), bench.points(b)
+        c = find_crossover(a, b, pa, pb)
+        logs = [
+            math.log(pa[s].median / pb[s].median)
+            if pa[s].median > 0 and pb[s].median > 0
+            else 0.0
+            for s in c.sizes
+        ]
+        busy = self._busy_sizes(bench, c)
+        decision = plan.next_crossover_size(
+            c.sizes,
+            c.verdicts,
+            logs,
+            a,
+            b,
+            bounds,
+            _axis(bench.size_label),
+            busy,
+            retried,
+        )
+        return decision, busy, c.sizes
+
+    def _drop(self, key: str, size: int, new: list[dict[str, Any]]) -> None:
+        """Take out ``key``'s records at ``size`` that ``new`` measures again."""
+        labels = {series_id(r).label for r in new}
+        self.session.records[:] = [
+            r
+            for r in self.session.records
+            if not (
+                series_id(r).benchmark == key
+                and series_id(r).label in labels
+                and r.get("extra_info", {}).get("size") == size
+            )
+        ]
 
     def search_ceilings(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Append to ``out`` one ceiling entry per sized series and backend,
@@ -559,13 +566,6 @@ def _spent(spent: float, budget: float | None) -> str:
     if budget is None:
         return f"{spent:.0f} s spent"
     return f"{spent:.0f} s of its {budget:.0f} s budget spent"
-
-
-def _json_of(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _axis(size_label: str) -> str:

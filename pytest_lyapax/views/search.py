@@ -1,5 +1,6 @@
 """The searches in the report: their lines and table, and their marks on
-the figure (views/explain.py puts the lines and table in a section).
+the figure (views/explain.py puts the lines and table in a section); the
+lines of ``pytest-lyapax compare`` and ``history``.
 
 Sizes chosen by a crossover search are drawn as squares around the curve's
 markers (the other marker style), the bracket as a shaded band; each
@@ -97,7 +98,7 @@ TITLE = "Sizes chosen by the plugin: crossover and memory ceiling"
 
 def search_lines(key: Mapping[str, Any]) -> tuple[str, ...]:
     """The crossover searches in words, one line each."""
-    return tuple(plan.search_line(e) for e in plan.read_searches(key))
+    return tuple(search_line(e) for e in plan.read_searches(key))
 
 
 def ceiling_rows(
@@ -117,3 +118,83 @@ def ceiling_rows(
         for e in ceilings
     )
     return header, rows
+
+
+def search_line(entry: Mapping[str, Any]) -> str:
+    """One line of text for a crossover search entry."""
+    a, b = entry["backends"]
+    summary = entry.get("summary") or ""
+    added = entry.get("added") or []
+    chosen = f"; sizes added: {', '.join(map(str, added))}" if added else ""
+    again = entry.get("remeasured") or []
+    if again:
+        chosen += f"; measured again (busy machine): {', '.join(map(str, again))}"
+    start = entry.get("started_from")
+    if start:
+        chosen += f"; started from the saved bracket [{start[0]}, {start[1]}]"
+    if entry.get("start_note"):
+        chosen += f"; {entry['start_note']}"
+    return f"{entry['test']} ({b} vs {a}): {_status_text(entry)}: {summary}{chosen}"
+
+
+def _status_text(entry: Mapping[str, Any]) -> str:
+    status = entry["status"]
+    if status == plan.BUDGET:
+        return "stopped by the budget"
+    if status == plan.UNRELIABLE and entry.get("busy"):
+        return "unreliable (busy)"
+    return str(status)
+
+
+def _bracket_text(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "not searched"
+    bracket = entry["bracket"]
+    where = "" if bracket is None else f" [{bracket[0]}, {bracket[1]}]"
+    status = "unreliable (busy)" if entry.get("busy") else entry["status"]
+    return f"{status}{where}"
+
+
+def _ceiling_text(entry: Mapping[str, Any] | None) -> str:
+    if entry is None:
+        return "not searched"
+    largest = entry["largest_fitting"]
+    return "nothing fits" if largest is None else f"largest fitting {largest}"
+
+
+def compare_lines(saved: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """The searches of a saved run against this run's, one line per test."""
+    lines = []
+    before = {(e["test"], tuple(e["backends"])): e for e in plan.read_searches(saved)}
+    after = {(e["test"], tuple(e["backends"])): e for e in plan.read_searches(now)}
+    for key in sorted(set(before) | set(after)):
+        test, (a, b) = key
+        lines.append(
+            f"crossover {test} ({b} vs {a}): saved {_bracket_text(before.get(key))}"
+            f" -> now {_bracket_text(after.get(key))}"
+        )
+    old = {(e["test"], e["backend"]): e for e in plan.read_ceilings(saved)}
+    new = {(e["test"], e["backend"]): e for e in plan.read_ceilings(now)}
+    for key in sorted(set(old) | set(new)):
+        lines.append(
+            f"memory ceiling {key[0]} on {key[1]}: saved {_ceiling_text(old.get(key))}"
+            f" -> now {_ceiling_text(new.get(key))}"
+        )
+    return lines
+
+
+def history_lines(runs: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+    """Each run's searches (``runs``: when, report section), oldest first."""
+    lines = []
+    for when, key in runs:
+        for e in plan.read_searches(key):
+            a, b = e["backends"]
+            lines.append(
+                f"{when}: crossover {e['test']} ({b} vs {a}): {_bracket_text(e)}"
+            )
+        for e in plan.read_ceilings(key):
+            lines.append(
+                f"{when}: memory ceiling {e['test']} on {e['backend']}: "
+                f"{_ceiling_text(e)}"
+            )
+    return lines

@@ -3,8 +3,11 @@
 The two CPU labels run algorithms of known cost chosen by the label (a busy
 wait, so the cost does not depend on JAX): cpu costs 1e-7 n^2 s a call,
 cpu2 5e-4 + 5e-6 n s; the two cross at n = 100.  No timing is asserted,
-only where the search says the crossing lies.
+only where the search says the crossing lies: within +-25 % of 100, or,
+where the machine was busy, "unreliable (busy)", never elsewhere.
 """
+
+import json
 
 import pytest
 
@@ -42,14 +45,40 @@ TWO_LABELS = (
 )
 
 
+KNOWN = CROSSING.format(cpu="1e-7 * n * n", cpu2="5e-4 + 5e-6 * n", lo=4, hi=1000)
+
+
 def _section(data, name):
     return data["pytest_lyapax"][name]
 
 
+def _assert_bracketed_at_100(entry):
+    assert entry["status"] == "bracketed", entry
+    lo, hi = entry["bracket"]
+    assert lo <= 100 <= hi and hi <= lo * 1.25**2, entry
+    assert entry["summary"] == f"cpu2 faster from problem size in [{lo}, {hi}]"
+
+
+def _assert_right_or_busy(entry):
+    """The known crossing bracketed, or the search ended on a busy machine:
+    never a wrong bracket."""
+    if entry["status"] == "unreliable" and entry["busy"]:
+        assert entry["summary"].startswith("the machine was busy at problem size ")
+        return
+    _assert_bracketed_at_100(entry)
+
+
+def _chosen(data, how="crossover"):
+    return {
+        b["extra_info"]["size"]
+        for b in data["benchmarks"]
+        if b["extra_info"].get("search") == how
+    }
+
+
 @pytest.mark.slow
 def test_the_known_crossing_is_bracketed_within_25_percent(pytester, run_pytest):
-    source = CROSSING.format(cpu="1e-7 * n * n", cpu2="5e-4 + 5e-6 * n", lo=4, hi=1000)
-    pytester.makepyfile(test_cost=source)
+    pytester.makepyfile(test_cost=KNOWN)
     report = pytester.path / "r"
     proc, data = run_pytest(
         pytester.path, report, *TWO_LABELS, f"--jax-report-dir={report}"
@@ -57,21 +86,65 @@ def test_the_known_crossing_is_bracketed_within_25_percent(pytester, run_pytest)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (entry,) = _section(data, "crossover_search")
     assert entry["backends"] == ["cpu", "cpu2"]
-    if entry["status"] == "unreliable":  # a machine too busy to judge a size
-        pytest.skip(f"the noise test could not decide: {entry['summary']}")
-    assert entry["status"] == "bracketed", entry
+    _assert_right_or_busy(entry)
+    if entry["status"] == "unreliable":  # other processes on this machine
+        pytest.skip(f"the machine was busy: {entry['summary']}")
     lo, hi = entry["bracket"]
-    assert lo <= 100 <= hi and hi <= lo * 1.25**2, entry
-    assert entry["summary"] == f"cpu2 faster from problem size in [{lo}, {hi}]"
-    chosen = {
-        b["extra_info"]["size"]
-        for b in data["benchmarks"]
-        if b["extra_info"].get("search") == "crossover"
-    }
-    assert chosen == set(entry["added"]) and chosen.isdisjoint({20, 40})
+    chosen = _chosen(data)
+    assert chosen == set(entry["added"]) | set(entry["remeasured"])
+    assert set(entry["added"]).isdisjoint({20, 40})
     summary = (report / "summary.md").read_text().replace("\\", "")
     assert f"cpu2 faster from problem size in [{lo}, {hi}]" in summary
     assert "* size chosen by --jax-find-crossover" in summary
+
+
+@pytest.mark.slow
+def test_on_a_loaded_machine_the_crossing_is_bracketed_or_busy_never_wrong(
+    pytester, run_pytest, busy_cpus
+):
+    pytester.makepyfile(test_cost=KNOWN)
+    report = pytester.path / "r"
+    proc, data = run_pytest(
+        pytester.path, report, *TWO_LABELS, f"--jax-report-dir={report}"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "crossover_search")
+    _assert_right_or_busy(entry)
+    if entry["busy"]:
+        # A busy size was measured once more before the search gave up.
+        assert entry["remeasured"], entry
+        assert "unreliable (busy): the machine was busy" in proc.stdout
+
+
+@pytest.mark.slow
+def test_a_later_run_starts_from_the_saved_bracket(pytester, run_pytest):
+    pytester.makepyfile(test_cost=KNOWN)
+    report = pytester.path / "r"
+    # The verdicts of a busy machine count here: this is about where the
+    # search starts, not about the load.
+    args = (*TWO_LABELS, "--jax-busy=ignore", f"--jax-report-dir={report}")
+    # A saved report that does not load is not a start (a note says so).
+    report.mkdir()
+    bad = {"benchmarks": [], "pytest_lyapax": {"crossover_search": [{"test": 3}]}}
+    (report / "benchmark.json").write_text(json.dumps(bad))
+    proc, first = run_pytest(pytester.path, report, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(first, "crossover_search")
+    assert entry["started_from"] is None
+    assert entry["start_note"].startswith("not started from the saved run: ")
+    assert "crossover_search" in entry["start_note"]
+    assert entry["start_note"] in proc.stdout
+    _assert_bracketed_at_100(entry)
+    proc, second = run_pytest(pytester.path, report, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (again,) = _section(second, "crossover_search")
+    assert again["started_from"] == entry["bracket"]
+    _assert_bracketed_at_100(again)
+    # The saved bracket's ends, measured in one follow-up run, still disagree.
+    assert again["added"] == entry["bracket"]
+    assert len(again["added"]) < len(entry["added"])
+    assert _chosen(second) == set(again["added"])
+    assert f"started from the saved bracket [{entry['bracket'][0]}, " in proc.stdout
 
 
 @pytest.mark.slow
@@ -165,7 +238,13 @@ def test_a_simulated_out_of_memory_ends_the_ceiling_search_not_the_worker(
         ("@pytest.mark.jax_sizes(4, 8, search=(10, 5))", "jax_size", "(10, 5)"),
         ("@pytest.mark.jax_sizes(4, 8, search=(0, 5))", "jax_size", "(0, 5)"),
         ("@pytest.mark.jax_sizes(4, 8, search=10)", "jax_size", "10"),
-        ("@pytest.mark.jax_sizes(search=(1, 5))", "", "needs a size axis"),
+        ("@pytest.mark.jax_sizes(4, 8, search=(5, 5))", "jax_size", "(5, 5)"),
+        ("@pytest.mark.jax_sizes(4, 8, search=(-4, 5))", "jax_size", "(-4, 5)"),
+        ("@pytest.mark.jax_sizes(4, 8, search=(1.5, 8))", "jax_size", "(1.5, 8)"),
+        ("@pytest.mark.jax_sizes(4, 8, search=(True, 8))", "jax_size", "(True, 8)"),
+        ("@pytest.mark.jax_sizes(4, 8, search=('2', 8))", "jax_size", "('2', 8)"),
+        ("@pytest.mark.jax_sizes(4, 8, search=(1, 2, 3))", "jax_size", "(1, 2, 3)"),
+        ("@pytest.mark.jax_sizes(search=(1, 5))", "", "search=(1, 5) needs a size"),
     ],
 )
 def test_bad_search_bounds_are_a_usage_error(
@@ -187,6 +266,7 @@ def test_bad_search_bounds_are_a_usage_error(
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "test_bad.py::test_x" in proc.stdout
     assert named in proc.stdout
+    assert not (report / "benchmark.json").exists()
 
 
 @pytest.mark.slow
@@ -196,11 +276,13 @@ def test_a_search_past_its_budget_stops_and_says_how_far_it_got(pytester, run_py
     report = pytester.path / "r"
     # 3 s per series and backend: 6 s for the search, less than one follow-up
     # run (a pytest and JAX start-up per backend), so it stops after one.
+    # Busy verdicts count here, so that no step measures a size again.
     proc, data = run_pytest(
         pytester.path,
         report,
         *TWO_LABELS,
         "--jax-budget=3s",
+        "--jax-busy=ignore",
         f"--jax-report-dir={report}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -208,8 +290,19 @@ def test_a_search_past_its_budget_stops_and_says_how_far_it_got(pytester, run_py
     if entry["status"] == "unreliable":
         pytest.skip(f"the noise test could not decide: {entry['summary']}")
     assert entry["status"] == "budget", entry
-    assert len(entry["added"]) == 1
-    assert entry["summary"].endswith("stopped after 1 added sizes")
+    (added,) = entry["added"]
+    assert entry["summary"].endswith("; stopped after 1 added sizes")
+    # How far it got: cpu faster at 20 and 40, and at the one size added (the
+    # search goes on up) or not (then the crossing lies below it).
+    if entry["bracket"] is None:
+        assert entry["summary"].startswith("cpu faster at every decided problem size")
+    else:
+        lo, hi = entry["bracket"]
+        assert entry["summary"].startswith(
+            f"cpu2 faster from problem size in [{lo}, {hi}]"
+        )
+        assert lo <= 100 <= hi == added
+    assert "stopped by the budget: " in proc.stdout
 
 
 STOPPED = """

@@ -1,9 +1,11 @@
-"""The searches' decisions and report entries (report/search.py), exactly."""
+"""The searches' decisions and report entries (report/search.py) and their
+words (views/search.py), exactly."""
 
 import pytest
 
 from pytest_lyapax.report import search as plan
 from pytest_lyapax.report.schema import ReportError, check_report
+from pytest_lyapax.views import search as search_view
 
 
 def test_a_change_of_winner_is_bisected_geometrically_until_within_25_percent():
@@ -41,6 +43,11 @@ def test_one_winner_steps_where_its_lead_shrinks_then_the_other_way():
         [20, 40, 1000], ["a", "a", "a"], [-2.0, -1.0, -0.5], "a", "b", (4, 1000)
     )
     assert down.size == 5
+    # The direction comes from the medians of the undecided sizes too.
+    few = plan.next_crossover_size(
+        [20, 40], ["too few rounds", "a"], [-2.0, -1.0], "a", "b", (4, 1000)
+    )
+    assert few.size == 160
     absent = plan.next_crossover_size(
         [4, 20, 1000], ["a", "a", "a"], [-2.0, -1.0, -0.5], "a", "b", (4, 1000)
     )
@@ -118,9 +125,202 @@ def test_a_malformed_ceiling_is_refused_on_reading():
 def test_compare_and_history_lines():
     saved = {"crossover_search": [GOOD]}
     now = {"crossover_search": [{**GOOD, "bracket": [13, 16]}]}
-    assert plan.compare_lines(saved, now) == [
+    assert search_view.compare_lines(saved, now) == [
         "crossover t.py::test_x (tpu vs cpu): saved bracketed [12, 16] -> now "
         "bracketed [13, 16]"
     ]
-    lines = plan.history_lines([("run 1", saved), ("run 2", {})])
+    lines = search_view.history_lines([("run 1", saved), ("run 2", {})])
     assert lines == ["run 1: crossover t.py::test_x (tpu vs cpu): bracketed [12, 16]"]
+
+
+# ------------------------------------------------ verdicts of a busy machine
+
+
+def test_a_busy_size_decides_nothing_and_is_measured_again():
+    # 160's verdict (b) read busy rounds: a wins at every quiet size, and the
+    # step up lands on 160 again.
+    busy = {160: "other processes used 1.0 of 2 cores"}
+    step = plan.next_crossover_size(
+        [20, 40, 160],
+        ["a", "a", "b"],
+        [-2.0, -1.0, 1.0],
+        "a",
+        "b",
+        (4, 1000),
+        "d",
+        busy,
+    )
+    assert (step.status, step.size, step.bracket) == (plan.SEARCHING, 160, None)
+    # Measured again and still busy: the search ends, with the busy bracket.
+    end = plan.next_crossover_size(
+        [20, 40, 160],
+        ["a", "a", "b"],
+        [-2.0, -1.0, 1.0],
+        "a",
+        "b",
+        (4, 1000),
+        "d",
+        busy,
+        retried=[160],
+    )
+    assert end.status == plan.UNRELIABLE
+    assert end.busy == busy[160]
+    assert end.bracket == (40, 160)
+    assert end.text == (
+        "the machine was busy at d 160 when measured again (other processes used "
+        "1.0 of 2 cores); the busy verdicts say b faster from d in [40, 160]"
+    )
+
+
+def test_a_bracket_from_quiet_verdicts_steps_over_a_busy_size_inside_it():
+    busy = {57: "steal"}
+    done = plan.next_crossover_size(
+        [40, 57, 80, 113],
+        ["a", "b", "a", "b"],
+        [-1.0, 0.5, -0.3, 0.2],
+        "a",
+        "b",
+        (4, 1000),
+        "d",
+        busy,
+    )
+    # 57's busy "b" would have put the crossing in [40, 57]: it is not read.
+    assert (done.status, done.bracket) == (plan.BRACKETED, (80, 113))
+    assert done.busy is None
+
+
+def test_a_bisection_that_lands_on_a_busy_size_measures_it_again():
+    busy = {80: "steal"}
+    step = plan.next_crossover_size(
+        [40, 80, 160],
+        ["a", "a", "b"],
+        [-1.0, -0.3, 1.0],
+        "a",
+        "b",
+        (4, 1000),
+        "d",
+        busy,
+    )
+    assert (step.status, step.size, step.bracket) == (plan.SEARCHING, 80, (40, 160))
+
+
+def test_with_only_busy_verdicts_the_smallest_is_measured_again_once():
+    busy = {20: "x", 40: "y"}
+    args = ([20, 40], ["a", "a"], [-2.0, -1.0], "a", "b", (4, 1000), "d", busy)
+    assert plan.next_crossover_size(*args).size == 20
+    for retried, why in (([20], "x"), ([40], "y")):
+        end = plan.next_crossover_size(*args, retried=retried)
+        assert (end.status, end.bracket, end.busy) == (plan.UNRELIABLE, None, why)
+        assert end.text.startswith("the machine was busy at d ")
+
+
+def test_an_unreliable_busy_entry_is_written_read_back_and_said_so():
+    decision = plan.Decision(
+        plan.UNRELIABLE, bracket=(80, 113), text="the machine was busy", busy="steal"
+    )
+    entry = plan.search_entry(
+        "t.py::test_x", ("cpu", "cpu2"), decision, (4, 1000), [80, 113], [80]
+    )
+    (back,) = plan.read_searches({"crossover_search": [entry]})
+    assert back == entry
+    assert back["busy"] == "steal" and back["remeasured"] == [80]
+    line = search_view.search_line(back)
+    assert line.startswith("t.py::test_x (cpu2 vs cpu): unreliable (busy): ")
+    assert "measured again (busy machine): 80" in line
+    saved = {"crossover_search": [entry]}
+    assert search_view.compare_lines(saved, {}) == [
+        "crossover t.py::test_x (cpu2 vs cpu): saved unreliable (busy) [80, 113] "
+        "-> now not searched"
+    ]
+
+
+# ------------------------------------------------ starting from a saved run
+
+
+def _record(label, size, dtype="float64", test="t.py::test_x"):
+    return {
+        "fullname": f"{test}[{label}-{size}]",
+        "params": {"jax_backend": label, "jax_size": size},
+        "stats": {"median": 1.0},
+        "extra_info": {
+            "backend": label,
+            "size": size,
+            "precision": {"dtype": dtype, "matmul": "default"},
+        },
+    }
+
+
+def _saved(entry=None, records=None):
+    entry = {**GOOD, "backends": ["cpu", "cpu2"], "bracket": [80, 113]} | (entry or {})
+    if records is None:
+        records = [_record(label, 80) for label in ("cpu", "cpu2")]
+    return {"benchmarks": records, "pytest_lyapax": {"crossover_search": [entry]}}
+
+
+SAME = {"cpu": "float64", "cpu2": "float64"}
+
+
+def test_a_saved_bracket_of_the_same_test_backends_and_precision_is_the_start():
+    found = plan.saved_bracket(
+        _saved(), "t.py::test_x", ("cpu", "cpu2"), SAME, (4, 1000)
+    )
+    assert found == (80, 113)
+    # A search that ended unreliable or by the budget left a bracket too.
+    budget = _saved({"status": "budget", "bracket": [40, 160]})
+    assert plan.saved_bracket(budget, "t.py::test_x", ("cpu", "cpu2"), SAME, (4, 1000))
+
+
+@pytest.mark.parametrize(
+    ("saved", "test", "backends", "precisions", "bounds"),
+    [
+        # Another test, other backends, the pair the other way round.
+        (_saved(), "t.py::test_y", ("cpu", "cpu2"), SAME, (4, 1000)),
+        (_saved(), "t.py::test_x", ("cpu", "gpu"), SAME, (4, 1000)),
+        (_saved(), "t.py::test_x", ("cpu2", "cpu"), SAME, (4, 1000)),
+        # Another precision now, or none recorded then.
+        (
+            _saved(),
+            "t.py::test_x",
+            ("cpu", "cpu2"),
+            {"cpu": "float32", "cpu2": "float64"},
+            (4, 1000),
+        ),
+        (_saved(records=[]), "t.py::test_x", ("cpu", "cpu2"), SAME, (4, 1000)),
+        # Outside this run's bounds; no bracket saved.
+        (_saved(), "t.py::test_x", ("cpu", "cpu2"), SAME, (100, 1000)),
+        (
+            _saved({"status": "absent", "bracket": None}),
+            "t.py::test_x",
+            ("cpu", "cpu2"),
+            SAME,
+            (4, 1000),
+        ),
+    ],
+)
+def test_a_saved_bracket_of_another_search_is_not_the_start(
+    saved, test, backends, precisions, bounds
+):
+    assert plan.saved_bracket(saved, test, backends, precisions, bounds) is None
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        None,
+        "text",
+        [],
+        {"benchmarks": "x", "pytest_lyapax": {}},
+        {"benchmarks": [], "pytest_lyapax": "x"},
+        _saved({"bracket": [113, 80]}),
+        _saved({"bracket": [0, 80]}),
+        _saved({"bracket": ["80", 113]}),
+        _saved({"backends": "cpu,cpu2"}),
+        _saved({"status": "found"}),
+        {**_saved(), "benchmarks": [None, 3, {"extra_info": "x"}]},
+    ],
+)
+def test_a_malformed_saved_report_gives_no_start(saved):
+    assert (
+        plan.saved_bracket(saved, "t.py::test_x", ("cpu", "cpu2"), SAME, (4, 1000))
+        is None
+    )
