@@ -22,9 +22,11 @@ from pytest_lyapax.run.items import item_label
 from pytest_lyapax.run.options import (
     backends_requested,
     informational,
+    process_precision,
     read_settings,
     validate_marker_sizes,
 )
+from pytest_lyapax.run.precision import PRECISION_OPTION, set_process_dtype
 from pytest_lyapax.run.session import WORKERINPUT_KEY, get_session
 
 if TYPE_CHECKING:
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
 # this module at every start, also where the plugin is unused.
 
 SIZES_KEY = pytest.StashKey["tuple[int, ...] | None"]()
+# The dtype --jax-precision asks of this process in a run without backends.
+DTYPE_KEY = pytest.StashKey[str]()
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -109,6 +113,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
             session = runplan.configure_worker(config, workerinput[WORKERINPUT_KEY])
             config.stash[SIZES_KEY] = session.settings.sizes
+        else:  # a worker of a plain pytest-xdist run
+            _hold_process_dtype(config)
         return
     settings = read_settings(config, check_paths=not informational(config))
     config.stash[SIZES_KEY] = settings.sizes
@@ -116,6 +122,43 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_lyapax.run import runplan
 
         runplan.configure_controller(config, settings)
+    elif not informational(config):
+        _hold_process_dtype(config)
+
+
+def _hold_process_dtype(config: pytest.Config) -> None:
+    # --jax-precision without --jax-backend (run/precision.py).
+    dtype = process_precision(config)
+    if dtype is not None:
+        config.stash[DTYPE_KEY] = dtype
+        set_process_dtype(dtype)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    # A module that enables x64 when imported does not set the dtype of
+    # the modules collected after it.
+    dtype = collector.config.stash.get(DTYPE_KEY, None)
+    if dtype is not None:
+        set_process_dtype(dtype)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Before the test's fixtures: a previous test's flag does not carry over.
+    dtype = item.config.stash.get(DTYPE_KEY, None)
+    if dtype is not None:
+        set_process_dtype(dtype)
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    dtype = config.stash.get(DTYPE_KEY, None)
+    if dtype is None:
+        return None
+    return (
+        f"pytest-lyapax: the tests compute in {dtype} ({PRECISION_OPTION} "
+        "without --jax-backend)"
+    )
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import float64_run
 
 import lyapax.converge
 from lyapax import CheckpointError
@@ -48,7 +49,6 @@ def assert_same_run(out, ref):
 CHILD = """
 import sys, time
 import jax
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 from lyapax.converge import run_until_converged
 from lyapax.systems import henon_map
@@ -63,8 +63,22 @@ print("finished", flush=True)
 """
 
 
+#: Tests whose child's run must equal this process's: the chip admits one
+#: process, so there the child computes on the CPU and this process on the TPU.
+CHILD_ON_THE_CPU = pytest.mark.not_on_tpu(
+    "the child process computes on the CPU (the chip admits one process) and "
+    "must leave the same run as this process's"
+)
+
+
 def child(code: str, *args: str, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    """``code`` in a Python process on the CPU, in this run's precision."""
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "JAX_PLATFORMS": "cpu",
+        "JAX_ENABLE_X64": "1" if float64_run() else "0",
+    }
     return subprocess.Popen(
         [sys.executable, "-c", code, *args], env=env, text=True, **kwargs
     )
@@ -82,6 +96,7 @@ def never(info):
 
 
 @pytest.mark.slow
+@CHILD_ON_THE_CPU
 def test_sigkill_mid_run_then_the_same_call_ends_like_an_uninterrupted_run(
     tmp_path, reference
 ):
@@ -257,7 +272,6 @@ def test_a_failed_write_keeps_the_last_good_checkpoint(
 FSIZE_CHILD = """
 import resource, signal, sys
 import jax
-jax.config.update("jax_enable_x64", True)
 import jax.numpy as jnp
 from lyapax.converge import run_until_converged
 from lyapax.systems import henon_map

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from test_checkpoint import (
+    CHILD_ON_THE_CPU,
     HENON,
     RUN,
     X0,
@@ -47,8 +48,6 @@ OWNER = """
 import sys, time
 import jax
 import jax.numpy as jnp
-jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp
 from lyapax.converge import run_until_converged
 from lyapax.systems import henon_map
 
@@ -62,6 +61,7 @@ print("finished", flush=True)
 """
 
 
+@CHILD_ON_THE_CPU
 def test_a_second_process_is_refused_at_start_and_the_first_completes(
     tmp_path, reference
 ):
@@ -257,8 +257,6 @@ KILLED = """
 import os, random, sys, time
 import jax
 import jax.numpy as jnp
-jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp
 from lyapax._internal import checkpoint
 from lyapax.converge import run_until_converged
 from lyapax.systems import henon_map
@@ -276,6 +274,7 @@ print("finished", flush=True)
 
 
 @pytest.mark.slow
+@CHILD_ON_THE_CPU
 def test_twenty_sigkills_during_saves_then_the_run_equals_an_uninterrupted_one(
     tmp_path,
 ):

@@ -6,6 +6,7 @@ import math
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import tol
 
 import lyapax.converge
 from lyapax._engine import stats
@@ -28,13 +29,13 @@ def test_stops_when_every_stderr_is_below_tol_and_equals_one_long_run():
     one = lyapunov_spectrum(
         HENON, X0, 1.0, out.n_steps, renorm_every=4, t_transient=20.0
     )
-    np.testing.assert_allclose(out.result.exponents, one.exponents, atol=1e-8)
-    np.testing.assert_allclose(out.result.history, one.history, atol=1e-8)
-    np.testing.assert_allclose(out.result.times, one.times, rtol=1e-12)
+    np.testing.assert_allclose(out.result.exponents, one.exponents, atol=tol(1e-8))
+    np.testing.assert_allclose(out.result.history, one.history, atol=tol(1e-8))
+    np.testing.assert_allclose(out.result.times, one.times, rtol=tol(1e-12))
     # Fewer blocks than bins (400 < BINS): the pooled error bar is the
     # square-root rule's, the one of the equivalent single run.
     assert out.n_steps // 4 <= lyapax.converge.BINS
-    np.testing.assert_allclose(out.result.stderr, one.stderr, rtol=1e-6)
+    np.testing.assert_allclose(out.result.stderr, one.stderr, rtol=tol(1e-6))
     np.testing.assert_allclose(out.result.exponents, [0.419, -1.623], atol=0.02)
 
 
@@ -69,9 +70,9 @@ def test_a_long_run_merges_its_bins_and_keeps_the_batch_means_error_bar(
     )
     assert out.n_steps == 4000 and out.n_chunks == 10
     one = lyapunov_spectrum(HENON, X0, 1.0, 4000, renorm_every=4, t_transient=20.0)
-    np.testing.assert_allclose(out.result.history, one.history, atol=1e-8)
+    np.testing.assert_allclose(out.result.history, one.history, atol=tol(1e-8))
     want = binned_reference(np.asarray(one.history), np.asarray(one.times), 16, 4.0)
-    np.testing.assert_allclose(out.result.stderr, want, rtol=1e-6)
+    np.testing.assert_allclose(out.result.stderr, want, rtol=tol(1e-6))
     # Same size as the square-root rule's error bar, not equal to it.
     ratio = np.asarray(out.result.stderr) / np.asarray(one.stderr)
     assert np.all((ratio > 0.3) & (ratio < 3)) and not np.allclose(ratio, 1)
@@ -83,7 +84,7 @@ def test_a_long_run_merges_its_bins_and_keeps_the_batch_means_error_bar(
     np.testing.assert_allclose(
         stats.binned_stderr(cum, 1, 1000, 4.0, 4000.0),
         stats.batch_means_stderr(growth, 4.0, 4000.0),
-        rtol=1e-9,
+        rtol=tol(1e-9),
     )
 
 

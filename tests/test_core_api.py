@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, float64_run, tol
 
 from lyapax._engine.benettin import tangent_step
 from lyapax.core import (
@@ -38,7 +39,7 @@ def test_problem_and_plain_forms_agree_and_second_positional_is_n_steps():
     np.testing.assert_array_equal(a.exponents, b.exponents)
     np.testing.assert_array_equal(a.exponents, c.exponents)
     assert a.history.shape == (200, 3) and a.times.shape == (200,)
-    np.testing.assert_allclose(a.times[-1], 20.0, rtol=1e-14)
+    np.testing.assert_allclose(a.times[-1], 20.0, rtol=tol(1e-14, OPS))
     np.testing.assert_array_equal(a.history[-1], a.exponents)
     assert np.all(np.diff(np.asarray(a.exponents)) <= 0)
 
@@ -73,8 +74,8 @@ def test_tangent_action_equals_jacfwd_times_basis():
     Y = jnp.linalg.qr(jax.random.normal(jax.random.PRNGKey(3), (3, 2)))[0]
     new_x, new_Y = tangent_step(step, x, Y, jnp.int32(0))
     J = jax.jacfwd(step)(x)
-    np.testing.assert_allclose(new_Y, J @ Y, atol=1e-10, rtol=0)
-    np.testing.assert_allclose(new_x, step(x), atol=1e-14, rtol=0)
+    np.testing.assert_allclose(new_Y, J @ Y, atol=tol(1e-10, OPS), rtol=0)
+    np.testing.assert_allclose(new_x, step(x), atol=tol(1e-14, 1e-5), rtol=0)
 
 
 @pytest.mark.slow
@@ -109,9 +110,9 @@ def test_resume_in_two_chunks_equals_one_run(k):
     first = lyapunov_spectrum(problem, 1500, k=k, renorm_every=10, t_transient=5.0)
     second = lyapunov_spectrum(problem, 2500, renorm_every=10, resume=first.checkpoint)
     np.testing.assert_allclose(second.exponents, one.exponents, atol=1e-8, rtol=0)
-    np.testing.assert_allclose(second.times, one.times[150:], atol=1e-12, rtol=0)
+    np.testing.assert_allclose(second.times, one.times[150:], atol=tol(1e-12), rtol=0)
     np.testing.assert_allclose(
-        second.checkpoint.elapsed_time, one.checkpoint.elapsed_time, atol=1e-12
+        second.checkpoint.elapsed_time, one.checkpoint.elapsed_time, atol=tol(1e-12)
     )
     assert isinstance(second.checkpoint, LyapunovCheckpoint)
 
@@ -138,8 +139,8 @@ def test_save_states_matches_simulate_trajectory():
     res = lyapunov_spectrum(problem, 600, renorm_every=6, save_states=True, decimate=3)
     traj = simulate_trajectory(problem.step_fn, X0, 600, dt=0.01, decimate=3)
     assert res.trajectory.shape == (200, 3)
-    np.testing.assert_allclose(res.trajectory, traj.states, atol=1e-12, rtol=0)
-    np.testing.assert_allclose(res.save_times, traj.times, atol=1e-12, rtol=0)
+    np.testing.assert_allclose(res.trajectory, traj.states, atol=tol(1e-12), rtol=0)
+    np.testing.assert_allclose(res.save_times, traj.times, atol=tol(1e-12), rtol=0)
     plain = lyapunov_spectrum(problem, 600, renorm_every=6)
     assert plain.trajectory is None and plain.save_times is None
 
@@ -164,7 +165,7 @@ def test_rebuilt_problems_and_repeated_calls_do_not_retrace():
     assert after_first > 0
     for a in (-0.5, -2.0, 0.3):
         res = lyapunov_spectrum(problem(a), n_steps=100, renorm_every=10)
-        np.testing.assert_allclose(res.exponents, [a, a], atol=1e-10)
+        np.testing.assert_allclose(res.exponents, [a, a], atol=tol(1e-10))
     # New numbers, new dt and a new state: still no new trace.
     lyapunov_spectrum(
         ode_problem(Bound(rhs, {"a": 0.1}), jnp.zeros(2) + 3.0, 0.02),
@@ -308,13 +309,17 @@ def test_bad_dt():
 def test_step_with_wrong_output_is_reported():
     with pytest.raises(ValueError, match=r"returned shape \(2,\)"):
         lyapunov_spectrum(lambda x: x[:2], X0, 1.0, 10)
-    with pytest.raises(ValueError, match="dtype float32"):
-        lyapunov_spectrum(lambda x: x.astype(jnp.float32), X0, 1.0, 10)
+    # A dtype other than the state's (float64, or float32 in a float32 run).
+    other = jnp.float32 if float64_run() else jnp.float16
+    with pytest.raises(ValueError, match=f"dtype {jnp.dtype(other).name}"):
+        lyapunov_spectrum(lambda x: x.astype(other), X0, 1.0, 10)
 
 
 def test_check_finite_raises_on_overflow():
     blow_up = lambda x: x * x  # doubly exponential growth overflows
-    with pytest.warns(UserWarning, match="non-finite.*measured step 10"):
+    # 10**(2**9) passes float64's 1.8e308 at step 10, 10**(2**6) float32's 3.4e38 at 7.
+    step = 10 if float64_run() else 7
+    with pytest.warns(UserWarning, match=f"non-finite.*measured step {step}"):
         res = lyapunov_spectrum(blow_up, jnp.array([10.0]), dt=1.0, n_steps=20)
     assert not np.isfinite(np.asarray(res.exponents)).all()
     with pytest.raises(FloatingPointError, match="non-finite"):

@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, tol
 
 from lyapax.coupling import (
     coupling_jvp,
@@ -14,8 +15,6 @@ from lyapax.coupling import (
     sigmoidal_coupling,
 )
 from lyapax.network import Network, network_problem
-
-jax.config.update("jax_enable_x64", True)
 
 N = 7
 RNG = np.random.default_rng(3)
@@ -35,25 +34,25 @@ def test_kuramoto_matches_definition():
     for alpha in (0.0, 0.4):
         got = kuramoto_coupling(alpha=alpha)(X, W, PARAMS)
         want = naive_kuramoto(X, W, 1.7, alpha)
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(got, want, rtol=0, atol=tol(1e-13, OPS))
 
 
 def test_linear_and_sigmoidal_match_definition():
     u = (W @ X.T).T
     got = linear_coupling(a=0.5, b=0.1)(X, W, PARAMS)
-    np.testing.assert_allclose(got, 1.7 * 0.5 * u + 0.1, atol=1e-13)
+    np.testing.assert_allclose(got, 1.7 * 0.5 * u + 0.1, atol=tol(1e-13, OPS))
     sig = sigmoidal_coupling(a=2.0, b=-0.3, midpoint=0.4, sigma=0.7)(X, W, PARAMS)
     want = 1.7 * 2.0 / (1.0 + jnp.exp(-(u - 0.4) / 0.7)) - 0.3
-    np.testing.assert_allclose(sig, want, atol=1e-13)
+    np.testing.assert_allclose(sig, want, atol=tol(1e-13, OPS))
 
 
 def test_G_default_used_without_G():
     got = linear_coupling(G_default=3.0)(X, W, {})
-    np.testing.assert_allclose(got, 3.0 * (W @ X.T).T, atol=1e-13)
+    np.testing.assert_allclose(got, 3.0 * (W @ X.T).T, atol=tol(1e-13, OPS))
     np.testing.assert_allclose(
         kuramoto_coupling(G_default=2.0)(X, W, None),
         naive_kuramoto(X, W, 2.0, 0.0),
-        atol=1e-13,
+        atol=tol(1e-13, OPS),
     )
 
 
@@ -73,8 +72,8 @@ def test_fused_jvp_equals_jax_jvp(coupling):
         return jax.jvp(lambda y: coupling(y, W, PARAMS), (X,), (v,))
 
     c_ref, dc_ref = jax.vmap(one, in_axes=2, out_axes=(None, 2))(DX)
-    np.testing.assert_allclose(c, c_ref, atol=1e-13)
-    np.testing.assert_allclose(dc, dc_ref, atol=1e-12)
+    np.testing.assert_allclose(c, c_ref, atol=tol(1e-13, OPS))
+    np.testing.assert_allclose(dc, dc_ref, atol=tol(1e-12))
 
 
 def test_coupling_jvp_falls_back_for_plain_callables():
@@ -83,8 +82,8 @@ def test_coupling_jvp_falls_back_for_plain_callables():
 
     c, dc = coupling_jvp(user, X, DX, W, PARAMS)
     c_ref, dc_ref = linear_coupling().batched_jvp(X, DX, W, PARAMS)
-    np.testing.assert_allclose(c, c_ref, atol=1e-13)
-    np.testing.assert_allclose(dc, dc_ref, atol=1e-12)
+    np.testing.assert_allclose(c, c_ref, atol=tol(1e-13, OPS))
+    np.testing.assert_allclose(dc, dc_ref, atol=tol(1e-12))
 
 
 def test_couplings_are_pytrees_with_number_leaves():

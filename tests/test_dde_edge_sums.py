@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, tol
 
 import lyapax.dde as dde
 from lyapax import lyapunov_spectrum
@@ -56,16 +57,17 @@ def _history_buffers(rng, horizon, n_cvar, n, k):
 def _assert_sums_match(reference, edge, sums, d_sums, buf, dbuf, current, w, params):
     """``combine(sums)`` equals ``reference(buf)`` (the edge form on the delayed
     values), and its derivative along each ``d_sums`` column equals the jvp of
-    the reference along the matching ``dbuf`` column, to 1e-12."""
+    the reference along the matching ``dbuf`` column, to 1e-12 (float32: 1e-5)."""
+    bound = tol(1e-12, 1e-5)  # sums of ~10 terms of size ~2
     np.testing.assert_allclose(
-        edge.combine(sums, current, w, params), reference(buf), rtol=0, atol=1e-12
+        edge.combine(sums, current, w, params), reference(buf), rtol=0, atol=bound
     )
     for col in range(dbuf.shape[-1]):
         want = jax.jvp(reference, (buf,), (dbuf[..., col],))[1]
         got = jax.jvp(
             lambda s: edge.combine(s, current, w, params), (sums,), (d_sums[..., col],)
         )[1]
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(got, want, rtol=0, atol=bound)
 
 
 # The two-variable cases are the costliest compiles; they run in the slow run.
@@ -102,7 +104,7 @@ def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     _assert_sums_match(
         reference, edge, sums, d_sums, buf, dbuf, current, weights, params
     )
-    np.testing.assert_allclose(fast(buf)[0], sums, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(fast(buf)[0], sums, rtol=0, atol=tol(1e-13, OPS))
     assert fast(buf)[1].shape == (sums.shape[0], n, 0)
 
 
@@ -218,11 +220,15 @@ def test_edge_coupling_builders_match_their_formulas():
 
     linear = dde.edge_linear_coupling(a=0.7, b=0.1, G_default=9.0)
     want = 1.5 * 0.7 * np.sum(np.asarray(w) * d, axis=1) + 0.1
-    np.testing.assert_allclose(linear(delayed, current, w, params)[0], want, atol=1e-14)
+    np.testing.assert_allclose(
+        linear(delayed, current, w, params)[0], want, atol=tol(1e-14, OPS)
+    )
 
     kuramoto = dde.edge_kuramoto_coupling(alpha=0.3, G_default=2.0)
     want = 2.0 / n * np.sum(np.asarray(w) * np.sin(d - x[:, None] + 0.3), axis=1)
-    np.testing.assert_allclose(kuramoto(delayed, current, w, {})[0], want, atol=1e-14)
+    np.testing.assert_allclose(
+        kuramoto(delayed, current, w, {})[0], want, atol=tol(1e-14, OPS)
+    )
 
     def h(src, tgt):
         return src * tgt
@@ -230,7 +236,7 @@ def test_edge_coupling_builders_match_their_formulas():
     pairwise = dde.pairwise_edge_coupling(h, G_default=0.5, normalize=True)
     want = 1.5 / n * np.sum(np.asarray(w) * d * x[:, None], axis=1)
     np.testing.assert_allclose(
-        pairwise(delayed, current, w, params)[0], want, atol=1e-14
+        pairwise(delayed, current, w, params)[0], want, atol=tol(1e-14, OPS)
     )
 
     # Undelayed (every source read now), each equals its plain coupling.
@@ -238,10 +244,10 @@ def test_edge_coupling_builders_match_their_formulas():
     np.testing.assert_allclose(
         linear(now, current, w, params),
         linear_coupling(0.7, 0.1, 9.0)(current, w, params),
-        atol=1e-14,
+        atol=tol(1e-14, OPS),
     )
     np.testing.assert_allclose(
         kuramoto(now, current, w, {}),
         kuramoto_coupling(0.3, 2.0)(current, w, {}),
-        atol=1e-14,
+        atol=tol(1e-14, OPS),
     )

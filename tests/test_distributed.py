@@ -26,6 +26,10 @@ WORKER = str(Path(worker.__file__))
 ROOT = str(Path(__file__).resolve().parents[1])
 
 
+#: jax.distributed's processes meet over TCP, on 127.0.0.1 here.
+TCP = pytest.mark.needs_ip_socket("jax.distributed's processes meet over TCP")
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -88,6 +92,7 @@ def one_process_run():
 
 
 @pytest.mark.slow
+@TCP
 def test_two_processes_split_the_batch_and_match_one_process(
     two_process_run, one_process_run
 ):
@@ -132,6 +137,7 @@ def test_two_processes_split_the_batch_and_match_one_process(
 
 
 @pytest.mark.slow
+@TCP
 def test_gather_gives_every_process_or_one_the_whole_result(two_process_run):
     _, (p0, p1) = two_process_run
     for key in p1:
@@ -153,6 +159,7 @@ def test_gather_in_one_process_returns_numpy():
         gather(jnp.ones(2), to="everyone")
 
 
+@TCP
 def test_a_coordinator_that_does_not_answer_raises_within_the_timeout():
     port = _free_port()  # nothing listens there
     start = time.monotonic()
@@ -184,6 +191,7 @@ def test_bad_environment_names_the_variable(monkeypatch):
         initialize()
 
 
+@pytest.mark.needs_ip_socket("binds the coordinator's port on 127.0.0.1")
 def test_a_taken_coordinator_port_is_refused_on_process_zero():
     with socket.socket() as busy:
         busy.bind(("0.0.0.0", 0))
@@ -194,6 +202,7 @@ def test_a_taken_coordinator_port_is_refused_on_process_zero():
 
 
 @pytest.mark.slow
+@TCP
 def test_a_process_with_another_process_count_fails_clearly(tmp_path):
     port = _free_port()
     envs = _torchrun(2, port, TEST_TIMEOUT="20", TEST_HEARTBEAT="3")
@@ -205,6 +214,7 @@ def test_a_process_with_another_process_count_fails_clearly(tmp_path):
 
 
 @pytest.mark.slow  # long; the functions it calls keep quick plain tests
+@TCP
 def test_a_job_missing_a_process_ends_after_the_timeout(tmp_path):
     envs = _torchrun(3, _free_port(), TEST_TIMEOUT="3", TEST_HEARTBEAT="3")[:2]
     results = _launch("join", envs, tmp_path, limit=120)
@@ -214,6 +224,7 @@ def test_a_job_missing_a_process_ends_after_the_timeout(tmp_path):
 
 
 @pytest.mark.slow  # long; the functions it calls keep quick plain tests
+@TCP
 def test_a_process_that_dies_ends_the_other_with_a_clear_error(tmp_path):
     # SLURM-style launch: JAX's cluster detection reads these variables.
     port = _free_port()

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import tol
 
 from lyapax._engine import stats as _stats
 from lyapax.core import lyapunov_spectrum
@@ -62,7 +63,7 @@ def test_stderr_equals_hand_computed_batch_means():
     tau = 10 * 4.0  # 10 batches of 10 blocks of 4 steps
     rates = growth.reshape(10, 10, 2).sum(axis=1) / tau
     expected = np.sqrt(np.var(rates, axis=0, ddof=1) * tau / times[-1])
-    np.testing.assert_allclose(res.stderr, expected, rtol=1e-10)
+    np.testing.assert_allclose(res.stderr, expected, rtol=tol(1e-10))
 
 
 def test_a_resumed_chunk_uses_its_blocks_and_the_whole_run_length():
@@ -77,13 +78,15 @@ def test_a_resumed_chunk_uses_its_blocks_and_the_whole_run_length():
     growth = np.diff(np.vstack([cum0[order], cum]), axis=0)
     rates = growth.reshape(10, 10, 2).sum(axis=1) / 40.0
     expected = np.sqrt(np.var(rates, axis=0, ddof=1) * 40.0 / 800.0)
-    np.testing.assert_allclose(res.stderr, expected, rtol=1e-8)
+    np.testing.assert_allclose(res.stderr, expected, rtol=tol(1e-8))
 
 
 def test_stderr_traces_under_jit():
     se = jax.jit(lambda x: lyapunov_spectrum(henon_map(), x, 1.0, 400, **KW).stderr)
     np.testing.assert_allclose(
-        se(X0), lyapunov_spectrum(henon_map(), X0, 1.0, 400, **KW).stderr, rtol=1e-12
+        se(X0),
+        lyapunov_spectrum(henon_map(), X0, 1.0, 400, **KW).stderr,
+        rtol=tol(1e-12),
     )
 
 
@@ -122,6 +125,10 @@ def test_linear_ode_truth_lies_within_two_standard_errors():
     assert np.all(coverage >= 0.93), coverage
 
 
+@pytest.mark.float64_only(
+    "in float32, 43 of these 256 orbits land on the fixed point 0 within 4096 "
+    "steps (x = 1/2 -> 1 -> 0, exponent ln 4): coverage 0.83"
+)
 def test_logistic_map_truth_lies_within_two_standard_errors():
     x0s = np.random.default_rng(0).uniform(0.01, 0.99, (256, 1))
     res = sweep_lyapunov_spectrum(

@@ -7,6 +7,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, tol
 
 from lyapax import lyapunov_spectrum, ode_problem
 from lyapax.finite_time import finite_time_exponents
@@ -19,7 +20,7 @@ def test_tent_map_is_ln2_in_every_window(window):
     res = finite_time_exponents(tent_map(), jnp.array([0.3]), 1.0, 1000, window)
     assert res.exponents.shape == (1000 // window, 1)
     np.testing.assert_allclose(res.times, window * np.arange(1, 1000 // window + 1))
-    np.testing.assert_allclose(res.exponents, np.log(2), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(res.exponents, np.log(2), rtol=0, atol=tol(1e-12))
 
 
 def asymmetric_tent(p):
@@ -42,7 +43,7 @@ def test_asymmetric_tent_map_windows_are_binomial(n):
     assert abs(res.std()[0] - std) < 5 * std / np.sqrt(2 * samples.size) + 0.01 * std
     # Every window is a binomial mixture of the two log-slopes.
     m = (samples * n - n * np.log(1 / (1 - p))) / (np.log(1 / p) - np.log(1 / (1 - p)))
-    np.testing.assert_allclose(m, np.round(m), atol=1e-9)
+    np.testing.assert_allclose(m, np.round(m), atol=tol(1e-9))
 
 
 @pytest.mark.slow
@@ -62,8 +63,10 @@ def test_windows_come_from_the_same_run_and_average_to_its_exponents():
     res = finite_time_exponents(problem, 4000, window=2.0, **kw)
     full = lyapunov_spectrum(problem, 4000, **kw)
     assert res.exponents.shape == (20, 3)
-    np.testing.assert_allclose(res.lyapunov, full.exponents, rtol=1e-13)
-    np.testing.assert_allclose(res.mean(), full.exponents, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(res.lyapunov, full.exponents, rtol=tol(1e-13, OPS))
+    np.testing.assert_allclose(
+        res.mean(), full.exponents, rtol=tol(1e-11), atol=tol(1e-12)
+    )
     values, edges = res.histogram(column=0, bins=5)
     assert values.shape == (5,) and edges.shape == (6,)
     np.testing.assert_allclose(np.sum(values * np.diff(edges)), 1.0)
@@ -78,7 +81,9 @@ def test_linear_map_family_gives_one_distribution_per_parameter():
         )
     )
     res = finite_time_exponents(fam, 60, window=2.0, params_batch=a - 1.0)
-    np.testing.assert_allclose(res.exponents[..., 0], np.log(a)[:, None] * np.ones(30))
+    np.testing.assert_allclose(
+        res.exponents[..., 0], np.log(a)[:, None] * np.ones(30), rtol=tol(1e-7, 1e-5)
+    )
 
 
 def test_continuous_linear_system_windows():
@@ -88,7 +93,7 @@ def test_continuous_linear_system_windows():
         problem, 400, window=1.0, renorm_every=4, t_transient=60.0
     )
     # The frame has aligned (to exp(-0.5 * 60)); RK4's growth error is ~1e-9.
-    np.testing.assert_allclose(res.exponents, [[0.1, -0.4]] * 20, atol=1e-8)
+    np.testing.assert_allclose(res.exponents, [[0.1, -0.4]] * 20, atol=tol(1e-8))
 
 
 def test_bad_windows_are_rejected_with_the_argument_named():
@@ -120,12 +125,12 @@ def test_time_dependent_exponent_is_the_time_average_of_a():
         modulated, jnp.array([1.0]), 0.01, t0=0.5, time_dependent=True
     )
     res = lyapunov_spectrum(problem, 1000)
-    np.testing.assert_allclose(res.exponents[0], mean_rate(0.5, 10.5), atol=1e-9)
+    np.testing.assert_allclose(res.exponents[0], mean_rate(0.5, 10.5), atol=tol(1e-9))
     assert int(res.checkpoint.step) == 1000  # the time is in the checkpoint
     windows = finite_time_exponents(problem, 1000, window=1.0)
     ends = 0.5 + windows.times
     np.testing.assert_allclose(
-        windows.exponents[:, 0], mean_rate(ends - 1.0, ends), rtol=0, atol=1e-9
+        windows.exponents[:, 0], mean_rate(ends - 1.0, ends), rtol=0, atol=tol(1e-9)
     )
 
 
@@ -134,7 +139,7 @@ def test_time_dependent_resume_continues_at_the_right_time():
     first = lyapunov_spectrum(problem, 300, t_transient=2.0)
     second = lyapunov_spectrum(problem, 400, resume=first.checkpoint)
     # Transient [0, 2], measured [2, 9]: the resumed run ends at t = 9.
-    np.testing.assert_allclose(second.exponents[0], mean_rate(2.0, 9.0), atol=1e-9)
+    np.testing.assert_allclose(second.exponents[0], mean_rate(2.0, 9.0), atol=tol(1e-9))
 
 
 def test_time_dependent_sweep_over_initial_states():
@@ -144,7 +149,7 @@ def test_time_dependent_sweep_over_initial_states():
     res = sweep_lyapunov_spectrum(
         problem, None, None, None, 500, state0_batch=np.array([[1.0], [-2.0], [3.0]])
     )
-    np.testing.assert_allclose(res.exponents[:, 0], mean_rate(0.0, 5.0), atol=1e-9)
+    np.testing.assert_allclose(res.exponents[:, 0], mean_rate(0.0, 5.0), atol=tol(1e-9))
 
 
 @pytest.mark.parametrize("form", ["backward", "negative dt"])
@@ -155,7 +160,7 @@ def test_backward_time_gives_the_reversed_flows_exponents(form):
     problem = ode_problem(linear_system(M), jnp.array([1.0, 1.0]), dt, **kw)
     assert problem.dt == 0.05
     res = lyapunov_spectrum(problem, 400, renorm_every=4, t_transient=60.0)
-    np.testing.assert_allclose(res.exponents, [0.4, -0.1], atol=1e-8)
+    np.testing.assert_allclose(res.exponents, [0.4, -0.1], atol=tol(1e-8))
 
 
 def test_time_dependent_bad_input():
@@ -182,4 +187,6 @@ def test_time_dependent_run_until_converged_keeps_the_clock():
     run = run_until_converged(
         problem, tol=1e-12, max_steps=500, chunk_steps=100, min_blocks=2
     )
-    np.testing.assert_allclose(run.result.exponents[0], mean_rate(0.0, 5.0), atol=1e-9)
+    np.testing.assert_allclose(
+        run.result.exponents[0], mean_rate(0.0, 5.0), atol=tol(1e-9)
+    )

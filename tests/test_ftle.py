@@ -9,6 +9,7 @@ import io
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, tol
 
 from lyapax import systems
 from lyapax.finite_time import ftle_field, ftle_grid, grid_points
@@ -30,13 +31,15 @@ def test_steady_gyre_saddles_are_pi2A_and_centre_is_zero_for_every_T(T):
         double_gyre(), SADDLES_AND_CENTRE, 0.0, T, 0.01, time_dependent=True
     )
     expected = np.array([np.pi**2 * A, np.pi**2 * A, 0.0])
-    np.testing.assert_allclose(field.ftle_max, expected, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(field.ftle_max, expected, rtol=0, atol=tol(1e-9))
     # Incompressible: the smallest exponent mirrors the largest.
-    np.testing.assert_allclose(field.ftle_min, -expected, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(field.ftle_min, -expected, rtol=0, atol=tol(1e-9))
     # At (1, 0) the unstable direction of the forward flow is x (y backward).
     unstable = [1.0, 0.0] if T > 0 else [0.0, 1.0]
-    np.testing.assert_allclose(field.direction[0], unstable, atol=1e-12)
-    np.testing.assert_allclose(field.flow_map[:2], SADDLES_AND_CENTRE[:2], atol=1e-12)
+    np.testing.assert_allclose(field.direction[0], unstable, atol=tol(1e-12))
+    np.testing.assert_allclose(
+        field.flow_map[:2], SADDLES_AND_CENTRE[:2], atol=tol(1e-12)
+    )
 
 
 JORDAN_A = 0.3
@@ -56,8 +59,8 @@ def test_jordan_block_has_the_closed_form_ftle(T, integrator):
     field = ftle_field(jordan_flow, points, 0.0, T, 0.01, integrator=integrator)
     exact_max = a + np.log((T + np.sqrt(T * T + 4)) / 2) / T
     exact_min = 2 * a - exact_max  # det of the flow map is exp(2 a T)
-    np.testing.assert_allclose(field.ftle_max, exact_max, rtol=0, atol=1e-10)
-    np.testing.assert_allclose(field.ftle_min, exact_min, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(field.ftle_max, exact_max, rtol=0, atol=tol(1e-10))
+    np.testing.assert_allclose(field.ftle_min, exact_min, rtol=0, atol=tol(1e-10))
 
 
 def test_three_dimensional_linear_flow_uses_the_svd_path():
@@ -74,7 +77,7 @@ def test_time_dependent_gyre_is_incompressible():
     rhs = double_gyre(eps=0.25)
     field = ftle_grid(rhs, x, y, 0.0, 15.0, 0.02, time_dependent=True)
     assert field.ftle_max.shape == (5, 9) and field.direction.shape == (5, 9, 2)
-    np.testing.assert_allclose(field.ftle_max + field.ftle_min, 0.0, atol=1e-7)
+    np.testing.assert_allclose(field.ftle_max + field.ftle_min, 0.0, atol=tol(1e-7))
     assert float(np.max(field.ftle_max)) > 0.1  # there is stretching to test
 
 
@@ -97,7 +100,7 @@ def test_run_ends_exactly_at_t0_plus_T():
     # dx/dt = 1: the flow map is x + T whatever T / dt is.
     field = ftle_field(lambda x: jnp.ones_like(x), np.zeros((2, 1)), 0.0, 1.03, 0.1)
     assert field.n_steps == 11
-    np.testing.assert_allclose(field.flow_map, 1.03, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(field.flow_map, 1.03, rtol=0, atol=tol(1e-14, OPS))
     assert n_steps_for(1.0, 0.1) == 10 and n_steps_for(-0.35, 0.1) == 4
     # dx/dt = t on [2, 2 + T]: exact for RK4 (polynomial of degree 1 in t).
     field = ftle_field(
@@ -241,11 +244,14 @@ def test_shared_transcendentals_keep_values_and_tangents():
     want = jax.jvp(lambda z: rhs(0.5, z), (x,), (v,))
     got = jax.jit(lambda t: jax.jvp(lambda z: shared(t, z), (x,), (v,)))(0.5)
     for a, b in zip(want, got, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-15)
+        np.testing.assert_allclose(a, b, rtol=tol(1e-14, OPS), atol=tol(1e-15, OPS))
     text = jax.jit(shared).lower(0.5, x).compile().as_text()
     assert text.count(" conditional(") == 4  # sin, cos, exp, tanh; not log
 
 
+@pytest.mark.float64_only(
+    "sincos is the FTLE field's float64 path (float32 never takes it)"
+)
 def test_fast_sincos_matches_the_library_and_refuses_what_it_cannot_reduce():
     from lyapax.finite_time._sincos import LIMIT, sincos
 

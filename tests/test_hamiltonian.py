@@ -17,15 +17,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, tol
 
 import lyapax
 from lyapax import hamiltonian_problem, lyapunov_spectrum, ode_problem
 from lyapax.hamiltonian import SYMPLECTIC_ORDERS
 from lyapax.systems import fput_beta, henon_heiles, n_body
 
-jax.config.update("jax_enable_x64", True)
-
 METHODS = tuple(SYMPLECTIC_ORDERS)
+# The high orders' errors at these steps lie under float32's rounding.
+BELOW_FLOAT32 = pytest.mark.float64_only(
+    "the errors measured at these steps (1e-6 and below) are float32's rounding"
+)
 
 
 def identity(p):
@@ -55,7 +58,10 @@ def observed_order(errors, dts):
 # --- orders from two step sizes ------------------------------------------
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(
+    "method",
+    [pytest.param(m, marks=BELOW_FLOAT32) if m == "yoshida6" else m for m in METHODS],
+)
 def test_order_on_the_harmonic_oscillator(method):
     # H = (p² + q²)/2 from (1, 0): q(t) = cos t, p(t) = -sin t.
     t_end, dts = 3.0, (0.1, 0.05)
@@ -83,7 +89,11 @@ def kepler_error(method, n_per_period):
 
 @pytest.mark.parametrize(
     ("method", "steps"),
-    [("leapfrog", (400, 800)), ("yoshida4", (200, 400)), ("yoshida6", (100, 200))],
+    [
+        ("leapfrog", (400, 800)),
+        pytest.param("yoshida4", (200, 400), marks=BELOW_FLOAT32),
+        pytest.param("yoshida6", (100, 200), marks=BELOW_FLOAT32),
+    ],
 )
 def test_order_on_the_kepler_problem(method, steps):
     # After one period the exact orbit is back at its start.
@@ -183,7 +193,9 @@ def test_exponents_pair_to_rounding(paired_run):
     name, prob, ex = paired_run
     assert ex.shape == (2 * prob.n_dof,)
     scale = max(1.0, float(np.abs(ex).max()))
-    np.testing.assert_allclose(ex + ex[::-1], 0.0, atol=1e-12 * scale, err_msg=name)
+    np.testing.assert_allclose(
+        ex + ex[::-1], 0.0, atol=tol(1e-12) * scale, err_msg=name
+    )
 
 
 def test_two_exponents_near_zero_for_energy_and_time(paired_run):
@@ -195,7 +207,7 @@ def test_two_exponents_near_zero_for_energy_and_time(paired_run):
         assert np.all(np.abs(ex) < 0.05), ex
         return
     # The central pair is the smallest in size and small against lambda_1.
-    assert np.all(np.abs(middle) <= np.abs(ex).min() + 1e-12), ex
+    assert np.all(np.abs(middle) <= np.abs(ex).min() + tol(1e-12, OPS)), ex
     assert np.abs(middle).max() < 0.25 * ex[0], ex
 
 
@@ -204,8 +216,9 @@ def test_a_random_frame_pairs_only_statistically():
     # rounding (det J = 1), pairs only to order 1/t.
     prob = henon_heiles().problem(*henon_heiles_start(), 0.05, "yoshida4")
     ex = np.asarray(lyapunov_spectrum(prob, 2000).exponents)
-    assert abs(ex.sum()) < 1e-12
-    assert np.abs(ex + ex[::-1]).max() < 5e-3
+    assert abs(ex.sum()) < tol(1e-12, OPS)
+    # 1/t = 0.01; a float32 run (x64 off) starts from another random frame.
+    assert np.abs(ex + ex[::-1]).max() < tol(5e-3, 1e-2)
 
 
 def test_the_tangent_map_is_symplectic():
@@ -213,7 +226,7 @@ def test_the_tangent_map_is_symplectic():
     J = np.asarray(jax.jacfwd(prob.step_fn)(prob.state0))
     n = 3
     omega = np.block([[np.zeros((n, n)), np.eye(n)], [-np.eye(n), np.zeros((n, n))]])
-    np.testing.assert_allclose(J.T @ omega @ J, omega, atol=1e-13)
+    np.testing.assert_allclose(J.T @ omega @ J, omega, atol=tol(1e-13, OPS))
 
 
 # --- the engine takes it unchanged ----------------------------------------------

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, float64_run, tol
 
 import lyapax
 from lyapax import lyapunov_spectrum, ode_problem
@@ -24,9 +25,15 @@ from lyapax.indicators import expansion_entropy, gali, two_trajectory_exponent
 from lyapax.sweep import problem_family, sweep_lyapunov_spectrum, sweep_trajectory
 from lyapax.systems import linear_system, logistic_map, lorenz, tent_map
 
-jax.config.update("jax_enable_x64", True)
-
 LN2 = np.log(2.0)
+# float32 cannot check these defaults of the library (open for float32 on a TPU).
+D0_BELOW_FLOAT32 = (
+    "the default d0 = 1e-9 is below float32's rounding of a state near 0.1: "
+    "the perturbed orbit rounds onto the reference one (separation 0, nan)"
+)
+GALI_FLOOR = (
+    "GALI computed in float32 stops near 1e-9, above the default threshold 1e-12"
+)
 
 
 # --- two-trajectory largest exponent ---------------------------------------
@@ -62,6 +69,7 @@ def test_linear_flows_give_p():
     np.testing.assert_allclose(res.exponent, p, rtol=1e-6)
 
 
+@pytest.mark.float64_only(D0_BELOW_FLOAT32)
 def test_tent_map_gives_ln2():
     res = two_trajectory_exponent(tent_map(), jnp.array([0.1]), 1.0, 2000)
     np.testing.assert_allclose(res.exponent, LN2, rtol=1e-9)
@@ -75,6 +83,7 @@ def skew_tent(x, a=0.3):
     return jnp.where(x < a, x / a, (1.0 - x) / (1.0 - a))
 
 
+@pytest.mark.float64_only(D0_BELOW_FLOAT32)
 def test_asymmetric_tent_map_within_its_stderr():
     a = 0.3
     exact = -a * np.log(a) - (1 - a) * np.log(1 - a)
@@ -92,6 +101,7 @@ def callback_step(x):
     return jax.pure_callback(numpy_logistic, shape, x, vmap_method="sequential")
 
 
+@pytest.mark.float64_only(D0_BELOW_FLOAT32)
 def test_a_step_outside_jax_works():
     """A NumPy step has no derivative: the spectrum cannot run it, this can."""
     res = two_trajectory_exponent(callback_step, np.array([0.3]), 1.0, 1000)
@@ -183,9 +193,10 @@ def cat(x):
 
 def test_cat_map_gali2_decays_at_lambda1_minus_lambda2():
     res = gali(cat, jnp.array([0.1, 0.2]), 1.0, 30, record_every=1)
-    n = np.arange(3, 15)  # past the first alignment, above rounding
+    # Past the first alignment, above rounding (float32's: GALI_2 = 0 at 10).
+    n = np.arange(3, 15 if float64_run() else 10)
     slope = np.polyfit(n, np.log(res.history[n - 1]), 1)[0]
-    np.testing.assert_allclose(-slope, 1.924847, rtol=1e-3)
+    np.testing.assert_allclose(-slope, 1.924847, rtol=tol(1e-3, 3e-3))
     # Small angles: SALI = 2 sin(theta / 2) and GALI_2 = sin(theta) agree.
     np.testing.assert_allclose(res.sali_history[n - 1], res.history[n - 1], rtol=1e-3)
     assert res.chaotic and 0 < res.steps_to_threshold <= 30
@@ -195,9 +206,9 @@ def test_gali3_of_a_linear_map():
     """x' = diag(e^1, e^0.5, e^-0.2) x: GALI_3 ~ exp(-(0.5 + 1.2) n)."""
     scale = jnp.exp(jnp.array([1.0, 0.5, -0.2]))
     res = gali(lambda x: scale * x, jnp.ones(3), 1.0, 24, k=3, record_every=1)
-    n = np.arange(10, 20)
+    n = np.arange(10, 20) if float64_run() else np.arange(11, 16)  # above rounding
     slope = np.polyfit(n, np.log(res.history[n - 1]), 1)[0]
-    np.testing.assert_allclose(-slope, 1.7, rtol=1e-3)
+    np.testing.assert_allclose(-slope, 1.7, rtol=tol(1e-3, 3e-3))
 
 
 def standard_map(x, K=1.0):
@@ -205,6 +216,7 @@ def standard_map(x, K=1.0):
     return jnp.mod(jnp.stack([x[0] + p, p]), 2 * jnp.pi)
 
 
+@pytest.mark.float64_only(GALI_FLOOR)
 def test_standard_map_chaotic_and_regular_orbits():
     start = np.array([[0.001, 0.008], [np.pi, 0.01]])
     res = gali(standard_map, None, 1.0, 10_000, state0_batch=start, record_every=1)
@@ -223,7 +235,8 @@ def test_a_chunked_padded_batch_gives_the_same_numbers():
     np.testing.assert_array_equal(whole.steps_to_threshold, chunked.steps_to_threshold)
     # Stopped orbits stop: the value is the one at the threshold crossing.
     assert (whole.gali[whole.chaotic] < 1e-12).all()
-    assert (whole.gali[whole.chaotic] > 1e-14).all()
+    if float64_run():  # float32's GALI may fall from above 1e-12 to 0 in one step
+        assert (whole.gali[whole.chaotic] > 1e-14).all()
 
 
 def henon_heiles(x):
@@ -265,12 +278,16 @@ def unit_interval(x):
 def test_tent_map_expansion_entropy_is_ln2():
     points = np.random.default_rng(0).uniform(0, 1, (4, 100, 1))
     res = expansion_entropy(tent_map(), points, 1.0, 20, inside=unit_interval)
-    np.testing.assert_allclose(res.entropy, LN2, rtol=1e-12)
+    np.testing.assert_allclose(res.entropy, LN2, rtol=tol(1e-12, OPS))
     exact = np.broadcast_to(LN2 * res.times, res.log_expansion.shape)
-    np.testing.assert_allclose(res.log_expansion, exact, rtol=1e-12)
-    assert res.spread < 1e-12 and res.fraction_inside.min() == 1.0
+    np.testing.assert_allclose(res.log_expansion, exact, rtol=tol(1e-12, OPS))
+    assert res.spread < tol(1e-12, OPS) and res.fraction_inside.min() == 1.0
 
 
+@pytest.mark.float64_only(
+    "in float32 some of these orbits land on the fixed point 0 (0.3 % by step "
+    "30: x = 1/2 -> 1 -> 0), whose expansion 4^T biases the mean (0.73, not ln 2)"
+)
 def test_logistic_map_expansion_entropy_is_ln2():
     points = np.random.default_rng(1).uniform(0, 1, (20, 500, 1))
     res = expansion_entropy(logistic_map(4.0), points, 1.0, 30, inside=unit_interval)

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, tol
 
 from lyapax.integrators import (
     euler_step,
@@ -32,7 +33,19 @@ def _error(builder, n, t_end=4.0, x0=0.1):
 
 @pytest.mark.parametrize(
     "builder, order, n",
-    [(euler_step, 1, 200), (heun_step, 2, 100), (rk4_step, 4, 20), (rk6_step, 6, 8)],
+    [
+        (euler_step, 1, 200),
+        (heun_step, 2, 100),
+        (rk4_step, 4, 20),
+        pytest.param(
+            rk6_step,
+            6,
+            8,
+            marks=pytest.mark.float64_only(
+                "Vern6's errors here (below 1e-9) are under float32's rounding"
+            ),
+        ),
+    ],
 )
 def test_empirical_order_from_two_step_sizes(builder, order, n):
     e1, e2 = _error(builder, n), _error(builder, 2 * n)
@@ -84,8 +97,10 @@ def test_rk_stage_update_steps_a_pytree_and_passes_stage_indices():
     out = rk_stage_update(TABLEAUS["rk4"], f, y, h)
     # RK4 on y' = -y multiplies by the degree-4 Taylor polynomial of exp(-h).
     factor = 1 - h + h**2 / 2 - h**3 / 6 + h**4 / 24
-    np.testing.assert_allclose(out["a"], factor * np.array([1.0, 2.0]), rtol=1e-15)
-    np.testing.assert_allclose(out["b"][0], factor * -3.0, rtol=1e-15)
+    np.testing.assert_allclose(
+        out["a"], factor * np.array([1.0, 2.0]), rtol=tol(1e-15, OPS)
+    )
+    np.testing.assert_allclose(out["b"][0], factor * -3.0, rtol=tol(1e-15, OPS))
     assert stages == [0, 1, 2, 3]
 
 

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import tol
 
 from lyapax import (
     DDEProblem,
@@ -75,9 +76,9 @@ def test_a_steps_own_tangent_is_what_the_engine_runs():
     plain = lyapunov_spectrum(lambda z: a * z, jnp.ones(2), 1.0, 50)
     # Same frames (same seed), every R factor twice as large: exactly log 2 more.
     np.testing.assert_allclose(
-        own.exponents, plain.exponents + np.log(2.0), rtol=0, atol=1e-12
+        own.exponents, plain.exponents + np.log(2.0), rtol=0, atol=tol(1e-12)
     )
-    np.testing.assert_allclose(own.checkpoint.Y, plain.checkpoint.Y, atol=1e-12)
+    np.testing.assert_allclose(own.checkpoint.Y, plain.checkpoint.Y, atol=tol(1e-12))
 
 
 class _Rotation(NamedTuple):
@@ -111,10 +112,10 @@ AbstractProblem.register(_Rotation)
 def test_a_registered_problem_runs_through_every_entry_point():
     problem = _Rotation(0.3, 0.9)
     res = lyapunov_spectrum(problem, 40)
-    np.testing.assert_allclose(res.exponents, [np.log(0.9)] * 2, atol=1e-12)
+    np.testing.assert_allclose(res.exponents, [np.log(0.9)] * 2, atol=tol(1e-12))
     rows = sweep_lyapunov_spectrum(problem, None, jnp.array([0.5, 2.0]), None, 40)
     np.testing.assert_allclose(
-        rows.exponents, np.log([[0.5, 0.5], [2.0, 2.0]]), atol=1e-12
+        rows.exponents, np.log([[0.5, 0.5], [2.0, 2.0]]), atol=tol(1e-12)
     )
 
 
@@ -230,7 +231,7 @@ def test_a_jitted_call_traces_through_the_declared_step():
         return lyapunov_spectrum(problem._replace(state0=x0), 200, k=1).exponents[0]
 
     eager = lyapunov_spectrum(problem, 200, k=1).exponents[0]
-    np.testing.assert_allclose(leading(X0), eager, rtol=1e-10)
+    np.testing.assert_allclose(leading(X0), eager, rtol=tol(1e-10))
 
 
 @pytest.mark.slow  # long; the functions it calls keep quick plain tests

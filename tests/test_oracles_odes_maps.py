@@ -3,6 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import tol
 
 from lyapax.core import lyapunov_spectrum, ode_problem
 from lyapax.systems import (
@@ -51,8 +52,9 @@ def test_logistic_map_r4_is_ln2():
 
 def test_tent_map_is_exactly_ln2(jax_results):
     res = lyapunov_spectrum(tent_map(), jnp.array([0.1234]), dt=1.0, n_steps=5_000)
-    # |f'| = 2 everywhere, so every step contributes exactly log 2.
-    assert abs(float(res.exponents[0]) - np.log(2.0)) < 1e-12
+    # |f'| = 2 everywhere, so every step contributes exactly log 2 (float32:
+    # the running sum of 5 000 of them rounds at 2e-5 relative).
+    assert abs(float(res.exponents[0]) - np.log(2.0)) < tol(1e-12)
     jax_results.record("exponents", res.exponents)
 
 
@@ -62,7 +64,7 @@ def test_henon_sum_and_values(jax_results):
     )
     lam = np.asarray(res.exponents)
     # |det J| = b at every point: the sum is exact up to rounding.
-    assert abs(lam.sum() - np.log(0.3)) < 1e-10
+    assert abs(lam.sum() - np.log(0.3)) < tol(1e-10)
     np.testing.assert_allclose(lam, [0.419, -1.623], atol=1e-2)
     # Chaotic: orbits of two backends part, so the estimates agree within stderr.
     jax_results.record("exponents", res.exponents, stderr=res.stderr)

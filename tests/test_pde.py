@@ -11,10 +11,10 @@ odd in ``k``).
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, tol
 
 from lyapax import lyapunov_spectrum
 from lyapax.pde import (
@@ -23,8 +23,6 @@ from lyapax.pde import (
     semilinear_problem,
 )
 from tests.test_runtime_lengths import count_compiles
-
-jax.config.update("jax_enable_x64", True)
 
 
 def _zero(u):
@@ -52,7 +50,9 @@ def test_linear_problem_exponents_are_the_symbol(integrator):
     p = semilinear_problem(symbol, _zero, u0, 0.1, integrator)
     r = lyapunov_spectrum(p, 200, k=6, t_transient=40.0)
     expected = _rfft_dof_spectrum(symbol, n)[:6]
-    np.testing.assert_allclose(np.asarray(r.exponents), expected, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(
+        np.asarray(r.exponents), expected, rtol=0, atol=tol(1e-9)
+    )
 
 
 def test_complex_field_linear_exponents_are_the_symbol():
@@ -63,7 +63,9 @@ def test_complex_field_linear_exponents_are_the_symbol():
     p = semilinear_problem(symbol, _zero, u0, 0.05)
     r = lyapunov_spectrum(p, 200, k=5, t_transient=40.0)
     expected = np.sort(np.repeat(symbol.real, 2))[::-1][:5]
-    np.testing.assert_allclose(np.asarray(r.exponents), expected, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(
+        np.asarray(r.exponents), expected, rtol=0, atol=tol(1e-9)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +89,7 @@ def test_ks_sum_rule_is_the_discrete_trace(ks22):
 
 def test_ks_mean_is_conserved(ks22):
     u = ks22.step_fn(ks22.state0)
-    assert abs(float(jnp.mean(u)) - float(jnp.mean(ks22.state0))) < 1e-14
+    assert abs(float(jnp.mean(u)) - float(jnp.mean(ks22.state0))) < tol(1e-14, OPS)
 
 
 def test_new_length_and_dt_do_not_recompile():
@@ -288,7 +290,9 @@ def test_ks_finite_time_exponents_average_to_the_spectrum(ks22_coarse):
     assert ftle.shape == (10, 6)
     # Windows that tile the run: the mean of the window rates is the run's
     # total growth over its length (same frame, same QR sequence).
-    np.testing.assert_allclose(ftle.mean(axis=0), np.asarray(s.exponents), atol=1e-10)
+    np.testing.assert_allclose(
+        ftle.mean(axis=0), np.asarray(s.exponents), atol=tol(1e-10)
+    )
     # and the windows scatter (chaos): the leading rate is not constant.
     assert ftle[:, 0].std() > 0.01
 

@@ -8,11 +8,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import float64_run
 
 import lyapax
 from lyapax import lyapunov_spectrum, ode_problem
 from lyapax._engine.benettin import fresh_frame, initial_basis
 from lyapax.systems import kuramoto_network, lorenz
+
+F64_FRAME = "the float64 frame is drawn with x64 on only"
+MIXED_SUMS = "mixed precision's float64 sums exist with x64 on only"
 
 # The seed page's dense Kuramoto call at d = 20 (examples/14_gpu_acceleration.py:
 # k = 5, 200 steps, renorm_every 10, dt 1e-2, no transient), in float64, as
@@ -36,6 +40,7 @@ def _seed_call(d, dtype):
     )
 
 
+@pytest.mark.float64_only(F64_FRAME)
 @pytest.mark.parametrize(("d", "k"), [(3, 3), (20, 5), (300, 4)])
 def test_the_float64_frame_is_the_one_drawn_before(d, k):
     # The frame at main a3bedab: QR of a float64 normal draw from the seed.
@@ -50,6 +55,7 @@ def test_the_float64_frame_is_the_one_drawn_before(d, k):
         np.testing.assert_array_equal(np.asarray(frame), np.asarray(before))
 
 
+@pytest.mark.float64_only(F64_FRAME)
 @pytest.mark.parametrize("dtype", [jnp.float32, jnp.float16])
 def test_a_lower_precision_frame_is_the_float64_frame_rounded(dtype):
     f64 = initial_basis(3, d=20, k=5, dtype=jnp.float64)
@@ -61,6 +67,26 @@ def test_a_lower_precision_frame_is_the_float64_frame_rounded(dtype):
         np.testing.assert_array_equal(np.asarray(frame), np.asarray(f64.astype(dtype)))
 
 
+def test_without_x64_a_float16_frame_is_the_float32_frame_rounded():
+    # float32 is the widest float there: a float16 frame is drawn and
+    # factored in it (a half-precision QR does not exist on CPU), and the
+    # frame memoised with x64 on (the float64 frame rounded) is not served.
+    if float64_run():
+        fresh_frame(3, d=20, k=5, dtype=jnp.float16)
+    with jax.enable_x64(False):
+        f32 = initial_basis(3, d=20, k=5, dtype=jnp.float32)
+        assert f32.dtype == jnp.float32
+        for frame in (
+            initial_basis(3, d=20, k=5, dtype=jnp.float16),
+            fresh_frame(3, d=20, k=5, dtype=jnp.float16)[0],
+        ):
+            assert frame.dtype == jnp.float16
+            np.testing.assert_array_equal(
+                np.asarray(frame), np.asarray(f32.astype(jnp.float16))
+            )
+
+
+@pytest.mark.float64_only("compares a float32 run with a float64 run")
 def test_float32_and_float64_runs_of_the_seed_call_agree_to_float32_accuracy():
     f64 = _seed_call(20, jnp.float64)
     f32 = _seed_call(20, jnp.float32)
@@ -201,6 +227,7 @@ def test_precision_float64_is_the_default_run_and_float32_casts():
     assert f32.checkpoint.state.dtype == jnp.float32
 
 
+@pytest.mark.float64_only(MIXED_SUMS)
 def test_mixed_sums_in_float64_and_agrees_with_float64_within_two_stderr():
     # README's first example (Lorenz, 10^5 RK4 steps).
     kw = dict(n_steps=100_000, renorm_every=10, t_transient=50.0)
@@ -217,6 +244,7 @@ def test_mixed_sums_in_float64_and_agrees_with_float64_within_two_stderr():
     )
 
 
+@pytest.mark.float64_only(MIXED_SUMS)
 def test_mixed_on_the_dense_kuramoto_seed_call_agrees_with_float64():
     d = 50
     problem = kuramoto_network(d, omega=jnp.linspace(-1.0, 1.0, d), K=1.0, dt=1e-2)
@@ -229,6 +257,7 @@ def test_mixed_on_the_dense_kuramoto_seed_call_agrees_with_float64():
     assert np.all(np.abs(mixed.exponents - f64.exponents) <= 2 * f64.stderr)
 
 
+@pytest.mark.float64_only(MIXED_SUMS)
 def test_a_mixed_run_resumes_with_float64_sums():
     kw = dict(renorm_every=10, t_transient=0.0, precision="mixed")
     first = lyapax.lyapunov_spectrum(_lorenz(), n_steps=500, **kw)
@@ -239,7 +268,10 @@ def test_a_mixed_run_resumes_with_float64_sums():
     assert np.all(np.isfinite(more.exponents))
 
 
-@pytest.mark.parametrize("precision", ["float32", "mixed"])
+@pytest.mark.parametrize(
+    "precision",
+    ["float32", pytest.param("mixed", marks=pytest.mark.float64_only(MIXED_SUMS))],
+)
 def test_a_sweep_row_is_the_single_run_of_the_same_precision(precision):
     x0s = jnp.array([[1.0, 1.0, 1.0], [2.0, 1.0, 0.5]])
     sweep = lyapax.sweep_lyapunov_spectrum(
@@ -293,11 +325,13 @@ def test_without_x64_float64_and_mixed_fall_back_to_float32():
     with jax.enable_x64(False):
         assert resolve("float64", np.float32) == (np.float32, None)
         assert resolve("mixed", np.float32) == (np.float32, np.float32)
-        assert draw_dtype(np.float32) == np.float32
-    assert resolve("mixed", np.float32) == (np.float32, np.float64)
-    assert resolve(None, np.float64) == (np.float64, None)
+        assert draw_dtype(np.float32) == draw_dtype(np.float16) == np.float32
+    with jax.enable_x64(True):  # as in a float64 run of the suite
+        assert resolve("mixed", np.float32) == (np.float32, np.float64)
+        assert resolve(None, np.float64) == (np.float64, None)
 
 
+@pytest.mark.float64_only("float64 arrays exist with x64 on only")
 def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
     """A float64 run whose arrays land on a TPU says what emulated float64
     is (measured there); float32 there, and float64 on a CPU, do not."""

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import OPS, float64_run, tol
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, run_until_converged
 from lyapax._engine.benettin import (
@@ -146,9 +147,11 @@ def test_a_longer_bucket_compiles_once_and_stays_correct():
         res = lyapunov_spectrum(problem, n_steps=2 * n, renorm_every=2)
     assert compiles == []
     history, times, stderr, _ = reference(problem, 2 * n, 2)
-    np.testing.assert_allclose(res.history, history, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.times, times, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.stderr, stderr, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(res.history, history, rtol=0, atol=tol(1e-12))
+    np.testing.assert_allclose(res.times, times, rtol=0, atol=tol(1e-12))
+    np.testing.assert_allclose(
+        res.stderr, stderr, rtol=tol(1e-12), atol=tol(1e-14, OPS)
+    )
 
 
 def test_the_static_fast_path_compiles_once_per_renorm_every():
@@ -226,7 +229,7 @@ def test_rows_are_host_arrays_and_estimates_device_arrays():
 def test_fresh_frames_are_memoised_only_where_that_is_exact():
     """Small frames of integer seeds are shared between calls; the key holds
     everything the frame depends on, and large frames are not kept."""
-    dtype = jnp.float64
+    dtype = jnp.float64 if float64_run() else jnp.float32
     first = fresh_frame(3, d=4, k=2, dtype=dtype)
     assert fresh_frame(np.int64(3), d=4, k=2, dtype=dtype) is first
     for a, b in zip(first, initial_frame(3, d=4, k=2, dtype=dtype), strict=True):
@@ -269,15 +272,19 @@ def test_equals_the_static_program(n_steps, renorm_every, t_transient):
     n_tr = round(t_transient / 0.01 / renorm_every) if t_transient else 0
     n_tr = max(1, n_tr) if t_transient else 0
     history, times, stderr, state = reference(problem, n_steps, renorm_every, n_tr)
-    np.testing.assert_allclose(res.history, history, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.exponents, history[-1], rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.times, times, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(res.checkpoint.state, state, rtol=0, atol=1e-12)
-    assert float(res.checkpoint.elapsed_time) == pytest.approx(times[-1], abs=1e-12)
+    np.testing.assert_allclose(res.history, history, rtol=0, atol=tol(1e-12))
+    np.testing.assert_allclose(res.exponents, history[-1], rtol=0, atol=tol(1e-12))
+    np.testing.assert_allclose(res.times, times, rtol=0, atol=tol(1e-12))
+    np.testing.assert_allclose(res.checkpoint.state, state, rtol=0, atol=tol(1e-12))
+    assert float(res.checkpoint.elapsed_time) == pytest.approx(
+        times[-1], abs=tol(1e-12)
+    )
     if n_steps // renorm_every < 2:
         assert np.all(np.isnan(res.stderr)) and np.all(np.isnan(stderr))
     else:
-        np.testing.assert_allclose(res.stderr, stderr, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(
+            res.stderr, stderr, rtol=tol(1e-12), atol=tol(1e-14, OPS)
+        )
 
 
 def test_resumed_chunks_equal_one_run():
@@ -287,8 +294,8 @@ def test_resumed_chunks_equal_one_run():
     rest = lyapunov_spectrum(
         problem, n_steps=250, renorm_every=10, resume=first.checkpoint
     )
-    np.testing.assert_allclose(rest.exponents, whole.exponents, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(rest.times, whole.times[15:], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(rest.exponents, whole.exponents, rtol=0, atol=tol(1e-12))
+    np.testing.assert_allclose(rest.times, whole.times[15:], rtol=0, atol=tol(1e-12))
 
 
 def test_saved_states_follow_the_trajectory_after_the_transient():
@@ -308,9 +315,11 @@ def test_saved_states_follow_the_trajectory_after_the_transient():
         x = problem.step_fn(x)
         if i >= 12 and (i - 11) % 2 == 0:
             states.append(x)
-    np.testing.assert_allclose(res.trajectory, np.stack(states), rtol=0, atol=1e-12)
     np.testing.assert_allclose(
-        res.save_times, 0.02 * np.arange(1, 31), rtol=0, atol=1e-12
+        res.trajectory, np.stack(states), rtol=0, atol=tol(1e-12)
+    )
+    np.testing.assert_allclose(
+        res.save_times, 0.02 * np.arange(1, 31), rtol=0, atol=tol(1e-12)
     )
 
 
@@ -331,7 +340,7 @@ def test_maps_and_delay_equations_reuse_their_program():
         )
     assert compiles == []
     # det J = -b everywhere: the exponents sum to log(b) (b = 0.3).
-    assert float(jnp.sum(res.exponents)) == pytest.approx(np.log(0.3), abs=1e-10)
+    assert float(jnp.sum(res.exponents)) == pytest.approx(np.log(0.3), abs=tol(1e-10))
     assert more.history.shape == (40, 2) and resumed.history.shape == (10, 2)
 
 
@@ -414,7 +423,7 @@ def test_qr_choices_agree(qr):
     problem = lorenz_problem()
     base = lyapunov_spectrum(problem, n_steps=500, renorm_every=10, qr="lapack")
     res = lyapunov_spectrum(problem, n_steps=500, renorm_every=10, qr=qr)
-    np.testing.assert_allclose(res.history, base.history, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(res.history, base.history, rtol=0, atol=tol(1e-10))
     x0 = jnp.array([1.0, 1.0, 1.0])
     sweep = sweep_lyapunov_spectrum(
         lambda x, p: lorenz_problem(p).step_fn(x),
@@ -425,7 +434,7 @@ def test_qr_choices_agree(qr):
         renorm_every=10,
         qr=qr,
     )
-    np.testing.assert_allclose(sweep.history[0], base.history, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(sweep.history[0], base.history, rtol=0, atol=tol(1e-10))
 
 
 @pytest.mark.slow

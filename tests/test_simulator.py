@@ -3,7 +3,6 @@
 import ast
 from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -16,8 +15,6 @@ from lyapax.simulator import (
     StateVar,
     build_jax_dfun,
 )
-
-jax.config.update("jax_enable_x64", True)
 
 
 def fhn(**overrides):

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import tol
 
 from lyapax.indicators import zero_one_test
 from lyapax.sweep import sweep_trajectory
@@ -55,12 +56,12 @@ def test_batch_rows_equal_single_calls_and_chunks(logistic_series, logistic_k):
     for i in (0, 1):
         one = zero_one_test(logistic_series[i])
         assert one.K.shape == ()
-        np.testing.assert_allclose(logistic_k.K[i], one.K, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(logistic_k.K[i], one.K, rtol=0, atol=tol(1e-12))
     nested = zero_one_test(logistic_series.reshape(2, 2, N))  # same program
     assert nested.K.shape == (2, 2)
     np.testing.assert_allclose(nested.K.reshape(4), logistic_k.K, rtol=0, atol=0)
     chunked = zero_one_test(logistic_series, batch_size=3)  # 2 chunks, padded
-    np.testing.assert_allclose(chunked.K, logistic_k.K, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(chunked.K, logistic_k.K, rtol=0, atol=tol(1e-12))
 
 
 def test_direct_displacement_sum_matches_the_fft_form():
@@ -73,7 +74,7 @@ def test_direct_displacement_sum_matches_the_fft_form():
         z = np.cumsum(phi * np.exp(1j * c * np.arange(1, n + 1)))
         msd = np.array([np.mean(np.abs(z[k:] - z[:-k]) ** 2) for k in m])
         d = msd - phi.mean() ** 2 * (1 - np.cos(m * c)) / (1 - np.cos(c))
-        np.testing.assert_allclose(kc, np.corrcoef(m, d)[0, 1], rtol=0, atol=1e-10)
+        np.testing.assert_allclose(kc, np.corrcoef(m, d)[0, 1], rtol=0, atol=tol(1e-10))
 
 
 def test_seed_sets_the_frequencies():

@@ -370,7 +370,10 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
         # Under a caller's trace the frame is a tracer: keeping it would leak.
         and not under_transformation()
     ):
-        return _memo_frame(int(seed), d, k, np.dtype(dtype), placement())
+        # The draw's dtype is part of the key: with x64 turned off in the
+        # same process a float32 frame is another (drawn in float32).
+        drawn = np.dtype(draw_dtype(dtype))
+        return _memo_frame(int(seed), d, k, np.dtype(dtype), (drawn, placement()))
     return initial_frame(seed, d=d, k=k, dtype=dtype)
 
 
@@ -382,5 +385,5 @@ def placement() -> tuple[Any, str]:
 
 @lru_cache(maxsize=16)
 def _memo_frame(seed: int, d: int, k: int, dtype: np.dtype, where: Any):
-    del where  # part of the key only: the arrays live on that device
+    del where  # part of the key only: the draw's dtype and the arrays' device
     return initial_frame(seed, d=d, k=k, dtype=dtype)

@@ -14,7 +14,8 @@ computed in full there either way.
 exists (``jax_enable_x64``) and rounds them to the run's dtype, so that one
 seed gives one frame for every precision: the float64 frame as before, and a
 float32 run starts from that frame rounded. With x64 off only float32 can be
-drawn, and a seed's float32 frame is JAX's float32 draw.
+drawn, and a seed's float32 frame is JAX's float32 draw (a float16 frame that
+one rounded).
 """
 
 from __future__ import annotations
@@ -54,10 +55,14 @@ def einsum(subscripts: str, *operands: Any) -> Array:
 
 
 def draw_dtype(dtype: Any) -> Any:
-    """The dtype a frame of ``dtype`` is drawn in: float64 for a real
-    floating ``dtype`` when x64 is on, else ``dtype`` itself."""
+    """The dtype a frame of ``dtype`` is drawn in: for a real floating
+    ``dtype`` the widest float there is (float64 when x64 is on, else
+    float32: a float16 frame is the float32 one rounded, and is drawn and
+    factored where a half-precision QR does not exist), else ``dtype``."""
+    if not jnp.issubdtype(dtype, jnp.floating):
+        return dtype
     x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]
-    return jnp.float64 if x64 and jnp.issubdtype(dtype, jnp.floating) else dtype
+    return jnp.float64 if x64 else jnp.float32
 
 
 def standard_normal(key: Any, shape: tuple[int, ...], dtype: Any) -> Array:

@@ -525,7 +525,11 @@ def _sum_check(w: _Window) -> Check:
     elif logdet:
         expected = float(sums.logdet) / T
         stderr = 0.0
-        tol = 1e-6 * (1.0 + abs(expected)) + 1e3 * np.finfo(float).eps ** (2 / 3) * (
+        # Both sums round at the run's dtype: a relative floor of 1e-6, or
+        # 1000 units of the last place where that is more (float32: 1.2e-4).
+        eps = float(np.finfo(np.asarray(sums.logdet).dtype).eps)
+        floor = max(1e-6, 1e3 * eps)
+        tol = floor * (1.0 + abs(expected)) + 1e3 * np.finfo(float).eps ** (2 / 3) * (
             steps / T
         )
         note = "ln|det DPhi| / dt of the step"

@@ -12,7 +12,10 @@ which with one neighbour is Rosenstein's ``<ln d_i(k)>``.
 
 The search runs over chunks of reference points against all candidates, so
 memory is ``chunk x n`` distances, never ``n x n``; the chunk is sized to a
-fixed number of distances (about 32 MiB).
+fixed number of distances (about 32 MiB). In float64 a chunk's squared
+distances are ``|a|^2 + |b|^2 - 2 a.b`` (one matrix product); in float32 that
+form loses a near neighbour's distance to cancellation, and they are summed
+from the differences instead.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ def nearest_neighbours(
     admissible candidates gets distance ``inf`` in the missing slots.
     """
     Y = X[:n_candidates]
-    Y = Y - jnp.mean(Y, axis=0)  # centred: the |a|^2 + |b|^2 - 2ab form cancels less
+    # Centred: the |a|^2 + |b|^2 - 2ab form (float64) cancels less.
+    Y = Y - jnp.mean(Y, axis=0)
     sq = jnp.sum(Y * Y, axis=1)
     cand = jnp.arange(n_candidates)
     n_ref = refs.shape[0]
@@ -63,7 +67,14 @@ def nearest_neighbours(
 
     def one_chunk(rows):
         a = Y[rows]
-        d2 = sq[rows][:, None] + sq[None, :] - 2.0 * matmul(a, Y.T)
+        if Y.dtype == jnp.float64:
+            d2 = sq[rows][:, None] + sq[None, :] - 2.0 * matmul(a, Y.T)
+        else:
+            # The product form keeps log10(d^2 / (|x|^2 eps)) digits of d^2:
+            # none of a near neighbour's in float32 (d ~ 1e-3 |x|: 6e-8 / 1e-6),
+            # which then ranks the wrong candidate first. Differences keep them.
+            diff = a[:, None, :] - Y[None, :, :]
+            d2 = jnp.sum(diff * diff, axis=-1)
         far = jnp.abs(rows[:, None] - cand[None, :]) > theiler
         d2 = jnp.where(far, jnp.maximum(d2, 0.0), jnp.inf)
         # k passes of argmin: on a CPU, lax.top_k over long rows is ~50x slower.

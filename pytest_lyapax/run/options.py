@@ -394,7 +394,6 @@ NEED_BACKEND = {
     "jax_rerun": RERUN_OPTION,
     "jax_ab": AB_OPTION,
     "jax_devices": devices.DEVICES_OPTION,
-    "jax_precision": precision.PRECISION_OPTION,
     "jax_find_crossover": "--jax-find-crossover",
     "jax_find_ceiling": "--jax-find-ceiling",
 }
@@ -525,6 +524,17 @@ def backends_requested(config: pytest.Config) -> bool:
     if text is None:
         text = str(config.getini("jax_backend") or "").strip()
     return bool(text)
+
+
+def process_precision(config: pytest.Config) -> str | None:
+    """The dtype the command line's ``--jax-precision`` asks of this process
+    in a run without backends (run/precision.py, process_dtype), or None:
+    not given, or the run requests backends (each label's worker takes it
+    then).  The ini key ``jax_precision`` is a default for labels only."""
+    text = config.getoption("jax_precision")
+    if text is None or backends_requested(config):
+        return None
+    return precision.process_dtype(text)
 
 
 def read_settings(config: pytest.Config, *, check_paths: bool = True) -> Settings:

@@ -140,7 +140,9 @@ OPTIONS: tuple[Option | GateOptions, ...] = (
         "where the platform has it natively, float32 on a TPU) or "
         "float64,float32 (every label at both: twin labels LABEL_float32); "
         "recorded with the matmul precision in extra_info['precision']. "
-        "Ini: jax_precision.",
+        "Without --jax-backend: float32 or float64 sets this process's JAX "
+        "(and a plain xdist run's workers'). Ini: jax_precision (with "
+        "--jax-backend only).",
         metavar="LIST",
     ),
     Option(

@@ -7,6 +7,14 @@ two dtypes for one label (``float64,float32``, or ``cpu:float64,cpu:float32``)
 make twin labels, as the device counts do: the first keeps the label, each
 further one runs as ``LABEL_<dtype>``.  The dtype reaches the worker as
 ``JAX_ENABLE_X64`` among the label's own variables.
+
+Without ``--jax-backend`` there is no label's worker to start: ``float32``
+or ``float64`` then sets this process's JAX (and that of each worker of a
+plain pytest-xdist run, which reads the same command line), after the
+initial conftests (one may enable x64 for a suite) and before any test
+module is imported; the plugin sets it again before each collector and each
+test (plugin.py), so that a module or a test that flips the global flag
+does not carry it into the next one.
 """
 
 from __future__ import annotations
@@ -30,6 +38,31 @@ PRECISION_OPTION = "--jax-precision"
 NATIVE = "native"
 X64_ENV = "JAX_ENABLE_X64"
 _VALUES = (*DTYPES, NATIVE)
+
+
+def process_dtype(text: str) -> str:
+    """The one dtype ``--jax-precision=text`` asks of a process that runs
+    no backend label; ``pytest.UsageError`` naming the value for anything
+    but ``float32`` or ``float64`` (``native``, a label's value and two
+    dtypes need the labels of ``--jax-backend``)."""
+    value = text.strip().lower()
+    if value not in DTYPES:
+        raise pytest.UsageError(
+            f"{PRECISION_OPTION}={text}: without --jax-backend it sets the dtype "
+            f"of this process's JAX: float32 or float64 ({NATIVE}, a backend's "
+            "value and several values need --jax-backend=LIST)"
+        )
+    return value
+
+
+def set_process_dtype(dtype: str) -> None:
+    """This process's JAX computes in ``dtype`` from now on (x64 on for
+    float64); nothing is done when it already does."""
+    import jax
+
+    x64 = dtype == FLOAT64
+    if bool(jax.config.jax_enable_x64) != x64:  # type: ignore[attr-defined]
+        jax.config.update("jax_enable_x64", x64)
 
 
 def twin_label(label: str, dtype: str) -> str:

@@ -364,3 +364,56 @@ def test_the_ini_default_yields_to_a_label_s_own_x64_variable():
         ("cpu", "float64", (("JAX_ENABLE_X64", "1"),)),
         ("tpu", "", (("JAX_ENABLE_X64", "1"),)),
     ]
+
+
+# --- without --jax-backend: the dtype of this process ---------------------------
+
+SUITE = {
+    # A suite that enables x64 for itself, as this repository's root conftest.
+    "conftest": "import jax\njax.config.update('jax_enable_x64', True)\n",
+    # A module that enables it again when imported.
+    "test_a": """
+import jax
+import jax.numpy as jnp
+
+jax.config.update("jax_enable_x64", True)
+
+
+def test_a(jax_precision):
+    assert jax_precision == jnp.ones(2).dtype.name == "float32"
+    jax.config.update("jax_enable_x64", True)  # a test that flips it
+""",
+    # Collected after it: its constants and tests still see the asked dtype.
+    "test_b": """
+import jax.numpy as jnp
+
+MADE_ON_IMPORT = jnp.ones(2)
+
+
+def test_b(jax_precision):
+    assert MADE_ON_IMPORT.dtype.name == jax_precision == "float32"
+    assert jnp.ones(1).dtype.name == "float32"
+""",
+}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one process", "xdist"])
+def test_without_a_backend_float32_sets_this_process_and_holds_it(pytester, workers):
+    pytester.makepyfile(**SUITE)
+    result = pytester.runpytest_subprocess("--jax-precision=float32", *workers)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["pytest-lyapax: the tests compute in float32 (--jax-precision*"]
+    )
+
+
+def test_without_a_backend_only_one_dtype_is_accepted(pytester):
+    pytester.makepyfile("def test_x():\n    pass\n")
+    for value in ("native", "cpu:float32", "float64,float32"):
+        result = pytester.runpytest_subprocess(f"--jax-precision={value}")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, value
+        result.stderr.fnmatch_lines(
+            [f"*--jax-precision={value}: without --jax-backend it sets the dtype*"]
+        )
+    result = pytester.runpytest_subprocess("--jax-precision=float64")
+    result.assert_outcomes(passed=1)

@@ -101,6 +101,9 @@ def test_the_sitecustomize_forbids_ip_sockets_only(tmp_path, clean_environment):
     assert proc.stdout.strip() == "refused 97", proc.stderr
 
 
+@pytest.mark.needs_ip_socket(
+    "asserts that this machine allows one before it refuses it"
+)
 def test_ip_sockets_allowed_says_why_not(monkeypatch):
     assert sandbox.ip_sockets_allowed() is None
 

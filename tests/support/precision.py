@@ -1,0 +1,62 @@
+"""The suite in float64 and in float32: tolerances that follow the run's
+precision.
+
+The plain run computes in float64 (the root ``conftest.py``);
+``python -m pytest --jax-precision=float32`` runs the same tests with x64
+off, as a TPU computes natively (docs/testing.md, "Running the test suite
+on a TPU").  The run's precision is the process's ``jax_enable_x64``, which
+the option fixes before any test module is imported.
+
+- A test of an algorithm states its float64 tolerance as it always has and
+  its float32 one beside it: ``tol(1e-12)`` is ``1e-12`` in a float64 run
+  and :data:`RUN` in a float32 run; ``tol(1e-12, OPS)`` for a few
+  operations, ``tol(1e-9, 3e-3)`` where the test says why.  A float32
+  tolerance is never below the float64 one.  An expected value that itself
+  depends on the dtype (the step where float32's range ends, the bytes of a
+  float) reads :func:`float64_run`.
+- ``warnings_as_errors()``: a test that must not warn, less the warning
+  every float32 run gives.
+- What a float32 run cannot check at all is marked ``float64_only`` (see
+  :mod:`support.markers`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import jax
+
+#: float32 tolerances, relative (absolute for numbers of order one), by what
+#: the compared numbers went through.  float32 rounds at 6e-8 relative:
+#: ``OPS`` is about 16 units of the last place (a few operations, one
+#: product, one solve), ``RUN`` about 1700 (a run of steps, renormalisations
+#: or a long reduction, whose rounding errors add up).
+OPS = 1e-6
+RUN = 1e-4
+
+#: What every float32 run of a float32 state says (lyapax/_engine/run.py).
+FLOAT32_WARNING = "state0 is float32 and jax_enable_x64 is off"
+
+
+def float64_run() -> bool:
+    """Whether this run computes in float64 (x64 on)."""
+    return bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+
+
+def tol(float64: float, float32: float = RUN) -> float:
+    """``float64`` in a float64 run, exactly as the test states it; in a
+    float32 run ``float32`` (never below ``float64``)."""
+    return float64 if float64_run() else max(float64, float32)
+
+
+@contextmanager
+def warnings_as_errors() -> Iterator[None]:
+    """Every warning an error (a run that must not warn), but the one every
+    float32 run gives in a float32 run of the suite."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if not float64_run():
+            warnings.filterwarnings("ignore", message=FLOAT32_WARNING)
+        yield
