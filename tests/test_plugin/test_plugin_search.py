@@ -396,6 +396,10 @@ def test_a_series_the_second_label_did_not_measure_is_still_searched(
         f"--jax-report-dir={report}",
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    # Searched at all: before, the pair was the run's first two labels (cpu,
+    # cpu3), and a series cpu3 did not measure had no entry.
     (entry,) = _section(data, "crossover_search")
     assert entry["backends"] == ["cpu", "cpu2"]
+    if entry["status"] == "unreliable":  # busy rounds decide nothing
+        pytest.skip(f"the noise test could not decide: {entry['summary']}")
     assert entry["added"], entry  # it measured sizes of its own
