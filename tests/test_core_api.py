@@ -214,6 +214,30 @@ def test_inside_jit_and_vmap():
     np.testing.assert_allclose(out[0], eager, atol=1e-10)
 
 
+def test_read_fields_reads_what_attribute_access_reads():
+    """The host reads the kernel's records with tree.read_fields: the same
+    objects as attribute access, jit outputs and traced values alike."""
+    from lyapax._engine.benettin import BenettinState, KernelOutput
+    from lyapax._engine.tree import read_fields
+
+    carry = BenettinState(X0, jnp.eye(3), jnp.zeros(3), jnp.asarray(4, jnp.int32))
+    out = jax.jit(lambda c: KernelOutput(c, jnp.ones((2, 3))))(carry)
+    names = ("state", "Y", "cum", "step")
+    got = read_fields(out.carry, *names)
+    assert all(a is getattr(out.carry, n) for a, n in zip(got, names, strict=True))
+    cum, saved = read_fields(out, "cum", "saved")
+    assert cum is out.cum and saved is None
+
+    def traced(c):
+        state, step = read_fields(c, "state", "step")
+        assert state is c.state and step is c.step
+        return state
+
+    np.testing.assert_array_equal(jax.jit(traced)(carry), X0)
+    with pytest.raises(AttributeError):
+        read_fields(out, "missing")
+
+
 def _leading_exponent(p):
     A = jnp.array([[p, 1.0], [0.0, -1.0]])
     problem = ode_problem(linear_system(A), jnp.ones(2), 0.01)
