@@ -215,6 +215,67 @@ def test_inside_jit_and_vmap():
     np.testing.assert_allclose(out[0], eager, atol=1e-10)
 
 
+def test_is_traced_finds_a_tracer_in_any_tree_and_none_in_concrete_values():
+    """The fast paths (a concrete leaf by its type, tuples and lists walked
+    item by item) answer as walking the whole tree does."""
+    from typing import NamedTuple
+
+    from lyapax._engine.validate import is_traced, under_transformation
+
+    class Pair(NamedTuple):
+        a: object
+        b: object
+
+    x = jnp.ones(3)
+    concrete = [x, np.ones(2), np.float64(1.0), 1, 1.5, True, None, (), [], "s"]
+    concrete += [(x, [1.0, {"w": x}]), Pair(x, None), {"a": (x, 2)}]
+    for value in concrete:
+        assert is_traced(value) is False, value
+    assert not under_transformation(*concrete)
+
+    def traced_in(t):
+        return [
+            is_traced(t),
+            is_traced((x, [1.0, {"w": t}])),
+            is_traced(Pair(None, t)),
+            is_traced({"a": (1, t)}),
+            is_traced([x, (t,)]),
+            under_transformation(),
+            under_transformation(x, 2.0),
+        ]
+
+    seen = []
+    jax.jit(lambda t: seen.append(traced_in(t)) or t)(x)
+    jax.vmap(lambda t: seen.append(traced_in(t)) or t)(x)
+    jax.grad(lambda t: seen.append(traced_in(t)) or t)(1.0)
+    assert seen == [[True] * 7] * 3
+    assert is_traced(x) is False  # the array type stays concrete after a trace
+
+
+def test_read_fields_reads_what_attribute_access_reads():
+    """The host reads the kernel's records with tree.read_fields: the same
+    objects as attribute access, jit outputs and traced values alike."""
+    from lyapax._engine.benettin import BenettinState, KernelOutput
+    from lyapax._engine.tree import read_fields
+
+    carry = BenettinState(X0, jnp.eye(3), jnp.zeros(3), jnp.asarray(4, jnp.int32))
+    out = jax.jit(lambda c: KernelOutput(c, jnp.ones((2, 3))))(carry)
+    names = ("state", "Y", "cum", "step")
+    got = read_fields(out.carry, *names)
+    assert all(a is getattr(out.carry, n) for a, n in zip(got, names, strict=True))
+    cum, saved = read_fields(out, "cum", "saved")
+    assert cum is out.cum and saved is None
+
+    def traced(c):
+        state, step = read_fields(c, "state", "step")
+        assert state is c.state and step is c.step
+        return state
+
+    np.testing.assert_array_equal(jax.jit(traced)(carry), X0)
+    with pytest.raises(AttributeError):
+        read_fields(out, "missing")
+
+
 def _leading_exponent(p):
     A = jnp.array([[p, 1.0], [0.0, -1.0]])
     problem = ode_problem(linear_system(A), jnp.ones(2), 0.01)

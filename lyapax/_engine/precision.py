@@ -147,6 +147,9 @@ def precision_view(view: Any, precision: Any) -> tuple[Any, Any]:
     return view._replace(step=step, z0=jnp.asarray(view.z0, state)), sums
 
 
+#: The dtypes that a TPU emulates (float64 and the complex128 built on it).
+_WIDE = frozenset({np.dtype(np.float64), np.dtype(np.complex128)})
+
 #: What float64 is on a platform that emulates it (measured on a TPU v5e with
 #: JAX 0.10.2 against NumPy; docs/method.md, "Precision").
 EMULATED_FLOAT64 = (
@@ -163,8 +166,13 @@ EMULATED_FLOAT64 = (
 def emulated_float64(dtype: Any) -> bool:
     """Whether a ``dtype`` run would compute in emulated float64: a float64
     (or complex128) state on the platform that JAX places new arrays on,
-    when that platform is a TPU."""
-    if np.dtype(dtype) not in (np.dtype(np.float64), np.dtype(np.complex128)):
+    when that platform is a TPU.
+
+    The platform is asked at every call (``jax_default_device``, else
+    :func:`jax.default_backend`): JAX keeps its default backend cached until
+    ``jax.clear_backends()``, so asking costs ~0.2 us, and a cache kept here
+    would outlive a cleared backend."""
+    if np.dtype(dtype) not in _WIDE:
         return False
     device = jax.config.jax_default_device  # type: ignore[attr-defined]
     platform = device if isinstance(device, str) else getattr(device, "platform", None)

@@ -74,6 +74,19 @@ def assemble(cls: type[_M], **fields: Any) -> _M:
     return self
 
 
+def read_fields(module: eqx.Module, *names: str) -> tuple[Any, ...]:
+    """The values of ``module``'s fields ``names``, read as plain instance
+    attributes: what a field holds, without the hook that equinox's
+    ``__getattribute__`` runs on every attribute read (it wraps bound methods
+    as pytrees; ~0.3 us a read, against 0.07 us). For the host's one read of
+    the records a compiled program returns. Fields only: a method read this
+    way is not wrapped as equinox wraps it."""
+    return tuple([_READ(module, name) for name in names])
+
+
+_READ = object.__getattribute__
+
+
 @functools.cache
 def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in dataclasses.fields(cls))

@@ -20,7 +20,27 @@ from jax.extend.core import find_top_trace
 
 def is_traced(x: Any) -> bool:
     """True for values that are abstract inside a jit/vmap/grad trace."""
-    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves(x))
+    kind = type(x)
+    if kind in _CONCRETE:  # one concrete leaf: no tree to walk
+        return False
+    if kind is tuple or kind is list:
+        return any([is_traced(item) for item in x])
+    if isinstance(x, _TRACER):
+        return True
+    if isinstance(x, _ARRAYS):
+        # A concrete array's type (a tracer's is a Tracer subclass, above).
+        _CONCRETE.add(kind)
+        return False
+    return any(isinstance(leaf, _TRACER) for leaf in jax.tree_util.tree_leaves(x))
+
+
+_TRACER = jax.core.Tracer
+_ARRAYS = (jax.Array, np.ndarray, np.generic)
+
+#: Types of leaves that are never traced: Python numbers, None and the
+#: concrete array types met so far (a run asks about a few values several
+#: times a call; walking a one-leaf tree costs ~1 us, the lookup ~0.03 us).
+_CONCRETE: set[type] = {bool, int, float, complex, type(None), np.ndarray}
 
 
 def under_transformation(*values: Any) -> bool:
