@@ -361,12 +361,7 @@ class SearchHooks:
                 or len(added) + len(retried) >= MAX_STEPS
                 or over_budget
             ):
-                where = decision.text or "no bracket yet"
-                decision = plan.Decision(
-                    plan.BUDGET,
-                    bracket=decision.bracket,
-                    text=f"{where}; stopped after {len(added)} added sizes",
-                )
+                decision = _stopped(decision, "stopped after", len(added))
                 break
             tried.update(sizes)
             self._say(
@@ -384,12 +379,7 @@ class SearchHooks:
             last = time.monotonic() - begin
             spent += last
             if self.stopped is not None:
-                where = decision.text or "no bracket yet"
-                decision = plan.Decision(
-                    plan.BUDGET,
-                    bracket=decision.bracket,
-                    text=f"{where}; {self.stopped}, after {len(added)} added sizes",
-                )
+                decision = _stopped(decision, f"{self.stopped}, after", len(added))
                 break
             kept = self._mark(records, key, "crossover")
             if not kept:
@@ -560,6 +550,17 @@ def search_pair(
     have = set(measured)
     labels = [label for label in order if label in have]
     return (labels[0], labels[1]) if len(labels) >= 2 else None
+
+
+def _stopped(decision: plan.Decision, why: str, added: int) -> plan.Decision:
+    """The search ends before a bracket: where it got, and why it stopped
+    (``"stopped after"`` the budget, or an interruption)."""
+    where = decision.text or "no bracket yet"
+    return plan.Decision(
+        plan.BUDGET,
+        bracket=decision.bracket,
+        text=f"{where}; {why} {added} added sizes",
+    )
 
 
 def _spent(spent: float, budget: float | None) -> str:
