@@ -525,7 +525,8 @@ class RunOutput(NamedTuple):
     @classmethod
     def of(cls, carry: BenettinState, saved: Any) -> RunOutput:
         """The record of a run that ended in ``carry`` with ``saved``."""
-        return cls(*read_fields(carry, "state", "Y", "cum", "step"), saved)
+        state, Y, cum, step = read_fields(carry, "state", "Y", "cum", "step")
+        return cls(state, Y, cum, step, saved)
 
 
 def warn_traced_progress(caller: str, stacklevel: int) -> None:
