@@ -172,6 +172,20 @@ def ceiling_rows(
     return header, rows
 
 
+def ceiling_lines(key: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where each ceiling search started: the saved ceiling it confirmed
+    first, or why a saved run was not a start (no line: neither)."""
+    lines = []
+    for e in plan.read_ceilings(key):
+        where = f"memory ceiling {e['test']} on {e['backend']}: "
+        if e["started_from"]:
+            sizes = ", ".join(map(str, e["started_from"]))
+            lines.append(f"{where}started from the saved ceiling [{sizes}]")
+        if e["start_note"]:
+            lines.append(where + e["start_note"])
+    return tuple(lines)
+
+
 def search_line(entry: Mapping[str, Any]) -> str:
     """One line of text for a crossover search entry."""
     a, b = entry["backends"]
