@@ -7,7 +7,11 @@ measured again, once, and a search that still has only busy verdicts ends
 "unreliable (busy)"); :func:`saved_bracket` finds where a saved run's
 search ended, so that the next search starts there;
 :func:`next_ceiling_size` the next size of a ceiling search from the sizes
-that fit and those that did not.  The report's entries
+that fit and those that did not, and :func:`saved_ceiling` where a saved
+run's ceiling search ended.  Both ``saved_*`` read a saved report as
+untrusted input, and take a start only from a search of the same test and
+backends measured in the same conditions (:func:`_saved_parts`,
+:func:`_conditions`).  The report's entries
 (``pytest_lyapax.crossover_search`` and ``pytest_lyapax.ceilings``) are
 written by :func:`search_entry` / :func:`ceiling_entry` and read back,
 as untrusted input, by :func:`read_searches` / :func:`read_ceilings`.
@@ -16,7 +20,7 @@ as untrusted input, by :func:`read_searches` / :func:`read_ceilings`.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -255,12 +259,10 @@ def saved_bracket(
     bracket inside ``bounds``, measured in the same ``precisions`` (per
     label, as :func:`~pytest_lyapax.report.precision.record_precision`
     writes them) as this run's."""
-    section = data.get("pytest_lyapax") if isinstance(data, Mapping) else None
-    if not isinstance(section, Mapping):
+    parts = _saved_parts(data)
+    if parts is None:
         return None
-    records = data.get("benchmarks") if isinstance(data, Mapping) else None
-    if not isinstance(records, list):
-        return None
+    section, records = parts
     found = [
         e["bracket"]
         for e in read_searches(section)
@@ -269,27 +271,106 @@ def saved_bracket(
     bracket = found[-1] if found else None
     if bracket is None or not bounds[0] <= bracket[0] < bracket[1] <= bounds[1]:
         return None
-    if _precisions(records, test, backends) != {
+    from pytest_lyapax.report.precision import record_precision
+
+    if _conditions(records, test, backends, record_precision) != {
         label: {precisions.get(label, "")} for label in backends
     }:
         return None
     return bracket[0], bracket[1]
 
 
-def _precisions(
-    records: Iterable[object], test: str, labels: Sequence[str]
-) -> dict[str, set[str]]:
-    """The precisions each of ``labels`` measured ``test`` in, per label."""
-    from pytest_lyapax.report.precision import record_precision
+def _saved_parts(data: object) -> tuple[Mapping[str, Any], list[Any]] | None:
+    """A saved report's ``pytest_lyapax`` section and records (None: it is
+    not shaped as a report)."""
+    if not isinstance(data, Mapping):
+        return None
+    section, records = data.get("pytest_lyapax"), data.get("benchmarks")
+    if not isinstance(section, Mapping) or not isinstance(records, list):
+        return None
+    return section, records
 
+
+def _conditions(
+    records: Iterable[object],
+    test: str,
+    labels: Sequence[str],
+    of: Callable[[Mapping[str, Any]], str],
+) -> dict[str, set[str]]:
+    """Per label of ``labels``, the conditions (``of`` a record: its
+    precision, ...) it measured ``test`` in."""
     out: dict[str, set[str]] = {label: set() for label in labels}
     for record in records:
         if not isinstance(record, Mapping):
             continue
         sid = series_id(record)
         if sid.benchmark == test and sid.label in out:
-            out[sid.label].add(record_precision(record))
+            out[sid.label].add(of(record))
     return out
+
+
+def ceiling_conditions(record: Mapping[str, Any]) -> str:
+    """What a record's memory ceiling depends on, in words: the platform,
+    the precision, the device kind (where recorded) and the variables its
+    label set (a memory limit, XLA's memory fraction ...)."""
+    from pytest_lyapax.report.identity import backend_env, extra_info
+    from pytest_lyapax.report.precision import record_precision
+
+    info = extra_info(record)
+    words = [
+        f"platform {_text(info.get('jax_backend')) or '?'}",
+        record_precision(record) or "precision not recorded",
+    ]
+    if _text(info.get("device")):
+        words.append(f"device {_text(info.get('device'))}")
+    env = backend_env(record)
+    if env:
+        words.append(env)
+    return ", ".join(words)
+
+
+def saved_ceiling(
+    data: object, test: str, label: str, conditions: str
+) -> tuple[tuple[int, ...] | None, str]:
+    """Where a saved run's ceiling search of ``test`` on ``label`` ended, as
+    the sizes to confirm first (its largest size that fit, and the first
+    that did not, where found), with a note on why a saved ceiling is not a
+    start ("" where there is none to start from).
+
+    The saved report is untrusted (anything malformed gives no start); its
+    ceiling is a start only where every record of ``test`` on ``label`` was
+    measured in ``conditions`` (:func:`ceiling_conditions` of this run's)."""
+    parts = _saved_parts(data)
+    if parts is None:
+        return None, ""
+    section, records = parts
+    found = [
+        e
+        for e in read_ceilings(section)
+        if e["test"] == test
+        and e["backend"] == label
+        and e["largest_fitting"] is not None
+    ]
+    if not found:
+        return None, ""
+    entry = found[-1]
+    start = tuple(
+        s
+        for s in (entry["largest_fitting"], entry["first_not_fitting"])
+        if s is not None
+    )
+    then = _conditions(records, test, [label], ceiling_conditions)[label]
+    if then != {conditions}:
+        said = "; ".join(sorted(then)) or "no record of its conditions"
+        return None, (
+            f"not started from the saved ceiling {_listed(start)}: measured with "
+            f"{said}, now with {conditions}"
+        )
+    return start, ""
+
+
+def _listed(sizes: Sequence[int]) -> str:
+    return f"[{', '.join(map(str, sizes))}]"
 
 
 def ceiling_entry(
@@ -299,9 +380,12 @@ def ceiling_entry(
     too_big: Mapping[int, str],
     added: Sequence[int],
     stopped: str = "",
+    started_from: Sequence[int] = (),
+    start_note: str = "",
 ) -> dict[str, Any]:
     """One ``ceilings`` entry: the largest size that fit, the first that did
-    not, and why it did not (or why the search stopped)."""
+    not, and why it did not (or why the search stopped); the saved sizes it
+    started from (or why a saved run was not a start)."""
     largest = max(fits, default=None)
     above = sorted(s for s in too_big if largest is None or s > largest)
     first = above[0] if above else None
@@ -313,6 +397,8 @@ def ceiling_entry(
         "first_not_fitting": first,
         "reason": reason,
         "added": sorted(added),
+        "started_from": list(started_from),
+        "start_note": start_note,
     }
 
 
@@ -409,6 +495,9 @@ def read_ceilings(section: Mapping[str, Any]) -> list[dict[str, Any]]:
                 "largest_fitting": largest,
                 "first_not_fitting": first,
                 "reason": _text(entry.get("reason")),
+                "added": _sizes(entry.get("added")),
+                "started_from": _sizes(entry.get("started_from")),
+                "start_note": _text(entry.get("start_note")),
             }
         )
     return out

@@ -23,7 +23,11 @@ bracket's ends first.
 The ceiling search runs each backend alone with ``PYTEST_LYAPAX_CEILING=1``:
 its benchmark fixture compares the compiled program's memory analysis with
 the device's limit before the real call (measuring/ceiling.py), and a size
-that does not fit ends as an out-of-memory point.
+that does not fit ends as an out-of-memory point.  Where the same saved run
+ended a ceiling search of the same test and backend in the same conditions
+(platform, precision, device kind, the label's variables), the search
+confirms that ceiling's two sizes first, in one follow-up run, and goes on
+from what they say.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,6 +157,7 @@ class SearchHooks:
         # Set when a Ctrl-C or SIGTERM (stopsignal.py) stops a follow-up run:
         # the searches end there, and the report keeps what they found.
         self.stopped: str | None = None
+        self._saved: tuple[Any, str] | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in getattr(report, "user_properties", ()):
@@ -257,6 +262,7 @@ class SearchHooks:
     def search_crossovers(self, out: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Append to ``out`` one search entry per sized series of the first
         two backends, and return it."""
+        from pytest_lyapax.report.precision import record_precision
         from pytest_lyapax.report.series import group_sized
 
         order = self.session.order
@@ -277,7 +283,11 @@ class SearchHooks:
                 max(sizes) * MAX_SPAN,
             )
             start = plan.saved_bracket(
-                saved, bench.key, (a, b), self._precisions(bench.key), bounds
+                saved,
+                bench.key,
+                (a, b),
+                self._conditions(bench.key, record_precision),
+                bounds,
             )
             out.append(self._search_one(bench.key, fullname, a, b, bounds, start, note))
         return out
@@ -286,7 +296,13 @@ class SearchHooks:
         """The saved run a search may start from: ``--jax-compare``'s, else
         the report folder's ``benchmark.json`` of the previous run, read as
         untrusted input; one that does not load is not used, and the second
-        value says why."""
+        value says why.  Read once: the crossover and ceiling searches
+        start from the same file."""
+        if self._saved is None:
+            self._saved = self._load_saved()
+        return self._saved
+
+    def _load_saved(self) -> tuple[Any, str]:
         from pytest_lyapax.report.schema import ReportError, load_report
 
         settings = self.session.settings
@@ -302,15 +318,16 @@ class SearchHooks:
         except ReportError as exc:
             return None, f"not started from the saved run: {exc}"
 
-    def _precisions(self, key: str) -> dict[str, str]:
-        """This run's precision per label of benchmark ``key``."""
-        from pytest_lyapax.report.precision import record_precision
-
+    def _conditions(
+        self, key: str, of: Callable[[Mapping[str, Any]], str]
+    ) -> dict[str, str]:
+        """This run's conditions (``of`` a record: its precision, ...) per
+        label of benchmark ``key``."""
         out: dict[str, str] = {}
         for record in self.session.records:
             sid = series_id(record)
             if sid.benchmark == key and sid.label is not None:
-                out.setdefault(sid.label, record_precision(record))
+                out.setdefault(sid.label, of(record))
         return out
 
     def _fullname(self, key: str) -> str | None:
@@ -462,18 +479,33 @@ class SearchHooks:
         and return it."""
         from pytest_lyapax.report.series import group_sized
 
+        saved, note = self._saved_report()
         for bench in group_sized(self.session.records, self.session.order):
             fullname = self._fullname(bench.key)
             if fullname is None:
                 continue
+            conditions = self._conditions(bench.key, plan.ceiling_conditions)
             for label in bench.series:
                 if self.stopped is not None:
                     return out
-                if label in self.session.order:
-                    out.append(self._ceiling_one(bench.key, fullname, label))
+                if label not in self.session.order:
+                    continue
+                start, why = plan.saved_ceiling(
+                    saved, bench.key, label, conditions.get(label, "")
+                )
+                out.append(
+                    self._ceiling_one(bench.key, fullname, label, start, why or note)
+                )
         return out
 
-    def _ceiling_one(self, key: str, fullname: str, label: str) -> dict[str, Any]:
+    def _ceiling_one(
+        self,
+        key: str,
+        fullname: str,
+        label: str,
+        start: Sequence[int] | None = None,
+        note: str = "",
+    ) -> dict[str, Any]:
         fits = [
             int(r["extra_info"]["size"])
             for r in self.session.records
@@ -486,47 +518,57 @@ class SearchHooks:
         spent = last = 0.0
         added: list[int] = []
         stopped = ""
+        # A saved ceiling: its sizes that this run does not know yet are
+        # confirmed first, in one follow-up run.
+        first = [
+            s for s in start or () if s > max(fits, default=0) and s not in too_big
+        ]
+        started: list[int] = []
         while True:
-            size = plan.next_ceiling_size(fits, list(too_big))
-            if size is None:
-                break
+            sizes, saved, first = first, bool(first), []
+            if not saved:
+                size = plan.next_ceiling_size(fits, list(too_big))
+                if size is None:
+                    break
+                sizes = [size]
             if len(added) >= MAX_STEPS or (
                 budget is not None and spent + last > budget
             ):
                 stopped = f"search stopped by the budget after {len(added)} sizes"
                 break
             self._say(
-                f"{key}: ceiling on {label}, trying {size} ({_spent(spent, budget)})"
+                f"{key}: ceiling on {label}, trying {', '.join(map(str, sizes))} "
+                f"({_spent(spent, budget)})"
             )
-            start = time.monotonic()
-            records, points = self.follow_up(
+            begin = time.monotonic()
+            fit, oom = self._ceiling_step(
+                key,
                 fullname,
-                [size],
-                [label],
-                {CEILING_ENV: "1"},
-                _ONE_ROUND,
-                timeout_s=None if budget is None else budget - spent,
+                label,
+                sizes,
+                None if budget is None else budget - spent,
             )
-            last = time.monotonic() - start
+            last = time.monotonic() - begin
             spent += last
             if self.stopped is not None:
                 stopped = f"search {self.stopped}, after {len(added)} sizes"
                 break
-            added.append(size)
-            # One quick round: whether it ran, not its time (not kept).
-            kept = self._mark(records, key, "ceiling")
-            fits += [size for r in kept if series_id(r).label == label]
-            new = _oom_sizes(points, key, label)
-            for entry in points:
-                if isinstance(entry, dict):
-                    entry["search"] = "ceiling"
-            self.session.points.extend(p for p in points if p.get("status") == "oom")
-            too_big.update(new)
-            if size not in fits and size not in too_big:
-                stopped = f"the follow-up run at {size} measured nothing"
-                too_big[size] = stopped
+            added.extend(sizes)
+            started = sizes if saved else started
+            fits += fit
+            too_big.update(oom)
+            # A size above one that ran out of memory is skipped in the
+            # worker (measuring/points.py): it does not fit either.
+            lost = [
+                s for s in sizes if s not in fits and not any(b <= s for b in too_big)
+            ]
+            if lost:
+                stopped = f"the follow-up run at {lost[0]} measured nothing"
+                too_big[lost[0]] = stopped
                 break
-        entry = plan.ceiling_entry(key, label, fits, too_big, added, stopped)
+        entry = plan.ceiling_entry(
+            key, label, fits, too_big, added, stopped, started, note
+        )
         self._say(
             f"{key}: ceiling on {label}: fits up to {entry['largest_fitting']}"
             + (
@@ -537,6 +579,31 @@ class SearchHooks:
             + (f" ({entry['reason']})" if entry["reason"] else "")
         )
         return entry
+
+    def _ceiling_step(
+        self,
+        key: str,
+        fullname: str,
+        label: str,
+        sizes: Sequence[int],
+        timeout_s: float | None,
+    ) -> tuple[list[int], dict[int, str]]:
+        """One follow-up run of a ceiling search: the sizes of ``sizes`` that
+        fit, and those that ran out of memory (with why).  One quick round
+        a size: whether it ran, not its time (its records are not kept)."""
+        records, points = self.follow_up(
+            fullname, sizes, [label], {CEILING_ENV: "1"}, _ONE_ROUND, timeout_s
+        )
+        fit = [
+            int(r["extra_info"]["size"])
+            for r in self._mark(records, key, "ceiling")
+            if series_id(r).label == label and r["extra_info"].get("size") in sizes
+        ]
+        for entry in points:
+            if isinstance(entry, dict):
+                entry["search"] = "ceiling"
+        self.session.points.extend(p for p in points if p.get("status") == "oom")
+        return fit, _oom_sizes(points, key, label)
 
 
 def search_pair(

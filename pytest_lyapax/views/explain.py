@@ -550,6 +550,9 @@ def _search(view: ReportView) -> list[Section]:
     blocks: list[Any] = [Lines(lines)] if lines else []
     if rows:
         blocks.append(Table(header, rows, left=2))
+    started = search_view.ceiling_lines(view.key)
+    if started:
+        blocks.append(Lines(started))
     return [Section(search_view.TITLE, blocks)] if blocks else []
 
 

@@ -3,13 +3,16 @@ the figure (views/explain.py puts the lines and table in a section); the
 lines of ``pytest-lyapax compare`` and ``history``.
 
 Sizes chosen by a crossover search are drawn as squares around the curve's
-markers (the other marker style), the bracket as a shaded band; each
-backend's memory ceiling as a vertical dashed line in its colour at the
-largest size that fit.
+markers (the other marker style), a bracket found as a shaded band and one
+the search did not find (a busy machine, the budget, sizes within noise) as
+a hatched, dashed outline named by its status; each backend's memory
+ceiling as a vertical dashed line in its colour at the largest size that
+fit.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -21,9 +24,13 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
 KEY_TEXT = (
-    "square: size chosen by --jax-find-crossover (grey band: its bracket); "
+    "square: size chosen by --jax-find-crossover (grey band: its bracket; "
+    "hatched: a bracket not found, its status written in it); "
     "vertical dashed line: memory ceiling"
 )
+# The bracket's band on a panel: found, or not (its gid, for a reader of
+# the figure's artists).
+BRACKET_GID, OPEN_BRACKET_GID = "search-bracket", "search-bracket-not-found"
 
 
 @dataclass
@@ -33,6 +40,13 @@ class Marks:
     chosen: list[int] = field(default_factory=list)
     bracket: tuple[int, int] | None = None
     ceilings: dict[str, int] = field(default_factory=dict)  # label: largest fitting
+    # The search's status in words (status_text): only "bracketed" is a
+    # bracket found; any other is drawn apart and named.
+    status: str = plan.BRACKETED
+
+    @property
+    def found(self) -> bool:
+        return self.status == plan.BRACKETED
 
 
 def entries(key: Mapping[str, Any]) -> tuple[list[dict], list[dict]]:
@@ -49,6 +63,7 @@ def marks(key: Mapping[str, Any]) -> dict[str, Marks]:
         m.chosen = list(entry["added"])
         bracket = entry["bracket"]
         m.bracket = None if bracket is None else (bracket[0], bracket[1])
+        m.status = status_text(entry)
     for entry in ceilings:
         if entry["largest_fitting"] is not None:
             m = out.setdefault(entry["test"], Marks())
@@ -65,7 +80,11 @@ def starred(
         return rows, []
     chosen = {str(s) for s in mark.chosen}
     out = [[f"{r[0]}*" if r[0] in chosen else r[0], *r[1:]] for r in rows]
-    return out, ["* size chosen by --jax-find-crossover"]
+    line = "* size chosen by --jax-find-crossover"
+    if mark.bracket is not None and not mark.found:
+        lo, hi = mark.bracket
+        line += f"; its bracket [{lo}, {hi}] is not a crossing found: {mark.status}"
+    return out, [line]
 
 
 def draw(
@@ -88,9 +107,42 @@ def draw(
                 markeredgecolor=colors.get(label, "0.3"),
             )
     if mark.bracket is not None:
-        ax.axvspan(*mark.bracket, color="0.5", alpha=0.15, linewidth=0)
+        _draw_bracket(ax, mark)
     for label, size in mark.ceilings.items():
         ax.axvline(size, color=colors.get(label, "0.3"), linestyle="--", linewidth=1)
+
+
+def _draw_bracket(ax: Axes, mark: Marks) -> None:
+    """A bracket found as a grey band; any other (unreliable, stopped by the
+    budget) as a hatched, dashed outline with its status written at the top,
+    so that it never reads as a crossing found."""
+    assert mark.bracket is not None
+    lo, hi = mark.bracket
+    if mark.found:
+        ax.axvspan(lo, hi, color="0.5", alpha=0.15, linewidth=0, gid=BRACKET_GID)
+        return
+    ax.axvspan(
+        lo,
+        hi,
+        facecolor="none",
+        edgecolor="0.35",
+        hatch="//",
+        linestyle="--",
+        linewidth=0.8,
+        gid=OPEN_BRACKET_GID,
+    )
+    ax.text(
+        math.sqrt(lo * hi),
+        0.98,
+        mark.status,
+        transform=ax.get_xaxis_transform(),
+        ha="center",
+        va="top",
+        fontsize=7,
+        color="0.25",
+        gid=OPEN_BRACKET_GID,
+        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1},
+    )
 
 
 TITLE = "Sizes chosen by the plugin: crossover and memory ceiling"
@@ -120,6 +172,20 @@ def ceiling_rows(
     return header, rows
 
 
+def ceiling_lines(key: Mapping[str, Any]) -> tuple[str, ...]:
+    """Where each ceiling search started: the saved ceiling it confirmed
+    first, or why a saved run was not a start (no line: neither)."""
+    lines = []
+    for e in plan.read_ceilings(key):
+        where = f"memory ceiling {e['test']} on {e['backend']}: "
+        if e["started_from"]:
+            sizes = ", ".join(map(str, e["started_from"]))
+            lines.append(f"{where}started from the saved ceiling [{sizes}]")
+        if e["start_note"]:
+            lines.append(where + e["start_note"])
+    return tuple(lines)
+
+
 def search_line(entry: Mapping[str, Any]) -> str:
     """One line of text for a crossover search entry."""
     a, b = entry["backends"]
@@ -134,10 +200,12 @@ def search_line(entry: Mapping[str, Any]) -> str:
         chosen += f"; started from the saved bracket [{start[0]}, {start[1]}]"
     if entry.get("start_note"):
         chosen += f"; {entry['start_note']}"
-    return f"{entry['test']} ({b} vs {a}): {_status_text(entry)}: {summary}{chosen}"
+    return f"{entry['test']} ({b} vs {a}): {status_text(entry)}: {summary}{chosen}"
 
 
-def _status_text(entry: Mapping[str, Any]) -> str:
+def status_text(entry: Mapping[str, Any]) -> str:
+    """A search entry's status in words: "stopped by the budget",
+    "unreliable (busy)", or the status itself."""
     status = entry["status"]
     if status == plan.BUDGET:
         return "stopped by the budget"
@@ -151,8 +219,7 @@ def _bracket_text(entry: Mapping[str, Any] | None) -> str:
         return "not searched"
     bracket = entry["bracket"]
     where = "" if bracket is None else f" [{bracket[0]}, {bracket[1]}]"
-    status = "unreliable (busy)" if entry.get("busy") else entry["status"]
-    return f"{status}{where}"
+    return f"{status_text(entry)}{where}"
 
 
 def _ceiling_text(entry: Mapping[str, Any] | None) -> str:

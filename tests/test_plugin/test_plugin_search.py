@@ -232,6 +232,84 @@ def test_a_simulated_out_of_memory_ends_the_ceiling_search_not_the_worker(
     assert "simulated: out of memory" in entry["reason"]
 
 
+LIMIT = "--jax-backend-env=cpu:PYTEST_LYAPAX_MEMORY_LIMIT={}"
+
+
+@pytest.mark.slow
+def test_a_later_ceiling_search_starts_from_the_saved_ceiling(pytester, run_pytest):
+    from pytest_lyapax.report.identity import series_id
+
+    pytester.makepyfile(test_fill=CEILING.format(oom_above=10**9))
+    report = pytester.path / "r"
+    where = f"--jax-report-dir={report}"
+    # A saved run measured under another memory limit, with a ceiling: not
+    # a start for this run's, and a note says why.
+    no_search = [a for a in ONE_LABEL if a != "--jax-find-ceiling"]
+    proc, saved = run_pytest(
+        pytester.path, report, *no_search, LIMIT.format(50000), where
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    key = series_id(saved["benchmarks"][0]).benchmark
+    saved["pytest_lyapax"]["ceilings"] = [
+        {
+            "test": key,
+            "backend": "cpu",
+            "largest_fitting": 6000,
+            "first_not_fitting": 6500,
+            "reason": "does not fit",
+        }
+    ]
+    (report / "benchmark.json").write_text(json.dumps(saved))
+    args = (*ONE_LABEL, LIMIT.format(100000), where)
+    proc, first = run_pytest(pytester.path, report, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(first, "ceilings")
+    assert entry["started_from"] == []
+    note = entry["start_note"]
+    assert note.startswith("not started from the saved ceiling [6000, 6500]: ")
+    assert "PYTEST_LYAPAX_MEMORY_LIMIT=50000, now with " in note
+    assert note in proc.stdout
+    assert entry["largest_fitting"] <= 12500 < entry["first_not_fitting"]
+    # The same conditions: the saved ceiling's two sizes, confirmed in one
+    # follow-up run, are the whole search.
+    proc, second = run_pytest(pytester.path, report, *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (again,) = _section(second, "ceilings")
+    ends = [entry["largest_fitting"], entry["first_not_fitting"]]
+    assert again["started_from"] == again["added"] == ends
+    assert len(again["added"]) < len(entry["added"])
+    assert [again["largest_fitting"], again["first_not_fitting"]] == ends
+    assert again["start_note"] == ""
+    assert f"started from the saved ceiling [{ends[0]}, {ends[1]}]" in proc.stdout
+    assert proc.stdout.count("pytest-lyapax search: ") == 2  # one step, one end
+
+
+@pytest.mark.slow
+def test_a_saved_report_that_does_not_load_is_not_a_start_for_the_ceiling(
+    pytester, run_pytest
+):
+    # 1000 fits and 1050 runs out of memory: the marked sizes are the ceiling.
+    pytester.makepyfile(test_fill=CEILING.format(oom_above=1000))
+    report = pytester.path / "r"
+    report.mkdir()
+    bad = {"benchmarks": [], "pytest_lyapax": {"ceilings": [{"test": "x"}]}}
+    (report / "benchmark.json").write_text(json.dumps(bad))
+    proc, data = run_pytest(
+        pytester.path,
+        report,
+        *ONE_LABEL,
+        "--jax-sizes=1000,1050",
+        f"--jax-report-dir={report}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "ceilings")
+    assert (entry["largest_fitting"], entry["first_not_fitting"]) == (1000, 1050)
+    assert entry["started_from"] == entry["added"] == []
+    assert entry["start_note"].startswith("not started from the saved run: ")
+    assert "ceilings" in entry["start_note"]
+    assert entry["start_note"] in proc.stdout
+
+
 @pytest.mark.parametrize(
     ("marker", "signature", "named"),
     [

@@ -324,3 +324,107 @@ def test_a_malformed_saved_report_gives_no_start(saved):
         plan.saved_bracket(saved, "t.py::test_x", ("cpu", "cpu2"), SAME, (4, 1000))
         is None
     )
+
+
+# ------------------------------------------------ starting from a saved ceiling
+
+
+def _fill(label="cpu", device="cpu", env=None, dtype="float64", test="t.py::test_x"):
+    record = _record(label, 1000, dtype, test)
+    record["extra_info"].update(jax_backend="cpu", device=device)
+    if env is not None:
+        record["extra_info"]["backend_env"] = env
+    return record
+
+
+LIMIT = {"PYTEST_LYAPAX_MEMORY_LIMIT": "100000"}
+NOW = plan.ceiling_conditions(_fill(env=LIMIT))
+
+
+def _saved_ceiling(entry=None, records=None):
+    entry = {
+        "test": "t.py::test_x",
+        "backend": "cpu",
+        "largest_fitting": 12338,
+        "first_not_fitting": 13454,
+        "reason": "does not fit",
+    } | (entry or {})
+    records = [_fill(env=LIMIT)] if records is None else records
+    return {"benchmarks": records, "pytest_lyapax": {"ceilings": [entry]}}
+
+
+def test_the_ceiling_conditions_name_platform_precision_device_and_variables():
+    assert NOW == (
+        "platform cpu, float64, device cpu, PYTEST_LYAPAX_MEMORY_LIMIT=100000"
+    )
+    bare = {"extra_info": {"backend": "cpu"}}
+    assert plan.ceiling_conditions(bare) == "platform ?, precision not recorded"
+
+
+def test_a_saved_ceiling_of_the_same_test_backend_and_conditions_is_the_start():
+    assert plan.saved_ceiling(_saved_ceiling(), "t.py::test_x", "cpu", NOW) == (
+        (12338, 13454),
+        "",
+    )
+    # A search stopped while doubling left only the size that fit.
+    doubling = _saved_ceiling({"first_not_fitting": None})
+    assert plan.saved_ceiling(doubling, "t.py::test_x", "cpu", NOW) == ((12338,), "")
+
+
+@pytest.mark.parametrize(
+    ("records", "then"),
+    [
+        ([_fill(env={"PYTEST_LYAPAX_MEMORY_LIMIT": "50000"})], "LIMIT=50000"),
+        ([_fill(device="TPU v5 lite", env=LIMIT)], "device TPU v5 lite"),
+        ([_fill(dtype="float32", env=LIMIT)], "float32"),
+        ([_fill(env=LIMIT), _fill(env={})], "float64, device cpu; platform"),
+        ([], "no record of its conditions"),
+    ],
+)
+def test_a_saved_ceiling_measured_otherwise_is_not_the_start_and_says_so(records, then):
+    start, note = plan.saved_ceiling(
+        _saved_ceiling(records=records), "t.py::test_x", "cpu", NOW
+    )
+    assert start is None
+    assert note.startswith("not started from the saved ceiling [12338, 13454]: ")
+    assert then in note and note.endswith(f"now with {NOW}")
+
+
+@pytest.mark.parametrize(
+    "saved",
+    [
+        _saved_ceiling({"test": "t.py::test_y"}),
+        _saved_ceiling({"backend": "cpu2"}),
+        _saved_ceiling({"largest_fitting": None}),  # nothing fit: no start
+        # Malformed: no start, and no note (a file that does not load has
+        # its note from the loader).
+        _saved_ceiling({"largest_fitting": -1}),
+        _saved_ceiling({"first_not_fitting": 12338}),
+        _saved_ceiling({"backend": 3}),
+        {"benchmarks": "x", "pytest_lyapax": {"ceilings": []}},
+        {"benchmarks": [], "pytest_lyapax": None},
+        None,
+        [],
+    ],
+)
+def test_no_saved_ceiling_of_this_search_gives_no_start(saved):
+    assert plan.saved_ceiling(saved, "t.py::test_x", "cpu", NOW) == (None, "")
+
+
+def test_a_ceiling_entry_with_its_start_is_written_read_back_and_said():
+    entry = plan.ceiling_entry(
+        "t.py::test_x",
+        "cpu",
+        [1000, 12338],
+        {13454: "does not fit"},
+        [12338, 13454],
+        started_from=[12338, 13454],
+    )
+    (back,) = plan.read_ceilings({"ceilings": [entry]})
+    assert back == entry
+    noted = {**entry, "started_from": [], "start_note": "not started from ..."}
+    assert search_view.ceiling_lines({"ceilings": [entry, noted]}) == (
+        "memory ceiling t.py::test_x on cpu: started from the saved ceiling "
+        "[12338, 13454]",
+        "memory ceiling t.py::test_x on cpu: not started from ...",
+    )

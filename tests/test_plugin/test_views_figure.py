@@ -116,3 +116,76 @@ def test_a_size_not_run_on_one_backend_but_measured_on_another_is_named():
 
     assert _measured_elsewhere(bench, point("tpu", 128))
     assert not _measured_elsewhere(bench, point("tpu", 1024))
+
+
+def _searched_figure(status, busy=None):
+    """A panel whose crossover search ended ``status`` with bracket [80, 113]."""
+    from pytest_lyapax.report import search as plan
+    from pytest_lyapax.views import search as search_view
+
+    records = [
+        record(label, size, t)
+        for label, times in (("cpu", (0.1, 0.2, 0.3)), ("cpu2", (0.2, 0.2, 0.2)))
+        for size, t in zip((40, 80, 113), times, strict=True)
+    ]
+    benches = group_sized(records, ["cpu", "cpu2"])
+    decision = plan.Decision(status, bracket=(80, 113), text="t", busy=busy)
+    entry = plan.search_entry(
+        benches[0].key, ("cpu", "cpu2"), decision, (4, 1000), [80, 113]
+    )
+    searched = search_view.marks({"crossover_search": [entry]})
+    legends = [BackendLegend("cpu", OK), BackendLegend("cpu2", OK)]
+    fig = build_figure(benches, legends, "m", searched=searched)
+    (ax,) = [a for a in fig.axes if a.get_visible()]
+    return fig, ax, searched[benches[0].key]
+
+
+def _by_gid(artists, gid):
+    return [a for a in artists if a.get_gid() == gid]
+
+
+def test_a_bracket_found_is_a_grey_band_without_words():
+    from pytest_lyapax.views.search import BRACKET_GID, OPEN_BRACKET_GID
+
+    _, ax, mark = _searched_figure("bracketed")
+    (band,) = _by_gid(ax.patches, BRACKET_GID)
+    assert not band.get_hatch()
+    assert not _by_gid([*ax.patches, *ax.texts], OPEN_BRACKET_GID)
+    _, lines = _starred(mark)
+    assert lines == ["* size chosen by --jax-find-crossover"]
+
+
+def test_an_unreliable_busy_bracket_is_hatched_and_named_not_drawn_as_found():
+    from pytest_lyapax.views.search import BRACKET_GID, OPEN_BRACKET_GID
+
+    fig, ax, mark = _searched_figure("unreliable", busy="other processes used 1.0")
+    assert not _by_gid(ax.patches, BRACKET_GID)
+    (outline,) = _by_gid(ax.patches, OPEN_BRACKET_GID)
+    assert outline.get_hatch() == "//"
+    assert outline.get_facecolor()[3] == 0  # no fill: an outline
+    assert outline.get_linestyle() == "--"
+    (label,) = _by_gid(ax.texts, OPEN_BRACKET_GID)
+    assert label.get_text() == "unreliable (busy)"
+    assert 80 < label.get_position()[0] < 113
+    assert "hatched: a bracket not found" in " ".join(fig.texts[0].get_text().split())
+    # The size table's note says it too.
+    rows, lines = _starred(mark)
+    assert [r[0] for r in rows] == ["40", "80*", "113*"]
+    assert lines == [
+        "* size chosen by --jax-find-crossover; its bracket [80, 113] is not a "
+        "crossing found: unreliable (busy)"
+    ]
+
+
+def test_a_bracket_where_the_budget_stopped_the_search_is_named_so():
+    from pytest_lyapax.views.search import OPEN_BRACKET_GID
+
+    _, ax, _ = _searched_figure("budget")
+    (label,) = _by_gid(ax.texts, OPEN_BRACKET_GID)
+    assert label.get_text() == "stopped by the budget"
+
+
+def _starred(mark):
+    from pytest_lyapax.views.search import starred
+
+    return starred([["40", "x"], ["80", "x"], ["113", "x"]], mark)
