@@ -3,7 +3,7 @@
 One line per backend: the test it runs (i of n, the benchmark and its size),
 the time since its phase began and ``~`` the time left, as its worker
 estimated it after its last test (``timeleft.py``: the cost model and the
-budget for sized benchmarks, the median test for the others), counted down
+budget for sized benchmarks, the mean test wall for the others), counted down
 since.  On a terminal each line is a tqdm bar at a fixed ``position`` below
 pytest's own line, redrawn after every report; when the output is not a
 terminal, under ``-q`` or where ``CI`` is set, plain lines without control
