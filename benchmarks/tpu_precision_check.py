@@ -103,7 +103,9 @@ def measure(name, run, repeats):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="50,2000", help="Kuramoto d, commas")
-    parser.add_argument("--lorenz-steps", type=int, default=100_000)
+    parser.add_argument(
+        "--lorenz-steps", type=int, default=100_000, help="0: no Lorenz run"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
         "--precisions",
@@ -139,7 +141,9 @@ def main(argv=None):
         # and "mixed" (precision= would cast float64 ones at every call).
         dtype = jnp.float64 if precision == "float64" else jnp.float32
         mode = "mixed" if precision == "mixed" else None
-        calls = [("lorenz", lorenz_call(dtype, args.lorenz_steps, mode))]
+        calls = []
+        if args.lorenz_steps > 0:
+            calls.append(("lorenz", lorenz_call(dtype, args.lorenz_steps, mode)))
         calls += [(f"kuramoto d={d}", kuramoto_call(d, dtype, mode)) for d in sizes]
         for name, run in calls:
             try:

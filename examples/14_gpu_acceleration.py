@@ -108,9 +108,14 @@ merged benchmark report, is ``pytest perf_tests --jax-backend=cpu,gpu``.
 # - The dense Kuramoto network of this page: the chip is faster at every
 #   measured size, barely at d = 20 and about 150 times at d = 2000.  Its
 #   fixed price per call is about 1.1 ms (the launch floor the roofline
-#   reports), so below d ~ 20 the CPU may win; where exactly is what
-#   ``--jax-find-crossover`` is for (the search notes in
-#   :doc:`/pytest_lyapax`).
+#   reports), so below d ~ 20 the CPU may win.  Asked where exactly
+#   (``--jax-find-crossover``, sizes 5, 10, 20 marked), the plugin added
+#   d = 14 and bracketed the crossing: the chip is faster from d in
+#   [14, 20].  Asked how large the network may grow on the chip
+#   (``--jax-find-ceiling`` from d = 4000), it found that d = 45255 fits in
+#   float32 and d = 64000 does not (30.5 GB of temporaries asked, 15.75 GB
+#   there).  Both runs and their figures are in :doc:`/pytest_lyapax`
+#   ("Measured on the lent TPU v5e").
 # - Batched work pays off only in bulk: a sweep of one Lorenz system is 15
 #   times slower on the chip, and the medians cross at about 26 systems.
 # - Single small systems (one Lorenz or one Henon map) are 8 to 35 times

@@ -148,14 +148,21 @@ def cmd_plot(args: argparse.Namespace) -> int:
     )
     failed = [point for r in reports for point in details.failed_points(r.data)]
     models = costmodel.by_key(costmodel.cost_models(benches))
-    png = render_png(
-        benches,
-        _legends(merged),
-        machines,
-        unsized_medians(merged.benchmarks),
-        models,
-        details.panel_notes(merged.benchmarks, None, failed),
-    )
+    if len(reports) == 1:
+        # One report: the figure its run drew, with the sizes a search chose,
+        # its bracket and the memory ceilings (saved with the report only).
+        from pytest_lyapax.views.document import view_of
+
+        png = view_of(reports[0].data).figure_png()
+    else:
+        png = render_png(
+            benches,
+            _legends(merged),
+            machines,
+            unsized_medians(merged.benchmarks),
+            models,
+            details.panel_notes(merged.benchmarks, None, failed),
+        )
     _write(args.output, png)
     print(
         f"wrote {args.output} ({len(benches)} sized benchmarks; machines: {machines})"

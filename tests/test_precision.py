@@ -12,7 +12,7 @@ from support.precision import float64_run
 
 import lyapax
 from lyapax import lyapunov_spectrum, ode_problem
-from lyapax._engine.benettin import fresh_frame, initial_basis
+from lyapax._engine.benettin import MEMO_FRAME_ENTRIES, fresh_frame, initial_basis
 from lyapax.systems import kuramoto_network, lorenz
 
 F64_FRAME = "the float64 frame is drawn with x64 on only"
@@ -65,6 +65,41 @@ def test_a_lower_precision_frame_is_the_float64_frame_rounded(dtype):
     ):
         assert frame.dtype == dtype
         np.testing.assert_array_equal(np.asarray(frame), np.asarray(f64.astype(dtype)))
+
+
+@pytest.mark.float64_only(F64_FRAME)
+@pytest.mark.parametrize(("d", "k"), [(20, 5), (MEMO_FRAME_ENTRIES, 2)])
+def test_where_float64_is_emulated_the_frame_is_drawn_on_the_host_cpu(
+    monkeypatch, d, k
+):
+    # On the TPU the frame's float64 QR compiled ~20 s per new d; drawn on
+    # the host's CPU it is the CPU's frame bit for bit (a memoised frame and
+    # one too large for the memo alike).
+    import lyapax._engine.benettin as benettin
+
+    places = []
+    draw = benettin.initial_frame
+
+    def spy(*args, **kwargs):
+        places.append(jax.config.jax_default_device)
+        return draw(*args, **kwargs)
+
+    cpu_frame = np.asarray(initial_basis(11, d=d, k=k, dtype=jnp.float64))
+    monkeypatch.setattr(benettin, "initial_frame", spy)
+    monkeypatch.setattr(benettin, "_emulates_float64", lambda: True)
+    benettin._memo_frame.cache_clear()
+    try:
+        for dtype in (jnp.float32, jnp.float64):
+            Y0, cum0 = fresh_frame(11, d=d, k=k, dtype=dtype)
+            assert Y0.dtype == dtype and cum0.shape == (k,)
+            np.testing.assert_array_equal(np.asarray(Y0), cpu_frame.astype(dtype))
+        assert places == [jax.devices("cpu")[0]] * 2
+        # x64 off: a float32 draw, on the default device as before.
+        with jax.enable_x64(False):
+            fresh_frame(11, d=d, k=k, dtype=jnp.float32)
+        assert places[2:] == [None]
+    finally:
+        benettin._memo_frame.cache_clear()
 
 
 def test_without_x64_a_float16_frame_is_the_float32_frame_rounded():

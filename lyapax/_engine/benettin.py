@@ -366,15 +366,46 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
     if (
         isinstance(seed, int | np.integer)
         and not isinstance(seed, bool)
-        and d * k <= MEMO_FRAME_ENTRIES
         # Under a caller's trace the frame is a tracer: keeping it would leak.
         and not under_transformation()
     ):
-        # The draw's dtype is part of the key: with x64 turned off in the
-        # same process a float32 frame is another (drawn in float32).
-        drawn = np.dtype(draw_dtype(dtype))
-        return _memo_frame(int(seed), d, k, np.dtype(dtype), (drawn, placement()))
+        if d * k <= MEMO_FRAME_ENTRIES:
+            # The draw's dtype is part of the key: with x64 turned off in the
+            # same process a float32 frame is another (drawn in float32).
+            drawn = np.dtype(draw_dtype(dtype))
+            return _memo_frame(int(seed), d, k, np.dtype(dtype), (drawn, placement()))
+        return _placed_frame(int(seed), d, k, np.dtype(dtype))
     return initial_frame(seed, d=d, k=k, dtype=dtype)
+
+
+def _emulates_float64() -> bool:
+    """Whether the default backend emulates float64 (a TPU: pairs of float32,
+    programs that compile about 20x longer)."""
+    return jax.default_backend() == "tpu"
+
+
+def _host_cpu() -> Any:
+    """The host's CPU device, or None where JAX was started without it
+    (``JAX_PLATFORMS=tpu``)."""
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:
+        return None
+
+
+def _placed_frame(seed: int, d: int, k: int, dtype: np.dtype):
+    """:func:`initial_frame` on the default device. A float64 draw on a backend
+    that emulates float64 is made on the host's CPU and moved: on the lent TPU
+    v5e the frame's float64 QR compiled for ~20 s at every new ``d`` (a
+    float32 run's first call 22 s against 3 s from the cache), and drawn on
+    the CPU the frame is the CPU's, bit for bit, so runs on either start from
+    the same frame."""
+    cpu = _host_cpu() if _emulates_float64() else None
+    if cpu is None or np.dtype(draw_dtype(dtype)) != np.float64:
+        return initial_frame(seed, d=d, k=k, dtype=dtype)
+    with jax.default_device(cpu):
+        Y0, cum0 = initial_frame(seed, d=d, k=k, dtype=dtype)
+    return jax.device_put(np.asarray(Y0)), jax.device_put(np.asarray(cum0))
 
 
 def placement() -> tuple[Any, str]:
@@ -386,4 +417,4 @@ def placement() -> tuple[Any, str]:
 @lru_cache(maxsize=16)
 def _memo_frame(seed: int, d: int, k: int, dtype: np.dtype, where: Any):
     del where  # part of the key only: the draw's dtype and the arrays' device
-    return initial_frame(seed, d=d, k=k, dtype=dtype)
+    return _placed_frame(seed, d, k, dtype)

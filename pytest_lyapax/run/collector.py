@@ -24,7 +24,7 @@ from pytest_lyapax.measuring.benchmarks import (
 from pytest_lyapax.measuring.points import POINT_ATTR
 from pytest_lyapax.report.compare import ComparisonResult
 from pytest_lyapax.report.schema import REPORT_KEY
-from pytest_lyapax.run import output
+from pytest_lyapax.run import output, stopsignal
 from pytest_lyapax.run.items import LABEL_ATTR, item_label
 from pytest_lyapax.run.scheduling import node_label
 from pytest_lyapax.run.session import CONTROLLER, INPROCESS, LyapaxSession
@@ -116,9 +116,10 @@ class ResultCollector:
         self.info = output.machine_info(self.config)
         self.compared = output.check_regressions(self.session, self.info)
         try:
-            self.view, self.written = output.write_reports(
-                self.config, self.session, self.info, self.compared
-            )
+            with stopsignal.holding():
+                self.view, self.written = output.write_reports(
+                    self.config, self.session, self.info, self.compared
+                )
         except OSError as exc:
             self.session.figure_error = f"could not write the reports: {exc}"
             self.view = output.compose(self.session, self.info, self.compared)[1]

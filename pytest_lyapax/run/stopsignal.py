@@ -12,29 +12,55 @@ is left alone, and the default is put back when the run ends.
 from __future__ import annotations
 
 import signal
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 import pytest
 
 
-def _interrupter() -> Callable[[int, FrameType | None], None]:
+class _Interrupter:
     """A SIGTERM handler that raises ``KeyboardInterrupt`` once.  A second
     SIGTERM (a process group signalled again, a scheduler's reminder) arrived
     on the TPU machine while pytest was handling the first interrupt, and the
     second ``KeyboardInterrupt`` ended pytest there, before the report: the
     run is stopping already, so later ones are ignored (SIGKILL remains for a
-    run that must end now)."""
-    asked: list[int] = []
+    run that must end now).  While the reports are written (:func:`holding`)
+    a SIGTERM raises nothing: the run is ending anyway, and on the TPU machine
+    one that arrived there stopped the figure half drawn."""
 
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        if asked:
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+        self.holding = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.asked:
             return
-        asked.append(signum)
+        self.asked.append(signum)
+        if self.holding:
+            sys.stderr.write(
+                f"pytest-lyapax: {signal.Signals(signum).name} while writing the "
+                "reports: finishing them first\n"
+            )
+            return
         raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
 
-    return interrupt
+
+@contextmanager
+def holding() -> Iterator[None]:
+    """Within this block a SIGTERM does not interrupt (the reports being
+    written); a no-op where :func:`install` did not install the handler."""
+    handler = signal.getsignal(signal.SIGTERM)
+    if not isinstance(handler, _Interrupter):
+        yield
+        return
+    handler.holding = True
+    try:
+        yield
+    finally:
+        handler.holding = False
 
 
 def install(config: pytest.Config) -> bool:
@@ -44,7 +70,7 @@ def install(config: pytest.Config) -> bool:
         return False
     if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         return False
-    handler = _interrupter()
+    handler = _Interrupter()
     signal.signal(signal.SIGTERM, handler)
 
     def restore() -> None:

@@ -382,6 +382,10 @@ def _draw_extras(
             ax.set_xscale("log")
         ticks = ticks if len(ticks) <= 8 else ticks[:: math.ceil(len(ticks) / 8)]
         ax.set_xticks(ticks, [str(s) for s in ticks])
+        # The log scale set here brings its minor ticks and labels back.
+        from matplotlib.ticker import NullLocator
+
+        ax.xaxis.set_minor_locator(NullLocator())
         ax.margins(x=0.12)
     for label, (size, warm) in notes.warmups.items():
         lines.append(f"{label} at {size}: {warm.short()}")

@@ -544,3 +544,20 @@ def test_summary_and_html_regenerated_equal_what_the_run_wrote(
     proc = cli("summary", a, b, "-o", "m.md", cwd=tmp_path, env=clean_environment)
     assert proc.returncode == 0, proc.stderr
     assert "cpu @ gpu-server" in (tmp_path / "m.md").read_text()
+
+
+def test_plot_of_one_report_draws_the_figure_its_run_drew(tmp_path, monkeypatch):
+    # One report: the run's own figure (the sizes a search chose, its bracket
+    # and the memory ceilings live in the report's section, not the records).
+    from pathlib import Path
+
+    from pytest_lyapax import cli as cli_module
+    from pytest_lyapax.views.document import ReportView
+
+    saved = Path(__file__).parents[2] / "docs/_static/measured/tpu-v5e/benchmark.json"
+    monkeypatch.setattr(ReportView, "figure_png", lambda self: b"the run's figure")
+    assert cli_module.main(["plot", str(saved), "-o", str(tmp_path / "one.png")]) == 0
+    assert (tmp_path / "one.png").read_bytes() == b"the run's figure"
+    args = ["plot", str(saved), str(saved), "-o", str(tmp_path / "two.png")]
+    assert cli_module.main(args) == 0
+    assert (tmp_path / "two.png").read_bytes().startswith(b"\x89PNG")  # merged

@@ -80,3 +80,29 @@ def test_a_handler_of_the_user_is_left_alone(monkeypatch):
         assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_sigterm_while_the_reports_are_written_does_not_interrupt_them(capfd):
+    # On the TPU machine a SIGTERM from `timeout` arrived while the figure was
+    # drawn and stopped it half written: the run was ending anyway.
+    cleanups = []
+    config = type("C", (), {"add_cleanup": staticmethod(cleanups.append)})()
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with stopsignal.holding():  # no handler of ours: nothing to hold
+            pass
+        assert stopsignal.install(config) is True
+        with stopsignal.holding():
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
+        assert "SIGTERM while writing the reports" in capfd.readouterr().err
+        cleanups.pop()()
+        # Held only within the block: a new run's handler interrupts again.
+        assert stopsignal.install(config) is True
+        with stopsignal.holding():
+            pass
+        with pytest.raises(KeyboardInterrupt, match="SIGTERM"):
+            signal.raise_signal(signal.SIGTERM)
+        cleanups.pop()()
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -189,3 +189,23 @@ def _starred(mark):
     from pytest_lyapax.views.search import starred
 
     return starred([["40", "x"], ["80", "x"], ["113", "x"]], mark)
+
+
+def test_a_label_that_ran_no_test_is_left_out_not_called_incomplete():
+    # On the TPU, `-k test_kuramoto_dense` left perf_tests' device-count
+    # twins no test, and the figure said "INCOMPLETE RUN: cpu_1dev no
+    # timings: no reason given".
+    from types import SimpleNamespace
+
+    from pytest_lyapax.views.document import ReportView
+
+    backends = [
+        {"label": "cpu", "status": "ok", "n_benchmarks": 4, "outcomes": {"passed": 3}},
+        {"label": "cpu_1dev", "status": "ok", "n_benchmarks": 0, "outcomes": {}},
+        {"label": "gpu", "status": "ok", "n_benchmarks": 0, "outcomes": {"failed": 3}},
+    ]
+    legends = ReportView.legends(SimpleNamespace(backends=backends))
+    assert [(e.label, e.status) for e in legends] == [
+        ("cpu", "ok"),
+        ("gpu", "no timings"),  # its tests ran and timed nothing: still said
+    ]
