@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_lyapax.report.identity import is_size, series_id
+from pytest_lyapax.report.stats import NOISE
 
 # A crossing is bracketed when its two sizes are within +-25 % of their
 # geometric mean: hi / lo <= 1.25 ** 2.
@@ -172,7 +173,16 @@ def _next_quiet(
         (s, v, g) for s, v, g in zip(sizes, verdicts, logs, strict=True) if v in (a, b)
     ]
     if not decided:
-        text = "the noise test decided no size: no verdict to search from"
+        if sizes and all(v == NOISE for v in verdicts):
+            # Two labels of one machine (an A/A run) end here: say what was
+            # found, not only that nothing was.
+            at = ", ".join(map(str, sizes))
+            text = (
+                f"no crossing in the measured range: within noise at every "
+                f"{size_label} measured ({at}): no verdict to search from"
+            )
+        else:
+            text = "the noise test decided no size: no verdict to search from"
         return Decision(UNRELIABLE, text=text)
     winner = decided[0][1]
     # Which way the winner's lead shrinks, from the medians of every size (a

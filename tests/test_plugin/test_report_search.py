@@ -32,6 +32,22 @@ def test_sizes_within_noise_inside_the_bracket_are_stepped_over():
     assert step.size in (14, 28)
 
 
+def test_within_noise_everywhere_says_so_and_adds_no_size():
+    # An A/A run (two labels of one CPU) ends here.
+    same = plan.next_crossover_size(
+        [20, 50, 100], ["noise"] * 3, [0.01, -0.02, 0.0], "a", "b", (5, 1000), "d"
+    )
+    assert (same.status, same.size, same.bracket) == (plan.UNRELIABLE, None, None)
+    assert same.text == (
+        "no crossing in the measured range: within noise at every d measured "
+        "(20, 50, 100): no verdict to search from"
+    )
+    few = plan.next_crossover_size(
+        [20, 50], ["noise", "few-rounds"], [0.0, 0.1], "a", "b", (5, 1000), "d"
+    )
+    assert few.text == "the noise test decided no size: no verdict to search from"
+
+
 def test_one_winner_steps_where_its_lead_shrinks_then_the_other_way():
     # a's lead (log t_b / t_a, -log(t_a / t_b)) shrinks with size: go up.
     up = plan.next_crossover_size(
