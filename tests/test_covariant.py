@@ -450,6 +450,27 @@ def test_sweep_equals_single_runs_and_chunks_agree():
     assert res.t_backward == one.t_backward
 
 
+def test_a_sweep_called_again_compiles_nothing():
+    # Each call jitted a new closure and compiled again (~1 s), found by
+    # benchmarks/entry_points.py; now one program per family and options.
+    from lyapax import sweep_covariant_vectors
+    from lyapax.covariant import _sweep
+
+    def make(p):
+        return ode_problem(systems.lorenz(rho=p["rho"]), jnp.ones(3), dt=0.01)
+
+    rhos = {"rho": jnp.array([28.0, 35.0])}
+    first = sweep_covariant_vectors(make, rhos, 100, renorm_every=10)
+    programs = _sweep._sweep_program._cache_size()
+    again = sweep_covariant_vectors(
+        make, {"rho": rhos["rho"] + 1.0}, 100, renorm_every=10
+    )
+    assert _sweep._sweep_program._cache_size() == programs
+    assert again.exponents.shape == first.exponents.shape == (2, 3)
+    sweep_covariant_vectors(make, rhos, 100, renorm_every=5)  # new options
+    assert _sweep._sweep_program._cache_size() == programs + 1
+
+
 # ------------------------------------------------------------ bad input
 
 

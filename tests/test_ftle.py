@@ -269,6 +269,31 @@ def test_fast_sincos_matches_the_library_and_refuses_what_it_cannot_reduce():
         assert np.isnan(np.asarray(sincos(jnp.asarray([bad])))).all(), bad
 
 
+@pytest.mark.float64_only("the float32 fast path rounds float64 sin/cos: needs x64")
+def test_a_float32_field_takes_the_float64_sin_and_cos_rounded():
+    # XLA:CPU's float32 sin/cos made a float32 field 2.3x slower than the
+    # float64 one; with x64 on it takes float64's arithmetic ones, rounded.
+    import jax
+
+    from lyapax.finite_time._shared import shared_transcendentals
+
+    gyre = double_gyre(eps=0.25)
+    fast = shared_transcendentals(gyre, fast_trig=True)
+    t, x = np.float32(0.5), jnp.array([0.3, 0.6], jnp.float32)
+    assert " sin " in str(jax.make_jaxpr(gyre)(t, x))
+    assert " sin " not in str(jax.make_jaxpr(fast)(t, x))
+    assert " cos " not in str(jax.make_jaxpr(fast)(t, x))
+    got = jax.jit(fast)(t, x)
+    assert got.dtype == jnp.float32
+    want = gyre(np.float64(t), x.astype(jnp.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    points = grid_points(np.linspace(0.05, 1.95, 9), np.linspace(0.05, 0.95, 5))
+    f32 = ftle_field(gyre, points.astype(np.float32), 0.0, 10.0, 0.1, True)
+    f64 = ftle_field(gyre, points, 0.0, 10.0, 0.1, True)
+    assert f32.ftle_max.dtype == np.float32
+    np.testing.assert_allclose(f32.ftle_max, f64.ftle_max, atol=1e-4)
+
+
 @pytest.mark.slow
 def test_fast_trig_field_equals_the_library_one_and_falls_back_out_of_range():
     from functools import partial

@@ -383,3 +383,79 @@ def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
     with pytest.warns(UserWarning, match="float64 on a TPU is emulated") as seen:
         lyapunov_spectrum(problem, n_steps=20, renorm_every=10)
     assert "precision='float32' or 'mixed'" in str(seen[0].message)
+
+
+def _f32_and_f64(run):
+    """``run(dtype)``'s output arrays in float32 and in float64."""
+    return [[np.asarray(a) for a in run(dtype)] for dtype in (np.float32, np.float64)]
+
+
+@pytest.mark.float64_only("float32 inputs among float64 defaults need x64 on")
+@pytest.mark.parametrize("entry", ["msf", "transversal", "ks", "cgl", "two_trajectory"])
+def test_float32_inputs_compute_in_float32_where_x64_is_on(entry):
+    # Found on a chip in float32 with x64 on (benchmarks/entry_points.py):
+    # float64 alphas, PDE coefficients and two-trajectory bounds made these
+    # runs' tangents or sums float64, and JAX refused the mixed types.
+    from lyapax import systems
+    from lyapax.coupling import kuramoto_coupling
+    from lyapax.network import Network, network_problem, transversal_exponents
+    from lyapax.pde import complex_ginzburg_landau, kuramoto_sivashinsky
+
+    def msf(dtype):
+        m = lyapax.master_stability_function(
+            systems.lorenz(),
+            jnp.asarray(np.eye(3), dtype),
+            np.array([0.0, 1.0, 4.0]),  # float64 values, as users pass them
+            jnp.asarray([1.0, 1.0, 1.0], dtype),
+            0.01,
+            200,
+            t_transient=1.0,
+        )
+        return m.exponent, m.stderr
+
+    def transversal(dtype, n=5):
+        ring = np.roll(np.eye(n), 1, 1) + np.roll(np.eye(n), -1, 1)
+        problem = network_problem(
+            lambda x, c, p: p["omega"] + c,
+            Network(ring.astype(dtype), (0,)),
+            kuramoto_coupling(),
+            {"omega": jnp.full((n,), 1.3, dtype), "G": jnp.asarray(2.0, dtype)},
+            jnp.full((1, n), 0.4, dtype),
+            0.01,
+        )
+        res = transversal_exponents(problem, 200, t_transient=0.5)
+        return res.exponents, res.stderr
+
+    def ks(dtype):
+        u0 = np.sin(np.arange(32.0)).astype(dtype)
+        problem = kuramoto_sivashinsky(32, 22.0, state0=u0, dt=0.25)
+        return (lyapunov_spectrum(problem, 100, k=4).exponents,)
+
+    def cgl(dtype, n=32):
+        u0 = np.concatenate([np.ones(n), 0.1 * np.sin(np.arange(n))]).astype(dtype)
+        problem = complex_ginzburg_landau(n, 20.0, 0.5, 0.5, state0=u0, dt=0.05)
+        return (lyapunov_spectrum(problem, 100, k=4).exponents,)
+
+    def two_trajectory(dtype):
+        res = lyapax.two_trajectory_exponent(
+            systems.henon_map(),
+            jnp.asarray([0.1, 0.1], dtype),
+            1.0,
+            500,
+            t_transient=10.0,
+            d0=1e-3,  # above float32's rounding of the state
+            d_lower=1e-5,
+            d_upper=1e-1,
+        )
+        return res.exponent, res.stderr
+
+    run = locals()[entry]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "state0 is float32")
+        f32, f64 = _f32_and_f64(run)
+    for a, b in zip(f32, f64, strict=True):
+        assert a.dtype == np.float32 and b.dtype == np.float64
+        assert np.isfinite(a).all()
+    # The leading output agrees with the float64 run to float32's accuracy
+    # over a short run (chaotic orbits part slowly at first).
+    np.testing.assert_allclose(f32[0], f64[0], rtol=0, atol=2e-2)

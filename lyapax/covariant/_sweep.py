@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import jax
@@ -75,13 +76,7 @@ def sweep_covariant_vectors(
         save_every=save_every,
     )
 
-    def one(p):
-        res = covariant_vectors(make_problem(p), n_steps, **kw)
-        return {name: getattr(res, name) for name in _ARRAYS}, (
-            res.t_backward,
-            res.steps,
-        )
-
+    one = partial(_one_row, make_problem, n_steps, kw)
     row0 = jax.tree.map(lambda x: x[0], params_batch)
     shapes = jax.eval_shape(one, row0)
     per_row = sum(
@@ -97,8 +92,15 @@ def sweep_covariant_vectors(
         )
 
     plan = batching.Plan(n, size, None, True)
-    spread = batching.split_rows(jax.vmap(one), plan.mesh)
-    compiled = jax.jit(spread)
+    static = (make_problem, n_steps, tuple(kw.items()), plan.mesh)
+    try:
+        hash(static)
+    except TypeError:  # an unhashable option: a program for this call only
+        compiled = jax.jit(batching.split_rows(jax.vmap(one), plan.mesh))
+    else:
+        # One program per family and options: a new jax.jit of a new closure
+        # at every call compiled again each time (~1 s).
+        compiled = partial(_sweep_program, static=static)
 
     def chunk(rows):
         # NumPy rows, as single runs return (gathered from every process in a
@@ -116,3 +118,18 @@ def sweep_covariant_vectors(
 
 
 _ARRAYS = ("exponents", "times", "states", "vectors", "local_growth", "stderr")
+
+
+def _one_row(make_problem: Any, n_steps: int, kw: dict[str, Any], p: Any) -> Any:
+    """One row's arrays and ``(t_backward, steps)``."""
+    res = covariant_vectors(make_problem(p), n_steps, **kw)
+    return {name: getattr(res, name) for name in _ARRAYS}, (res.t_backward, res.steps)
+
+
+@partial(jax.jit, static_argnames=("static",))
+def _sweep_program(rows: Any, *, static: tuple[Any, Any, Any, Any]) -> Any:
+    """The sweep of ``rows``, compiled once per ``static``: ``(make_problem,
+    n_steps, options as items, mesh)``."""
+    make_problem, n_steps, items, mesh = static
+    one = partial(_one_row, make_problem, n_steps, dict(items))
+    return batching.split_rows(jax.vmap(one), mesh)(rows)

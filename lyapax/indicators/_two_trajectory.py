@@ -157,7 +157,8 @@ def two_trajectory_exponent(
     n_blocks = n_steps // every
     rows.check_length(n_tr_blocks * every + n_steps)
     lengths = np.array([n_blocks, n_tr_blocks * every, every], np.int32)
-    bounds = np.array([options.d0, options.d_lower, options.d_upper])
+    # In the state's dtype: float64 bounds made a float32 run's sums float64.
+    bounds = np.array([options.d0, options.d_lower, options.d_upper], rows.dtype)
     raw = run_rows(rows, _kernel, (lengths, bounds), capacity=capacity(n_blocks))
     raw = raw._replace(
         history=np.asarray(raw.history)[:, :n_blocks],

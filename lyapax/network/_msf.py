@@ -190,8 +190,10 @@ jax.tree_util.register_pytree_node(
 )
 
 
-def as_alphas(alphas: Any) -> np.ndarray:
-    """``alphas`` as a finite 1-D host array (complex kept complex)."""
+def as_alphas(alphas: Any, dtype: Any = None) -> np.ndarray:
+    """``alphas`` as a finite 1-D host array (complex kept complex), in the
+    precision of the real ``dtype`` when given (a float32 state's: a float64
+    alpha made its tangent float64 where x64 is on), else the widest."""
     arr = np.asarray(alphas)
     if arr.ndim == 0:
         arr = arr[None]
@@ -205,9 +207,12 @@ def as_alphas(alphas: Any) -> np.ndarray:
     if not np.isfinite(arr).all():
         raise ValueError("alphas must be finite; they hold nan or inf")
     x64 = bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+    real = np.dtype(np.float64 if x64 else np.float32)
+    if dtype is not None and np.issubdtype(dtype, np.floating):
+        real = min(real, np.dtype(dtype), key=lambda t: t.itemsize)
     if np.iscomplexobj(arr):
-        return arr.astype(np.complex128 if x64 else np.complex64)
-    return arr.astype(np.float64 if x64 else np.float32)
+        return arr.astype(np.result_type(real, np.complex64))
+    return arr.astype(real)
 
 
 def _coupling_tangent(coupling_jacobian: Any, m: int, x0: jax.Array) -> Any:
@@ -277,7 +282,7 @@ def run_msf(
     (``dh(x, v) = DH(x) v``, a pytree); also used by the network modes."""
     x0 = validate.as_state("state0", state0)
     m = int(x0.shape[0])
-    alpha_rows = as_alphas(alphas)
+    alpha_rows = as_alphas(alphas, x0.dtype)
     if integrator == MAP:
         method = MAP
     else:

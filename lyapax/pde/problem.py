@@ -197,20 +197,36 @@ def semilinear_problem(
     spectral = Spectral(
         nonlinear,
         jnp.asarray(mask, dtype=u0.dtype),
-        None if nonlinear_multiplier is None else jnp.asarray(nonlinear_multiplier),
+        None
+        if nonlinear_multiplier is None
+        else _in_precision(nonlinear_multiplier, u0.dtype),
         n,
         n_fields,
         complex_field,
     )
     if integrator == "etdrk4":
-        step: Any = ETDRK4Step(spectral, _leaves(etdrk4_coefficients(linear, dt)))
+        step: Any = ETDRK4Step(
+            spectral, _leaves(etdrk4_coefficients(linear, dt), u0.dtype)
+        )
     else:
-        step = IFRK4Step(spectral, _leaves(ifrk4_coefficients(linear, dt)), dt)
+        step = IFRK4Step(
+            spectral, _leaves(ifrk4_coefficients(linear, dt), u0.dtype), dt
+        )
     return SemilinearProblem(
         step, u0, dt, linear, n, n_fields, complex_field, integrator, dealias
     )
 
 
-def _leaves(coeffs: Any) -> Any:
-    """Coefficients as JAX arrays (leaves of the step: runtime data)."""
-    return type(coeffs)(*(jnp.asarray(c) for c in coeffs))
+def _leaves(coeffs: Any, dtype: Any) -> Any:
+    """Coefficients as JAX arrays (leaves of the step: runtime data) in the
+    precision of the state's ``dtype`` (computed in float64 on the host, they
+    made a float32 state's step float64 where x64 is on)."""
+    return type(coeffs)(*(_in_precision(c, dtype) for c in coeffs))
+
+
+def _in_precision(x: Any, dtype: Any) -> Any:
+    """``x`` as a JAX array in ``dtype``'s precision, complex kept complex."""
+    real = np.finfo(dtype).dtype
+    if np.iscomplexobj(x):
+        return jnp.asarray(x, np.result_type(real, np.complex64))
+    return jnp.asarray(x, real)
