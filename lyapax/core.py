@@ -143,8 +143,8 @@ def lyapunov_spectrum(
         save_states: also return the trajectory every ``decimate`` steps.
         decimate: must divide ``renorm_every``.
         qr: re-orthonormalisation: ``"lapack"`` (``jnp.linalg.qr``),
-            ``"householder"`` (reflections in fused ``jax.numpy`` ops; programs
-            grow with ``k``) or ``"auto"``: LAPACK for a single run (on CPU
+            ``"householder"`` (reflections in fused ``jax.numpy`` ops, one
+            column per loop iteration) or ``"auto"``: LAPACK for a single run (on CPU
             with OpenBLAS held to one thread while the run's programs
             execute: its threads would compete with XLA's), the fused
             Householder QR of small frames (``k <= 8``, ``d <= 256``) in

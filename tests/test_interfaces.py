@@ -193,7 +193,7 @@ def test_run_options_are_checked_once_with_named_errors():
     opts = RunOptions.of(renorm_every=10, decimate=5, save_states=True)
     assert (opts.renorm.every, opts.saving.decimate, opts.saving.states) == (10, 5, 1)
     assert opts.renorm.method(batched=False) == "lapack"
-    assert opts.renorm.method(batched=True) == "small"
+    assert opts.renorm.method(batched=True) == "small_unrolled"
     # Tall frames too: LAPACK, run with one OpenBLAS thread on CPU.
     assert opts.renorm.method(batched=False, d=1000, k=10) == "lapack"
     assert opts.renorm.method(batched=False, d=2048, k=5) == "lapack"
@@ -204,7 +204,7 @@ def test_run_options_are_checked_once_with_named_errors():
     assert opts.renorm.method(batched=False, d=3, k=3) == "small"
     assert opts.renorm.method(batched=False, d=16, k=5) == "small"
     assert opts.renorm.method(batched=False, d=17, k=5) == "lapack"
-    assert opts.renorm.method(batched=True, d=1000, k=10) == "small"
+    assert opts.renorm.method(batched=True, d=1000, k=10) == "small_unrolled"
     explicit = RunOptions.of(qr="lapack").renorm
     assert explicit.method(batched=False, d=1000, k=10) == "lapack"
     with pytest.raises(ValueError, match="qr must be one of"):

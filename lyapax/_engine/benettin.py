@@ -123,13 +123,13 @@ def tangent_step(step_fn: Any, state: jax.Array, Y: jax.Array, step: jax.Array):
 
 def qr_factor(Y: jax.Array, qr: str) -> tuple[jax.Array, jax.Array]:
     """Thin QR ``Y = Q R`` by the kernel method ``qr`` (``"lapack"``,
-    ``"householder"`` or ``"small"``: see
+    ``"householder"``, ``"small"`` or ``"small_unrolled"``: see
     :meth:`~lyapax._engine.options.Renormalisation.method`); diagonal signs
     as the method leaves them."""
     if qr == "householder":
         return householder_qr(Y)
-    if qr == "small":
-        return thin_qr(Y)
+    if qr in ("small", "small_unrolled"):
+        return thin_qr(Y, unroll=qr == "small_unrolled")
     return jnp.linalg.qr(Y)
 
 

@@ -5,12 +5,12 @@ The Benettin kernel re-orthonormalises a ``(d, k)`` frame every
 on CPU: for the small frames of low-dimensional systems the call overhead
 dominates, and under ``vmap`` (sweeps) it runs one small LAPACK call per batch
 row. For ``k <= SMALL_K`` the same Householder factorisation is written here in
-plain ``jax.numpy``: ``k`` reflections of ``O(d k)`` vector work each, which
-XLA fuses and vectorises across a batch. Householder QR is backward stable,
-like LAPACK's, so the frame stays orthonormal to rounding even when its
-columns are nearly parallel (stiff spectra, long ``renorm_every``). Larger
-``k`` keep LAPACK (the unrolled reflections would make programs grow with
-``k``).
+plain ``jax.numpy``: ``k`` reflections of ``O(d k)`` vector work each, in a
+loop over the columns, which XLA fuses and vectorises across a batch.
+Householder QR is backward stable, like LAPACK's, so the frame stays
+orthonormal to rounding even when its columns are nearly parallel (stiff
+spectra, long ``renorm_every``). Larger frames keep LAPACK: the thresholds
+below were measured, with the columns unrolled then (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ SMALL_D = 256
 
 
 def householder_qr(
-    Y: Float[Array, "d k"],
+    Y: Float[Array, "d k"], *, unroll: bool = False
 ) -> tuple[Float[Array, "d k"], Float[Array, "k k"]]:
     """Thin QR ``Y = Q R`` of ``Y (d, k)``, ``k <= d``, by Householder reflections.
 
@@ -39,15 +39,24 @@ def householder_qr(
     A column that is exactly zero after the previous reflections gives
     ``R_jj = 0`` and is skipped (no reflection), as LAPACK does.
 
-    Written with row masks and broadcasts instead of slices and dots: the same
-    arithmetic, fewer and simpler XLA ops, which compile faster and fuse.
+    Written with row masks and broadcasts instead of slices and dots (the
+    same arithmetic, fewer and simpler XLA ops that fuse), and with the
+    columns in a ``fori_loop``: one copy of a reflection in the program
+    whatever ``k``. Unrolled (``unroll=True``), each column's chain of
+    reductions is a few kernels of its own, and XLA:CPU's compile time
+    follows the kernel count (Lorenz, k = 3: 51 kernels against 34); under
+    ``vmap`` (sweeps) the unrolled columns run 7-10 % faster
+    (docs/performance.md). Both give the same bits.
     """
     d, k = Y.shape
     rows = jnp.arange(d)
-    R = Y
-    reflections = []
-    for j in range(k):
-        x = jnp.where(rows >= j, R[:, j], 0.0)
+
+    def reflection(j, R):
+        """Column ``j``'s reflection ``(v, beta)`` of ``R``."""
+        if isinstance(j, int):  # unrolled: static slices, as the old program
+            x = jnp.where(rows >= j, R[:, j], 0.0)
+        else:
+            x = jnp.where(rows >= j, jax.lax.dynamic_index_in_dim(R, j, 1, False), 0.0)
         # The column scaled by a power of two near its largest entry: exact,
         # so the reflection is bit for bit the unscaled one, and |x|^2 can
         # neither overflow nor underflow (a block's growth of 1e200 is a
@@ -57,15 +66,38 @@ def householder_qr(
         # Safe sqrt and division: a vanishing column must not give NaN gradients.
         alpha = jnp.where(ss > 0, jnp.sqrt(jnp.where(ss > 0, ss, 1.0)), 0.0)
         # Reflect x onto -sign(x_j) |x| e_j: no cancellation in v_j.
-        sign = jnp.where(x[j] < 0, -1.0, 1.0).astype(Y.dtype)
+        x_j = (
+            x[j] if isinstance(j, int) else jax.lax.dynamic_index_in_dim(x, j, 0, False)
+        )
+        sign = jnp.where(x_j < 0, -1.0, 1.0).astype(Y.dtype)
         v = jnp.where(rows == j, x + sign * alpha, x)
         vv = jnp.sum(v * v)
         beta = jnp.where(vv > 0, 2.0 / jnp.where(vv > 0, vv, 1.0), 0.0)
-        R = _reflect(R, v, beta)
-        reflections.append((v, beta))
-    Q = jnp.eye(d, k, dtype=Y.dtype)
-    for v, beta in reversed(reflections):
-        Q = _reflect(Q, v, beta)
+        return v, beta
+
+    if unroll:
+        R, reflections = Y, []
+        for j in range(k):
+            v, beta = reflection(j, R)
+            R = _reflect(R, v, beta)
+            reflections.append((v, beta))
+        Q = jnp.eye(d, k, dtype=Y.dtype)
+        for v, beta in reversed(reflections):
+            Q = _reflect(Q, v, beta)
+        return Q, jnp.triu(R[:k])
+
+    def column(j, carry):
+        R, V, betas = carry
+        v, beta = reflection(j, R)
+        return _reflect(R, v, beta), V.at[j].set(v), betas.at[j].set(beta)
+
+    def back(i, Q):
+        # The reflections applied to the identity's columns, last one first.
+        return _reflect(Q, V[k - 1 - i], betas[k - 1 - i])
+
+    carry = (Y, jnp.zeros((k, d), Y.dtype), jnp.zeros((k,), Y.dtype))
+    R, V, betas = jax.lax.fori_loop(0, k, column, carry)
+    Q = jax.lax.fori_loop(0, k, back, jnp.eye(d, k, dtype=Y.dtype))
     return Q, jnp.triu(R[:k])
 
 
@@ -142,10 +174,11 @@ def _reflect(
 
 
 def thin_qr(
-    Y: Float[Array, "d k"],
+    Y: Float[Array, "d k"], *, unroll: bool = False
 ) -> tuple[Float[Array, "d k"], Float[Array, "k k"]]:
-    """Thin QR of ``Y (d, k)``: :func:`householder_qr` for small frames
-    (``k <= SMALL_K`` and ``d <= SMALL_D``), ``jnp.linalg.qr`` otherwise."""
+    """Thin QR of ``Y (d, k)``: :func:`householder_qr` (``unroll`` as there)
+    for small frames (``k <= SMALL_K`` and ``d <= SMALL_D``),
+    ``jnp.linalg.qr`` otherwise."""
     if Y.shape[1] <= SMALL_K and Y.shape[0] <= SMALL_D:
-        return householder_qr(Y)
+        return householder_qr(Y, unroll=unroll)
     return jnp.linalg.qr(Y)

@@ -162,7 +162,7 @@ def _boundary(
             jnp.zeros((0, 0), frame.dtype),
             jnp.zeros((0, v.shape[1]), frame.dtype),
         )
-    q, r = thin_qr(w)
+    q, r = thin_qr(w, unroll=True)  # the program it was measured with
     b = matmul(q.T, v)
     return jnp.concatenate([q, v - matmul(q, b)], axis=1), xi, r, b
 
