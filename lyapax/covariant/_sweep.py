@@ -93,6 +93,7 @@ def sweep_covariant_vectors(
 
     plan = batching.Plan(n, size, None, True)
     static = (make_problem, n_steps, tuple(kw.items()), plan.mesh)
+    compiled: Callable[[Any], Any]
     try:
         hash(static)
     except TypeError:  # an unhashable option: a program for this call only
