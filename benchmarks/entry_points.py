@@ -76,7 +76,7 @@ jax.config.update("jax_enable_x64", True)
 import equinox as eqx  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.experimental import sparse  # noqa: E402
+from sparse_bench import ring_lattice  # noqa: E402
 
 import lyapax  # noqa: E402
 from lyapax import systems  # noqa: E402
@@ -408,11 +408,8 @@ def _kuramoto_dense(dtype):
 
 @entry("network.kuramoto_sparse")
 def _kuramoto_sparse(dtype):
-    n, offsets = 16, np.array([-2, -1, 1, 2])
-    rows = np.repeat(np.arange(n), offsets.size)
-    cols = (rows + np.tile(offsets, n)) % n
-    idx = jnp.asarray(np.stack([rows, cols], axis=1).astype(np.int32))
-    weights = sparse.BCOO((jnp.ones(rows.size, dtype), idx), shape=(n, n))
+    n = 16
+    weights = ring_lattice(n, 4, dtype)
     omega = jnp.linspace(-1.0, 1.0, n, dtype=dtype)
     theta0 = jnp.asarray(2 * np.pi * np.arange(n) / n, dtype)
     problem = systems.kuramoto_network(weights, omega=omega, K=1.0, theta0=theta0)

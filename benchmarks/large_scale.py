@@ -38,7 +38,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
-from jax.experimental import sparse  # noqa: E402
+from sparse_bench import ring_lattice  # noqa: E402
 
 from lyapax import systems  # noqa: E402
 from lyapax.core import lyapunov_spectrum  # noqa: E402
@@ -94,12 +94,7 @@ def megno_job(scale: float, dtype, n_steps: int):
 
 def sparse_job(scale: float, dtype, neighbours: int = 10):
     n = max(100, round(1e5 * scale))
-    half = neighbours // 2
-    offsets = np.concatenate([np.arange(-half, 0), np.arange(1, half + 1)])
-    rows = np.repeat(np.arange(n), offsets.size)
-    cols = (rows + np.tile(offsets, n)) % n
-    idx = jnp.asarray(np.stack([rows, cols], axis=1).astype(np.int32))
-    weights = sparse.BCOO((jnp.ones(rows.size, dtype), idx), shape=(n, n))
+    weights = ring_lattice(n, neighbours, dtype)
     omega = jnp.linspace(-1.0, 1.0, n, dtype=dtype)
     theta0 = jnp.asarray(2 * np.pi * np.arange(n) / n, dtype)
     problem = systems.kuramoto_network(

@@ -41,14 +41,15 @@ from lyapax.systems import kuramoto_network  # noqa: E402
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 
 
-def ring_lattice(n: int, neighbours: int) -> sparse.BCOO:
-    """BCOO ``(n, n)``: node i receives from i +- 1 .. i +- neighbours/2 (mod n)."""
+def ring_lattice(n: int, neighbours: int, dtype=np.float64) -> sparse.BCOO:
+    """BCOO ``(n, n)`` of ``dtype`` ones: node i receives from i +- 1 ..
+    i +- neighbours/2 (mod n)."""
     half = neighbours // 2
     offsets = np.concatenate([np.arange(-half, 0), np.arange(1, half + 1)])
     rows = np.repeat(np.arange(n), offsets.size)
     cols = (rows + np.tile(offsets, n)) % n
     idx = np.stack([rows, cols], axis=1).astype(np.int32)
-    data = np.ones(rows.size)
+    data = np.ones(rows.size, dtype)
     return sparse.BCOO((jnp.asarray(data), jnp.asarray(idx)), shape=(n, n))
 
 
