@@ -212,7 +212,9 @@ def test_inside_jit_and_vmap():
         )
     )(batch)
     assert out.shape == (2, 3)
-    np.testing.assert_allclose(out[0], eager, atol=1e-10)
+    # Batched, the steps compile into another program: the same numbers up to
+    # the rounding of a run (on a TPU in float32, 7e-7 on lambda_2 ~ 0.009).
+    np.testing.assert_allclose(out[0], eager, atol=tol(1e-10))
 
 
 def test_is_traced_finds_a_tracer_in_any_tree_and_none_in_concrete_values():

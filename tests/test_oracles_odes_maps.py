@@ -3,7 +3,7 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from support.precision import tol
+from support.precision import RUN, tol
 
 from lyapax.core import lyapunov_spectrum, ode_problem
 from lyapax.systems import (
@@ -81,8 +81,11 @@ def test_lorenz_sum_and_values(dt, jax_results):
     )
     lam = np.asarray(res.exponents)
     # The trace is constant, so the sum is exact up to the O(dt^4) RK4 error
-    # (measured ~1.0e-4 at dt = 0.01).
-    assert abs(lam.sum() + (sigma + 1.0 + beta)) < 2e4 * dt**4
+    # (measured ~1.0e-4 at dt = 0.01).  In float32 the rounding of 10^5
+    # steps dominates: RUN relative to the sum (a TPU measured 1.0e-4 at
+    # dt = 0.005).
+    trace = sigma + 1.0 + beta
+    assert abs(lam.sum() + trace) < tol(2e4 * dt**4, RUN * trace)
     # T = 1000 leaves a statistical error of ~1e-2 on lambda_1.
     np.testing.assert_allclose(lam, [0.906, 0.0, -14.572], atol=3e-2)
     jax_results.record("exponents", res.exponents, stderr=res.stderr)
@@ -114,8 +117,9 @@ def test_lorenz96_sum_is_minus_n_with_one_zero_exponent(n, jax_results):
         t_transient=20.0,
     )
     lam = np.asarray(res.exponents)
-    # Constant trace -N: exact up to the RK4 truncation (~5e-6 at dt = 0.01).
-    assert abs(lam.sum() + n) < 1e-4
+    # Constant trace -N: exact up to the RK4 truncation (~5e-6 at dt = 0.01);
+    # in float32 up to a run's rounding relative to the sum (a TPU: 1.7e-4).
+    assert abs(lam.sum() + n) < tol(1e-4, RUN * n)
     # Exactly one exponent (the flow direction) is ~0; the others are away from 0.
     gaps = np.sort(np.abs(lam))
     assert gaps[0] < 0.02

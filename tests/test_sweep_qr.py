@@ -94,7 +94,16 @@ def test_the_looped_and_unrolled_fused_qr_give_the_same_bits(shape):
     unrolled = jax.jit(jax.vmap(lambda y: _householder_qr(y, unroll=True)))(Y)
     one = jax.jit(_householder_qr)(Y[0])
     one_unrolled = jax.jit(lambda y: _householder_qr(y, unroll=True))(Y[0])
-    for a, b in zip(looped, unrolled, strict=True):
-        assert bool(jnp.all(a == b))
-    for a, b in zip(one, one_unrolled, strict=True):
-        assert bool(jnp.all(a == b))
+    # XLA:CPU keeps the order of every operation; a TPU's compiler may fuse
+    # and contract the two programs differently (measured there in float32:
+    # the (6, 4) frames differed in their last places), so there the same
+    # numbers are asked for within a few operations' rounding.
+    exact = jax.default_backend() == "cpu"
+    for a, b in [
+        *zip(looped, unrolled, strict=True),
+        *zip(one, one_unrolled, strict=True),
+    ]:
+        if exact:
+            assert bool(jnp.all(a == b))
+        else:
+            np.testing.assert_allclose(a, b, rtol=tol(1e-12, OPS), atol=tol(1e-12, OPS))

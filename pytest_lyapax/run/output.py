@@ -149,7 +149,7 @@ def settle_statuses(session: LyapaxSession) -> None:
             continue
         if session.interrupted:
             state.status = INTERRUPTED
-            why = "the run was interrupted (Ctrl-C)"
+            why = "the run was interrupted (Ctrl-C or SIGTERM)"
         else:
             state.status = PARTIAL
             why = "the run stopped early (-x, --maxfail or a session failure)"

@@ -380,6 +380,7 @@ def test_sigint_marks_the_running_backend_interrupted(pytester):
     states = {b["label"]: b for b in report["pytest_lyapax"]["backends"]}
     assert states["cpu"]["status"] == "ok"
     assert states["cpu2"]["status"] == "interrupted", states["cpu2"]
+    assert "interrupted (Ctrl-C or SIGTERM)" in states["cpu2"]["reason"]
     assert {b["extra_info"]["backend"] for b in report["benchmarks"]} == {"cpu", "cpu2"}
 
 
