@@ -96,7 +96,7 @@ def test_the_looped_and_unrolled_fused_qr_give_the_same_bits(shape):
     one_unrolled = jax.jit(lambda y: _householder_qr(y, unroll=True))(Y[0])
     # XLA:CPU keeps the order of every operation; a TPU's compiler may fuse
     # and contract the two programs differently (measured there in float32:
-    # the (6, 4) frames differed in their last places), so there the same
+    # the (6, 4) frames were not bit-identical), so there the same
     # numbers are asked for within a few operations' rounding.
     exact = jax.default_backend() == "cpu"
     for a, b in [
