@@ -86,7 +86,7 @@ def test_where_float64_is_emulated_the_frame_is_drawn_on_the_host_cpu(
 
     cpu_frame = np.asarray(initial_basis(11, d=d, k=k, dtype=jnp.float64))
     monkeypatch.setattr(benettin, "initial_frame", spy)
-    monkeypatch.setattr(benettin, "_emulates_float64", lambda: True)
+    _pretend_float64_is_emulated(monkeypatch)
     benettin._memo_frame.cache_clear()
     try:
         for dtype in (jnp.float32, jnp.float64):
@@ -100,6 +100,87 @@ def test_where_float64_is_emulated_the_frame_is_drawn_on_the_host_cpu(
         assert places[2:] == [None]
     finally:
         benettin._memo_frame.cache_clear()
+
+
+def _pretend_float64_is_emulated(monkeypatch):
+    """float64 emulated where new arrays land, as on a TPU, except under
+    ``jax.default_device(cpu)`` (where the host's draws are made)."""
+    from lyapax._engine import precision
+
+    wide = (np.dtype(np.float64), np.dtype(np.complex128))
+    monkeypatch.setattr(
+        precision,
+        "emulated_float64",
+        lambda dtype: np.dtype(dtype) in wide and jax.config.jax_default_device is None,
+    )
+
+
+@pytest.mark.float64_only(F64_FRAME)
+@pytest.mark.parametrize("dtype", [jnp.float32, jnp.float64])
+def test_where_float64_is_emulated_programs_draw_their_frames_on_the_host(
+    monkeypatch, dtype
+):
+    # A float32 program that held its float64 draw (and QR) compiled for
+    # 13-51 s on the TPU: the sweeps' and the indicators' frames and
+    # directions are drawn on the host's CPU instead, one host call per batch
+    # of rows, and they are the CPU's draws bit for bit.
+    from lyapax._engine import precision
+
+    x0 = jnp.asarray([1.0, 1.0, 1.0], dtype)
+    family = lyapax.problem_family(
+        lambda rho: ode_problem(lorenz(rho=rho), x0, dt=0.01)
+    )
+    rhos = jnp.asarray([20.0, 28.0, 35.0], dtype)
+    henon = jnp.asarray([0.1, 0.1], dtype)
+    band = {"d0": 1e-3, "d_lower": 1e-5, "d_upper": 1e-1}
+    runs = {
+        "sweep": lambda: (
+            lyapax.sweep_lyapunov_spectrum(
+                family, None, rhos, None, 70, k=2, renorm_every=7
+            ).exponents
+        ),
+        "megno": lambda: (
+            lyapax.megno(
+                ode_problem(lorenz(), x0, dt=0.01),
+                100,
+                state0_batch=jnp.stack([x0, 2 * x0]),
+            ).mean_megno
+        ),
+        "two_trajectory": lambda: (
+            lyapax.two_trajectory_exponent(
+                lyapax.systems.henon_map(), henon, 1.0, 70, **band
+            ).exponent
+        ),
+    }
+    calls = []
+    program = precision._host_program
+
+    def spy(fn, static):
+        compiled = program(fn, static)
+
+        def call(*arrays):
+            calls.append((fn.__name__, [a.shape for a in arrays]))
+            return compiled(*arrays)
+
+        return call
+
+    def all_runs():
+        jax.clear_caches()  # each program traced again, with or without
+        try:
+            return {name: np.asarray(run()) for name, run in runs.items()}
+        finally:
+            jax.clear_caches()
+
+    plain = all_runs()
+    assert calls == []
+    monkeypatch.setattr(precision, "_host_program", spy)
+    _pretend_float64_is_emulated(monkeypatch)
+    drawn = all_runs()
+    for name in runs:
+        assert drawn[name].dtype == dtype
+        np.testing.assert_array_equal(drawn[name], plain[name], err_msg=name)
+    # One host call per program, each with its whole batch of seeds (keys).
+    assert calls == [("_basis", [(3,)]), ("_basis", [(2,)]), ("_normal", [(1, 2)])]
 
 
 def test_without_x64_a_float16_frame_is_the_float32_frame_rounded():

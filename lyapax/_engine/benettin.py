@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine.abstract import as_step, check_step_output
-from lyapax._engine.precision import draw_dtype
+from lyapax._engine.precision import draw_dtype, draws_on_host, host_cpu, on_host
 from lyapax._engine.qr import householder_qr, thin_qr
 from lyapax._engine.tree import merge_static
 from lyapax._engine.validate import under_transformation
@@ -336,7 +336,15 @@ def initial_basis(
 ) -> Float[Array, "d k"]:
     """Orthonormal ``(d, k)`` frame: QR of a standard-normal matrix from ``seed``,
     drawn and factored in float64 where x64 is on and rounded to ``dtype`` (one
-    frame per seed for every dtype; see :mod:`~lyapax._engine.precision`)."""
+    frame per seed for every dtype; see :mod:`~lyapax._engine.precision`), on
+    the host's CPU where that float64 would be emulated (:func:`on_host`)."""
+    if draws_on_host(dtype):
+        out = jax.ShapeDtypeStruct((d, k), np.dtype(dtype))
+        return on_host(_basis, out, seed, static=(d, k, np.dtype(dtype)))
+    return _basis(seed, d, k, dtype)
+
+
+def _basis(seed: Any, d: int, k: int, dtype: Any) -> Any:
     M = jax.random.normal(jax.random.PRNGKey(seed), (d, k), dtype=draw_dtype(dtype))
     Q, _ = jnp.linalg.qr(M)
     return Q.astype(dtype)
@@ -378,21 +386,6 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
     return initial_frame(seed, d=d, k=k, dtype=dtype)
 
 
-def _emulates_float64() -> bool:
-    """Whether the default backend emulates float64 (a TPU: pairs of float32,
-    programs that compile about 20x longer)."""
-    return jax.default_backend() == "tpu"
-
-
-def _host_cpu() -> Any:
-    """The host's CPU device, or None where JAX was started without it
-    (``JAX_PLATFORMS=tpu``)."""
-    try:
-        return jax.devices("cpu")[0]
-    except RuntimeError:
-        return None
-
-
 def _placed_frame(seed: int, d: int, k: int, dtype: np.dtype):
     """:func:`initial_frame` on the default device. A float64 draw on a backend
     that emulates float64 is made on the host's CPU and moved: on the lent TPU
@@ -400,10 +393,9 @@ def _placed_frame(seed: int, d: int, k: int, dtype: np.dtype):
     float32 run's first call 22 s against 3 s from the cache), and drawn on
     the CPU the frame is the CPU's, bit for bit, so runs on either start from
     the same frame."""
-    cpu = _host_cpu() if _emulates_float64() else None
-    if cpu is None or np.dtype(draw_dtype(dtype)) != np.float64:
+    if not draws_on_host(dtype):
         return initial_frame(seed, d=d, k=k, dtype=dtype)
-    with jax.default_device(cpu):
+    with jax.default_device(host_cpu()):
         Y0, cum0 = initial_frame(seed, d=d, k=k, dtype=dtype)
     return jax.device_put(np.asarray(Y0)), jax.device_put(np.asarray(cum0))
 

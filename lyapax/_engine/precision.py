@@ -20,6 +20,7 @@ one rounded).
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import jax
@@ -34,6 +35,9 @@ __all__ = [
     "PRECISIONS",
     "cast_floats",
     "check_precision",
+    "draws_on_host",
+    "host_cpu",
+    "on_host",
     "precision_view",
     "einsum",
     "matmul",
@@ -67,8 +71,73 @@ def draw_dtype(dtype: Any) -> Any:
 
 def standard_normal(key: Any, shape: tuple[int, ...], dtype: Any) -> Array:
     """``jax.random.normal(key, shape)`` drawn in :func:`draw_dtype` and
-    rounded to ``dtype``: bit-identical to a float64 draw in float64."""
+    rounded to ``dtype``: bit-identical to a float64 draw in float64. Where
+    that draw would be emulated float64 it is made on the host's CPU
+    (:func:`on_host`), the CPU's draw bit for bit."""
+    shape = tuple(shape)
+    if not draws_on_host(dtype):
+        return jax.random.normal(key, shape, draw_dtype(dtype)).astype(dtype)
+    impl = None
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        # A callback takes arrays: a typed key travels as its data.
+        key, impl = jax.random.key_data(key), str(jax.random.key_impl(key))
+    out = jax.ShapeDtypeStruct(shape, np.dtype(dtype))
+    return on_host(_normal, out, key, static=(shape, np.dtype(dtype), impl))
+
+
+def _normal(data: Any, shape: tuple[int, ...], dtype: Any, impl: Any) -> Array:
+    key = data if impl is None else jax.random.wrap_key_data(data, impl=impl)
     return jax.random.normal(key, shape, draw_dtype(dtype)).astype(dtype)
+
+
+def host_cpu() -> Any:
+    """The host's CPU device, or None where JAX was started without it
+    (``JAX_PLATFORMS=tpu``)."""
+    try:
+        return jax.devices("cpu")[0]
+    except RuntimeError:
+        return None
+
+
+def draws_on_host(dtype: Any) -> bool:
+    """Whether a random frame of ``dtype`` is drawn on the host's CPU: its
+    draw (:func:`draw_dtype`) would be emulated float64 where new arrays
+    land, and the host's CPU is there to draw it."""
+    return emulated_float64(draw_dtype(dtype)) and host_cpu() is not None
+
+
+def on_host(fn: Any, out: jax.ShapeDtypeStruct, *args: Any, static: tuple) -> Array:
+    """``fn(*args, *static)`` computed on the host's CPU and handed to the
+    program that asks, traced or not, under ``vmap`` too (each batch in one
+    host call).
+
+    For the random frames of a run on a backend that emulates float64 (a
+    TPU), which are drawn in float64 for every dtype: on the lent TPU v5e a
+    float32 program that held its float64 draw and QR compiled for 13-51 s
+    (3 s without). The frame is then the CPU's, bit for bit. ``fn`` is a
+    module-level function and ``static`` hashable: together they key the
+    host's compiled program."""
+    ndims = tuple(np.ndim(a) for a in args)
+    program = _host_program(fn, static)
+    cpu = host_cpu()
+
+    def host(*arrays: Any) -> np.ndarray:
+        arrays = tuple(np.asarray(a) for a in arrays)
+        lead = arrays[0].shape[: arrays[0].ndim - ndims[0]]
+        flat = [
+            a.reshape((-1, *a.shape[a.ndim - n :]))
+            for a, n in zip(arrays, ndims, strict=True)
+        ]
+        with jax.default_device(cpu):
+            result = np.asarray(program(*flat))
+        return result.reshape((*lead, *out.shape))
+
+    return jax.pure_callback(host, out, *args, vmap_method="broadcast_all")
+
+
+@lru_cache(maxsize=64)
+def _host_program(fn: Any, static: tuple) -> Any:
+    return jax.jit(jax.vmap(lambda *a: fn(*a, *static)))
 
 
 #: Accepted values of the public ``precision=`` argument (and None: the
