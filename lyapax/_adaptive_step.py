@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from lyapax._engine.abstract import AbstractStep
+from lyapax._engine.precision import emulated_float64
 
 
 def _push_tangents(rhs: Callable[[Any], Any], y: Any, Y: Any) -> tuple[Any, Any]:
@@ -63,6 +64,17 @@ class AdaptiveODEStep(AbstractStep):
 
     def _solve(self, field: eqx.Module, y0: Any) -> Any:
         dtype = jnp.result_type(*jax.tree.leaves(y0))
+        if emulated_float64(dtype):
+            # Found on the lent TPU v5e (JAX 0.10.2): the program fails to
+            # compile after a minute, so say it before compiling.
+            raise ValueError(
+                f"lyapax.adaptive: a {dtype} state cannot be solved by diffrax on a "
+                "TPU: diffeqsolve always computes nextafter of its times, which "
+                "XLA's float64 emulation there rejects ('Binary op and with "
+                "different element types: s32[] and u32[]'). Pass precision='float32' "
+                "or 'mixed', a float32 state, or run this problem on the CPU "
+                "(jax.default_device(jax.devices('cpu')[0]))"
+            )
         t1 = jnp.asarray(self.dt, dtype)
         dt0 = (
             None if self.dt0 is None else jnp.minimum(jnp.asarray(self.dt0, dtype), t1)

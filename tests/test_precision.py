@@ -425,12 +425,21 @@ def test_a_sweep_rejects_a_bad_precision_naming_it():
         )
 
 
-def test_cast_floats_casts_float_arrays_only_and_keeps_a_tree_that_needs_none():
+def test_cast_floats_casts_float_and_complex_arrays_and_keeps_a_tree_that_needs_none():
     from lyapax._engine.precision import cast_floats
 
-    tree = {"w": jnp.ones(3), "n": jnp.arange(3), "x": 0.5, "f": np.ones(2)}
+    # Complex leaves: a pseudo-spectral step's coefficients (a PDE built in
+    # float64 and run with precision='float32' failed with float64 output).
+    tree = {
+        "w": jnp.ones(3),
+        "n": jnp.arange(3),
+        "x": 0.5,
+        "f": np.ones(2),
+        "c": np.ones(2, np.complex128),
+    }
     cast = cast_floats(tree, jnp.float32)
     assert cast["w"].dtype == cast["f"].dtype == jnp.float32
+    assert cast["c"].dtype == jnp.complex64
     assert cast["n"].dtype == tree["n"].dtype and cast["x"] == 0.5
     assert cast_floats(cast, jnp.float32) is cast
 

@@ -180,23 +180,31 @@ def check_precision(precision: Any) -> None:
 
 
 def cast_floats(tree: Any, dtype: Any) -> Any:
-    """``tree`` with every real floating array leaf cast to ``dtype`` (other
-    leaves, Python numbers included, as they are); ``tree`` itself when no
-    leaf needs it, so that what is cached by identity (the split of a step)
-    stays cached."""
+    """``tree`` with every floating array leaf cast to ``dtype`` and every
+    complex one to ``dtype``'s complex counterpart (a pseudo-spectral step's
+    coefficients); other leaves, Python numbers included, as they are.
+    ``tree`` itself when no leaf needs it, so that what is cached by identity
+    (the split of a step) stays cached."""
+    wide = jnp.result_type(dtype, jnp.complex64)
 
-    def needs(leaf: Any) -> bool:
+    def target(leaf: Any) -> Any:
         kind = getattr(leaf, "dtype", None)
-        return (
-            isinstance(leaf, jax.Array | np.ndarray | np.generic)
-            and kind is not None
-            and jnp.issubdtype(kind, jnp.floating)
-            and kind != dtype
-        )
+        if not isinstance(leaf, jax.Array | np.ndarray | np.generic) or kind is None:
+            return None
+        if jnp.issubdtype(kind, jnp.floating):
+            return dtype if kind != dtype else None
+        if jnp.issubdtype(kind, jnp.complexfloating):
+            return wide if kind != wide else None
+        return None
 
-    if not any(needs(leaf) for leaf in jax.tree.leaves(tree)):
+    if all(target(leaf) is None for leaf in jax.tree.leaves(tree)):
         return tree
-    return jax.tree.map(lambda x: jnp.asarray(x, dtype) if needs(x) else x, tree)
+
+    def cast(x: Any) -> Any:
+        to = target(x)
+        return x if to is None else jnp.asarray(x, to)
+
+    return jax.tree.map(cast, tree)
 
 
 def precision_view(view: Any, precision: Any) -> tuple[Any, Any]:

@@ -17,6 +17,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from lyapax._engine.abstract import AbstractStep
+from lyapax._engine.precision import emulated_float64
 
 
 class Spectral(eqx.Module):
@@ -36,6 +37,17 @@ class Spectral(eqx.Module):
     complex_field: bool = eqx.field(static=True)
 
     def to_modes(self, u: Any) -> Any:
+        if emulated_float64(u.dtype):
+            # Found on the lent TPU v5e (JAX 0.10.2): refuse at the call, not
+            # after a minute of compiling or an aborted process.
+            raise ValueError(
+                f"lyapax.pde: a {u.dtype} field cannot be stepped on a TPU: its "
+                "float64 emulation has no FFT ('Unexpected operand type for FFT: "
+                "f64') and no complex128 (the compiler aborts converting f64 to "
+                "c128). Pass precision='float32' or 'mixed', a float32 state0, "
+                "or run this problem on the CPU "
+                "(jax.default_device(jax.devices('cpu')[0]))"
+            )
         if self.complex_field:
             return jnp.fft.fft(u[: self.n_points] + 1j * u[self.n_points :])
         return jnp.fft.rfft(u.reshape(self.n_fields, self.n_points), axis=-1)

@@ -1,0 +1,139 @@
+"""What float64 needs where it is emulated (a TPU), checked on a CPU that
+pretends to be one (``jax.default_backend`` says "tpu"): the 0-1 test
+without XLA's FFT or complex numbers (a TPU has neither in float64), and
+the pseudo-spectral PDEs and diffrax's adaptive solve refused in float64
+there, at the call, with what to do instead."""
+
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lyapax
+from lyapax._engine import fft as fourier
+from lyapax.pde import complex_ginzburg_landau, kuramoto_sivashinsky
+
+EMULATED = "float64 exists with x64 on only"
+
+
+@pytest.fixture
+def tpu_backend(monkeypatch):
+    """New arrays 'land on a TPU': float64 counts as emulated; programs
+    traced before are forgotten, so the next call traces again."""
+    jax.clear_caches()
+    monkeypatch.setattr(jax, "default_backend", lambda: "tpu")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "float64 on a TPU is emulated")
+        yield
+    jax.clear_caches()
+
+
+def _autocorrelation(x, n_lags):
+    n = x.shape[-1]
+    return np.stack(
+        [np.sum(x[..., : n - m] * x[..., m:], axis=-1) for m in range(1, n_lags + 1)],
+        axis=-1,
+    )
+
+
+@pytest.mark.float64_only(EMULATED)
+def test_the_autocorrelation_without_xla_fft_is_the_direct_sum(tpu_backend):
+    # Lengths (padded to 2n): one point, dense ones, just above the dense
+    # limit, a prime above it (one dense product), factorised ones.
+    rng = np.random.default_rng(1)
+    for n in [1, 7, 32, 33, 97, 600, 1200]:
+        for lead in [(), (2, 3)]:
+            x = rng.standard_normal((*lead, n))
+            lags = min(n, 40)
+            got = np.asarray(fourier.autocorrelation(jnp.asarray(x), lags))
+            want = _autocorrelation(x, lags)
+            assert got.shape == want.shape and got.dtype == np.float64
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * n, err_msg=n)
+
+
+@pytest.mark.float64_only(EMULATED)
+@pytest.mark.not_on_tpu("compares the lowering with and without emulation")
+def test_emulated_float64_lowers_no_fft_and_no_complex(request):
+    x = jnp.ones((2, 96))
+
+    def lowered(a):
+        return jax.jit(lambda v: fourier.autocorrelation(v, 10)).lower(a).as_text()
+
+    assert "stablehlo.fft" in lowered(x)
+    request.getfixturevalue("tpu_backend")
+    text = lowered(x)
+    assert "stablehlo.fft" not in text and "complex" not in text
+    # float32 is native there: XLA's FFT as before.
+    assert "stablehlo.fft" in lowered(x.astype(jnp.float32))
+
+
+def _henon(n):
+    x, y, out = 0.1, 0.1, []
+    for _ in range(n + 100):
+        x, y = 1.0 - 1.4 * x * x + y, 0.3 * x
+        out.append(x)
+    return np.asarray(out[100:])
+
+
+@pytest.mark.float64_only(EMULATED)
+def test_the_zero_one_test_without_xla_fft_is_the_same(request):
+    # Found on the lent TPU v5e: "Unexpected operand type for FFT: c128".
+    series = [_henon(600), np.sin(0.3 * np.arange(600))]
+    with_fft = [float(lyapax.zero_one_test(s, n_frequencies=20).K) for s in series]
+    request.getfixturevalue("tpu_backend")
+    without = [float(lyapax.zero_one_test(s, n_frequencies=20).K) for s in series]
+    np.testing.assert_allclose(without, with_fft, rtol=0, atol=1e-12)
+    assert with_fft[0] > 0.9 and abs(with_fft[1]) < 0.1  # chaos 1, regular 0
+
+
+@pytest.mark.float64_only(EMULATED)
+def test_a_float64_pde_is_refused_there_and_float32_and_mixed_run(request):
+    # Found on the lent TPU v5e: no float64 FFT, and converting f64 to c128
+    # aborted the compiler (the whole process).
+    ks = kuramoto_sivashinsky(32, 22.0, state0=np.sin(np.arange(32.0)), dt=0.25)
+    n = 32
+    u0 = np.concatenate([np.ones(n), 0.1 * np.sin(np.arange(n))])
+    cgl = complex_ginzburg_landau(n, 20.0, 0.5, 0.5, state0=u0, dt=0.05)
+    with jax.default_device(jax.devices("cpu")[0]):
+        on_cpu = lyapax.lyapunov_spectrum(cgl, 2000, k=2, renorm_every=10).exponents
+    request.getfixturevalue("tpu_backend")
+    for problem in (ks, cgl):
+        with pytest.raises(ValueError, match="field cannot be stepped on a TPU"):
+            lyapax.lyapunov_spectrum(problem, 20, k=2, renorm_every=10)
+    # What the message offers works on problems built in float64 (their
+    # complex coefficients cast too): this CGL run stays near its float64
+    # exponents (measured 1e-6 apart on CPU; Kuramoto-Sivashinsky's chaos
+    # separates the two orbits).
+    for precision in ("float32", "mixed"):
+        result = lyapax.lyapunov_spectrum(
+            cgl, 2000, k=2, renorm_every=10, precision=precision
+        )
+        np.testing.assert_allclose(result.exponents, on_cpu, rtol=0, atol=1e-4)
+        ks_run = lyapax.lyapunov_spectrum(ks, 20, k=2, precision=precision)
+        assert np.all(np.isfinite(ks_run.exponents))
+
+
+def _adaptive_problem():
+    from lyapax.adaptive import diffrax_adaptive_step
+
+    def field(y):
+        return jnp.stack([-0.5 * y[0] + y[1], -y[0] - 0.5 * y[1]])
+
+    step = diffrax_adaptive_step("dopri5", rtol=1e-4, atol=1e-6)
+    return lyapax.ode_problem(field, jnp.asarray([1.0, 0.3]), 0.2, integrator=step)
+
+
+@pytest.mark.float64_only(EMULATED)
+def test_diffrax_in_emulated_float64_is_refused_and_mixed_runs(tpu_backend):
+    # Found on the lent TPU v5e: diffeqsolve's nextafter fails to compile
+    # in emulated float64 ("Binary op and ... s32[] and u32[]").
+    problem = _adaptive_problem()
+    with pytest.raises(ValueError, match="cannot be solved by diffrax on a TPU"):
+        lyapax.lyapunov_spectrum(problem, n_steps=5, k=1)
+    # The rotation's exponent is its damping, -0.5, within the solver's rtol
+    # 1e-4 (the chip's float32 gave -0.49995).
+    for precision in ("float32", "mixed"):
+        result = lyapax.lyapunov_spectrum(problem, n_steps=5, k=1, precision=precision)
+        np.testing.assert_allclose(result.exponents, [-0.5], atol=2e-4)
