@@ -52,14 +52,14 @@ def _dft(re: Any, im: Any, sign: int) -> tuple[Any, Any]:
     n = re.shape[-1]
     n1 = _split(n)
     if n1 == 1:
-        c, s = (jnp.asarray(m, re.dtype) for m in _dense(n, sign))
+        c, s = (jnp.asarray(m, re.dtype) for m in _phases(n, n, n, sign))
         return _mul(re, im, c, s)
     n2 = n // n1
     lead = re.shape[:-1]
     # j = n2 j1 + j2, k = k1 + n1 k2: first length-n1 transforms over j1.
     re, im = (jnp.swapaxes(a.reshape(*lead, n1, n2), -1, -2) for a in (re, im))
     re, im = _dft(re, im, sign)  # (..., j2, k1)
-    c, s = (jnp.asarray(m, re.dtype) for m in _twiddle(n1, n2, sign))
+    c, s = (jnp.asarray(m, re.dtype) for m in _phases(n2, n1, n, sign))
     re, im = re * c - im * s, re * s + im * c
     re, im = (jnp.swapaxes(a, -1, -2) for a in (re, im))  # (..., k1, j2)
     re, im = _dft(re, im, sign)  # (..., k1, k2)
@@ -86,16 +86,9 @@ def _split(n: int) -> int:
     return 1
 
 
-@lru_cache(maxsize=32)
-def _dense(n: int, sign: int) -> tuple[np.ndarray, np.ndarray]:
-    jk = np.outer(np.arange(n), np.arange(n)) % n  # exact: the angle reduced first
-    angle = sign * 2.0 * np.pi * jk / n
-    return np.cos(angle), np.sin(angle)
-
-
-@lru_cache(maxsize=32)
-def _twiddle(n1: int, n2: int, sign: int) -> tuple[np.ndarray, np.ndarray]:
-    # Indexed (j2, k1): exp(sign 2 pi i j2 k1 / (n1 n2)).
-    jk = np.outer(np.arange(n2), np.arange(n1)) % (n1 * n2)
-    angle = sign * 2.0 * np.pi * jk / (n1 * n2)
+@lru_cache(maxsize=64)
+def _phases(rows: int, cols: int, n: int, sign: int) -> tuple[np.ndarray, np.ndarray]:
+    """``cos`` and ``sin`` of ``sign 2 pi j k / n`` for ``j < rows, k < cols``,
+    the product ``j k`` reduced modulo ``n`` first (exact integers)."""
+    angle = sign * 2.0 * np.pi * (np.outer(np.arange(rows), np.arange(cols)) % n) / n
     return np.cos(angle), np.sin(angle)
