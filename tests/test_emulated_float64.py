@@ -1,11 +1,13 @@
 """What float64 needs where it is emulated (a TPU), checked on a CPU that
 pretends to be one (``jax.default_backend`` says "tpu"): the 0-1 test
 without XLA's FFT or complex numbers (a TPU has neither in float64), and
-the pseudo-spectral PDEs and diffrax's adaptive solve refused in float64
-there, at the call, with what to do instead."""
+the pseudo-spectral PDEs with their modes in real pairs, and diffrax's
+adaptive solve refused in float64 there, at the call, with what to do
+instead."""
 
 import warnings
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -86,33 +88,107 @@ def test_the_zero_one_test_without_xla_fft_is_the_same(request):
     without = [float(lyapax.zero_one_test(s, n_frequencies=20).K) for s in series]
     np.testing.assert_allclose(without, with_fft, rtol=0, atol=1e-12)
     assert with_fft[0] > 0.9 and abs(with_fft[1]) < 0.1  # chaos 1, regular 0
+    # Found on the lent TPU v5e: a float64 cumsum (the TPU's reduce-window)
+    # did not compile in 70 s; the program has none.
+    from lyapax.indicators._zero_one import _zero_one_kernel
+
+    jaxpr = jax.make_jaxpr(_zero_one_kernel, static_argnums=(2, 3))(
+        jnp.asarray(series), jnp.linspace(0.7, 2.4, 20), 60, 1
+    )
+    assert "cumsum" not in str(jaxpr)
 
 
 @pytest.mark.float64_only(EMULATED)
-def test_a_float64_pde_is_refused_there_and_float32_and_mixed_run(request):
-    # Found on the lent TPU v5e: no float64 FFT, and converting f64 to c128
-    # aborted the compiler (the whole process).
+def test_the_transforms_on_pairs_are_numpys(tpu_backend):
+    rng = np.random.default_rng(2)
+    for n in [4, 6, 32, 96, 128]:
+        for lead in [(), (3,)]:
+            x, y = rng.standard_normal((2, *lead, n))
+            z = fourier.dft(fourier.Pair(jnp.asarray(x), jnp.asarray(y)))
+            np.testing.assert_allclose(
+                np.asarray(z.re) + 1j * np.asarray(z.im),
+                np.fft.fft(x + 1j * y),
+                rtol=0,
+                atol=1e-13 * n,
+                err_msg=n,
+            )
+            back = fourier.dft(z, inverse=True)
+            np.testing.assert_allclose(back.re, x, rtol=0, atol=1e-14 * n)
+            np.testing.assert_allclose(back.im, y, rtol=0, atol=1e-14 * n)
+            half = fourier.rdft(jnp.asarray(x))
+            want = np.fft.rfft(x)
+            np.testing.assert_allclose(half.re, want.real, rtol=0, atol=1e-13 * n)
+            np.testing.assert_allclose(half.im, want.imag, rtol=0, atol=1e-13 * n)
+            # irfft ignores the imaginary parts of modes 0 and n/2: so must we.
+            noisy = (
+                want
+                + 1j * np.eye(1, n // 2 + 1, 0)
+                + 0.5j * np.eye(1, n // 2 + 1, n // 2)
+            )
+            got = fourier.irdft(fourier.Pair.of(noisy, np.float64), n)
+            np.testing.assert_allclose(
+                got, np.fft.irfft(noisy, n), rtol=0, atol=1e-14 * n
+            )
+
+
+def _pdes():
     ks = kuramoto_sivashinsky(32, 22.0, state0=np.sin(np.arange(32.0)), dt=0.25)
     n = 32
     u0 = np.concatenate([np.ones(n), 0.1 * np.sin(np.arange(n))])
     cgl = complex_ginzburg_landau(n, 20.0, 0.5, 0.5, state0=u0, dt=0.05)
+    ks_if = kuramoto_sivashinsky(
+        32, 22.0, state0=np.sin(np.arange(32.0)), dt=0.1, integrator="ifrk4"
+    )
+    return ks, cgl, ks_if
+
+
+def _step_program(problem):
+    return eqx.filter_jit(lambda step, u: step(u)).lower(
+        problem.step_fn, problem.state0
+    )
+
+
+@pytest.mark.float64_only(EMULATED)
+def test_a_float64_pde_runs_there_in_real_pairs(request):
+    # Found on the lent TPU v5e: no float64 FFT, and converting f64 to c128
+    # aborted the compiler (the whole process). Its modes are real pairs now.
+    kw = dict(k=2, renorm_every=10)
     with jax.default_device(jax.devices("cpu")[0]):
-        on_cpu = lyapax.lyapunov_spectrum(cgl, 2000, k=2, renorm_every=10).exponents
+        built_here = _pdes()
+        want = [lyapax.lyapunov_spectrum(p, 200, **kw).exponents for p in built_here]
+        on_cpu = lyapax.lyapunov_spectrum(built_here[1], 2000, **kw).exponents
     request.getfixturevalue("tpu_backend")
-    for problem in (ks, cgl):
-        with pytest.raises(ValueError, match="field cannot be stepped on a TPU"):
-            lyapax.lyapunov_spectrum(problem, 20, k=2, renorm_every=10)
-    # What the message offers works on problems built in float64 (their
-    # complex coefficients cast too): this CGL run stays near its float64
-    # exponents (measured 1e-6 apart on CPU; Kuramoto-Sivashinsky's chaos
-    # separates the two orbits).
+    there = _pdes()
+    assert isinstance(there[1].step_fn.coeffs.Q, fourier.Pair)
+    for problem, expected in zip(there, want, strict=True):
+        text = _step_program(problem).as_text()
+        assert "stablehlo.fft" not in text and "complex" not in text
+        got = lyapax.lyapunov_spectrum(problem, 200, **kw)
+        assert got.exponents.dtype == np.float64
+        # 200 steps: KS's chaos has not yet separated the two roundings.
+        np.testing.assert_allclose(got.exponents, expected, rtol=0, atol=1e-12)
+    # Built where complex numbers exist, run where they do not: refused.
+    with pytest.raises(ValueError, match="built where complex numbers exist"):
+        lyapax.lyapunov_spectrum(built_here[1], 20, **kw)
+    # float32 and mixed of a problem built there: complex64 as before, and
+    # this CGL run stays near its float64 exponents (1e-6 apart on CPU).
     for precision in ("float32", "mixed"):
-        result = lyapax.lyapunov_spectrum(
-            cgl, 2000, k=2, renorm_every=10, precision=precision
-        )
+        result = lyapax.lyapunov_spectrum(there[1], 2000, precision=precision, **kw)
         np.testing.assert_allclose(result.exponents, on_cpu, rtol=0, atol=1e-4)
-        ks_run = lyapax.lyapunov_spectrum(ks, 20, k=2, precision=precision)
+        ks_run = lyapax.lyapunov_spectrum(there[0], 20, k=2, precision=precision)
         assert np.all(np.isfinite(ks_run.exponents))
+
+
+@pytest.mark.float64_only(EMULATED)
+def test_a_traced_pde_symbol_in_emulated_float64_is_refused(tpu_backend):
+    u0 = np.sin(np.arange(32.0))
+    family = lyapax.problem_family(
+        lambda length: kuramoto_sivashinsky(32, length, state0=u0, dt=0.25)
+    )
+    with pytest.raises(ValueError, match="symbol or dt is traced"):
+        lyapax.sweep.sweep_lyapunov_spectrum(
+            family, None, jnp.asarray([21.0, 22.0]), None, 20, k=2
+        )
 
 
 def _adaptive_problem():

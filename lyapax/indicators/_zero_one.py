@@ -28,7 +28,7 @@ from jaxtyping import Array, ArrayLike, Float
 from lyapax._engine import fft as fourier
 from lyapax._engine import validate
 from lyapax._engine.blas_threads import holds_one_blas_thread
-from lyapax._engine.precision import draw_dtype
+from lyapax._engine.precision import cumsum, draw_dtype
 
 __all__ = ["ZeroOneResult", "zero_one_test"]
 
@@ -87,10 +87,10 @@ def _k_of_frequency(phi: jax.Array, c: jax.Array, n_cut: int) -> jax.Array:
     n = phi.shape[0]
     j = jnp.arange(1, n + 1, dtype=phi.dtype)
     # The walk z = p + i q in its real parts: a TPU's float64 has no complex.
-    pq = jnp.cumsum(phi * jnp.stack([jnp.cos(c * j), jnp.sin(c * j)]), axis=-1)
+    pq = cumsum(phi * jnp.stack([jnp.cos(c * j), jnp.sin(c * j)]), axis=-1)
     # sum_{j<=N-m} |z_{j+m} - z_j|^2 = S[N-m] + (S[N] - S[m]) - 2 R(m), with
     # S the running sum of |z|^2 and R(m) = sum_j p_j p_{j+m} + q_j q_{j+m}.
-    sq = jnp.concatenate([jnp.zeros(1, phi.dtype), jnp.cumsum(jnp.sum(pq**2, axis=0))])
+    sq = jnp.concatenate([jnp.zeros(1, phi.dtype), cumsum(jnp.sum(pq**2, axis=0))])
     corr = jnp.sum(fourier.autocorrelation(pq, n_cut), axis=0)
     m = jnp.arange(1, n_cut + 1)
     msd = (sq[n - m] + sq[n] - sq[m] - 2.0 * corr) / (n - m)

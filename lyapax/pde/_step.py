@@ -14,9 +14,12 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
+from lyapax._engine import fft as fourier
 from lyapax._engine.abstract import AbstractStep
+from lyapax._engine.fft import Pair
 from lyapax._engine.precision import emulated_float64
 
 
@@ -38,21 +41,19 @@ class Spectral(eqx.Module):
 
     def to_modes(self, u: Any) -> Any:
         if emulated_float64(u.dtype):
-            # Found on the lent TPU v5e (JAX 0.10.2): refuse at the call, not
-            # after a minute of compiling or an aborted process.
-            raise ValueError(
-                f"lyapax.pde: a {u.dtype} field cannot be stepped on a TPU: its "
-                "float64 emulation has no FFT ('Unexpected operand type for FFT: "
-                "f64') and no complex128 (the compiler aborts converting f64 to "
-                "c128). Pass precision='float32' or 'mixed', a float32 state0, "
-                "or run this problem on the CPU "
-                "(jax.default_device(jax.devices('cpu')[0]))"
-            )
+            if self.complex_field:
+                return fourier.dft(Pair(u[: self.n_points], u[self.n_points :]))
+            return fourier.rdft(u.reshape(self.n_fields, self.n_points))
         if self.complex_field:
             return jnp.fft.fft(u[: self.n_points] + 1j * u[self.n_points :])
         return jnp.fft.rfft(u.reshape(self.n_fields, self.n_points), axis=-1)
 
     def to_grid(self, v: Any) -> Any:
+        if isinstance(v, Pair):
+            if self.complex_field:
+                back = fourier.dft(v, inverse=True)
+                return jnp.concatenate([back.re, back.im])
+            return fourier.irdft(v, self.n_points).reshape(-1)
         if self.complex_field:
             a = jnp.fft.ifft(v)
             return jnp.concatenate([a.real, a.imag])
@@ -64,6 +65,33 @@ class Spectral(eqx.Module):
         return out if self.multiplier is None else out * self.multiplier
 
 
+def in_form(tree: Any, dtype: Any) -> Any:
+    """``tree`` (a :class:`Spectral`, coefficients) in the form a ``dtype``
+    field is stepped in: complex values as :class:`Pair` where that float64
+    is emulated, as complex arrays elsewhere (a problem built on a TPU and
+    run in float32 by ``precision=``)."""
+    emulated = emulated_float64(dtype)
+
+    def form(x: Any) -> Any:
+        if isinstance(x, Pair):
+            return x if emulated else x.complex()
+        kind = getattr(x, "dtype", None)
+        if emulated and kind is not None and jnp.issubdtype(kind, jnp.complexfloating):
+            # Found on the lent TPU v5e (JAX 0.10.2): refuse at the call, not
+            # after a minute of compiling or an aborted process.
+            raise ValueError(
+                f"lyapax.pde: this problem was built where complex numbers "
+                f"exist and cannot be stepped in {jnp.dtype(dtype)} on a TPU, "
+                "whose float64 emulation has no complex128 (the compiler "
+                "aborts converting f64 to c128): build it with the TPU as the "
+                "default device, pass precision='float32' or 'mixed', or run "
+                "it on the CPU (jax.default_device(jax.devices('cpu')[0]))"
+            )
+        return x
+
+    return jax.tree.map(form, tree, is_leaf=lambda x: isinstance(x, Pair))
+
+
 class ETDRK4Step(AbstractStep):
     """Cox & Matthews' ETDRK4 step (Kassam & Trefethen's coefficients)."""
 
@@ -72,7 +100,7 @@ class ETDRK4Step(AbstractStep):
     coeffs: Any
 
     def __call__(self, u: Any, *step_index: Any) -> Any:
-        sp, c = self.spectral, self.coeffs
+        sp, c = in_form((self.spectral, self.coeffs), u.dtype)
         v = sp.to_modes(u)
         nv = sp.n_hat(u)
         a = c.E2 * v + c.Q * nv
@@ -94,7 +122,7 @@ class IFRK4Step(AbstractStep):
     dt: Any
 
     def __call__(self, u: Any, *step_index: Any) -> Any:
-        sp, c, h = self.spectral, self.coeffs, self.dt
+        (sp, c), h = in_form((self.spectral, self.coeffs), u.dtype), self.dt
         v = sp.to_modes(u)
         k1 = h * sp.n_hat(u)
         k2 = h * sp.n_hat(sp.to_grid(c.E2 * (v + k1 / 2)))

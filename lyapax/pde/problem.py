@@ -24,6 +24,8 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
+from lyapax._engine.fft import Pair
+from lyapax._engine.precision import emulated_float64
 from lyapax._engine.problem import ODEProblem, with_state0
 from lyapax.pde._coefficients import etdrk4_coefficients, ifrk4_coefficients
 from lyapax.pde._step import ETDRK4Step, IFRK4Step, Spectral
@@ -173,6 +175,16 @@ def semilinear_problem(
         )
     u0 = validate.as_state("state0", state0)
     dt = validate.as_dt(dt)
+    if emulated_float64(u0.dtype) and validate.is_traced((linear, dt)):
+        # The coefficients of a traced symbol are computed in the program,
+        # in complex arithmetic, which a TPU's float64 does not have.
+        raise ValueError(
+            f"lyapax.pde: a {u0.dtype} problem whose symbol or dt is traced "
+            "(problem_family, jax.vmap) cannot be built on a TPU, whose float64 "
+            "emulation has no complex128 for the integrator's coefficients: "
+            "sweep in float32 (a float32 state0 or precision='float32'/'mixed'), "
+            "build one problem per parameter value, or sweep on the CPU"
+        )
     d = int(u0.shape[0])
     n, n_fields, complex_field = _layout(linear, d)
     check_n_points(n, dealias, name="the grid size of state0")
@@ -225,8 +237,12 @@ def _leaves(coeffs: Any, dtype: Any) -> Any:
 
 
 def _in_precision(x: Any, dtype: Any) -> Any:
-    """``x`` as a JAX array in ``dtype``'s precision, complex kept complex."""
+    """``x`` as a JAX array in ``dtype``'s precision, complex kept complex
+    (as a :class:`~lyapax._engine.fft.Pair` where that float64 is emulated:
+    a TPU has no complex128)."""
     real = np.finfo(dtype).dtype
     if np.iscomplexobj(x):
+        if emulated_float64(real):
+            return Pair.of(x, real)
         return jnp.asarray(x, np.result_type(real, np.complex64))
     return jnp.asarray(x, real)
