@@ -15,6 +15,7 @@ import pytest
 
 import lyapax
 from lyapax._engine import fft as fourier
+from lyapax._engine.pairs import Pair
 from lyapax.pde import complex_ginzburg_landau, kuramoto_sivashinsky
 
 EMULATED = "float64 exists with x64 on only"
@@ -104,7 +105,7 @@ def test_the_transforms_on_pairs_are_numpys(tpu_backend):
     for n in [4, 6, 32, 96, 128]:
         for lead in [(), (3,)]:
             x, y = rng.standard_normal((2, *lead, n))
-            z = fourier.dft(fourier.Pair(jnp.asarray(x), jnp.asarray(y)))
+            z = fourier.dft(Pair(jnp.asarray(x), jnp.asarray(y)))
             np.testing.assert_allclose(
                 np.asarray(z.re) + 1j * np.asarray(z.im),
                 np.fft.fft(x + 1j * y),
@@ -125,7 +126,7 @@ def test_the_transforms_on_pairs_are_numpys(tpu_backend):
                 + 1j * np.eye(1, n // 2 + 1, 0)
                 + 0.5j * np.eye(1, n // 2 + 1, n // 2)
             )
-            got = fourier.irdft(fourier.Pair.of(noisy, np.float64), n)
+            got = fourier.irdft(Pair.of(noisy, np.float64), n)
             np.testing.assert_allclose(
                 got, np.fft.irfft(noisy, n), rtol=0, atol=1e-14 * n
             )
@@ -159,7 +160,7 @@ def test_a_float64_pde_runs_there_in_real_pairs(request):
         on_cpu = lyapax.lyapunov_spectrum(built_here[1], 2000, **kw).exponents
     request.getfixturevalue("tpu_backend")
     there = _pdes()
-    assert isinstance(there[1].step_fn.coeffs.Q, fourier.Pair)
+    assert isinstance(there[1].step_fn.coeffs.Q, Pair)
     for problem, expected in zip(there, want, strict=True):
         text = _step_program(problem).as_text()
         assert "stablehlo.fft" not in text and "complex" not in text
@@ -185,10 +186,49 @@ def test_a_traced_pde_symbol_in_emulated_float64_is_refused(tpu_backend):
     family = lyapax.problem_family(
         lambda length: kuramoto_sivashinsky(32, length, state0=u0, dt=0.25)
     )
-    with pytest.raises(ValueError, match="symbol or dt is traced"):
+    with pytest.raises(ValueError, match="symbol, multiplier or dt is traced"):
         lyapax.sweep.sweep_lyapunov_spectrum(
             family, None, jnp.asarray([21.0, 22.0]), None, 20, k=2
         )
+    # What the message offers: the family's state in float32 (complex64 there).
+    family32 = lyapax.problem_family(
+        lambda length: kuramoto_sivashinsky(
+            32, length, state0=u0.astype(np.float32), dt=0.25
+        )
+    )
+    swept = lyapax.sweep.sweep_lyapunov_spectrum(
+        family32, None, jnp.asarray([21.0, 22.0]), None, 20, k=2
+    )
+    assert swept.exponents.shape == (2, 2) and np.all(np.isfinite(swept.exponents))
+
+
+@pytest.mark.float64_only(EMULATED)
+def test_a_float32_pde_run_in_float64_there_casts_its_coefficients_to_pairs(
+    request,
+):
+    n = 32
+    u0 = np.concatenate([np.ones(n), 0.1 * np.sin(np.arange(n))]).astype(np.float32)
+    kw = dict(k=2, renorm_every=10)
+    with jax.default_device(jax.devices("cpu")[0]):
+        cgl = complex_ginzburg_landau(n, 20.0, 0.5, 0.5, state0=u0, dt=0.05)
+        want = lyapax.lyapunov_spectrum(cgl, 200, precision="float64", **kw)
+    request.getfixturevalue("tpu_backend")
+    cgl = complex_ginzburg_landau(n, 20.0, 0.5, 0.5, state0=u0, dt=0.05)
+    assert cgl.step_fn.coeffs.Q.dtype == np.complex64  # float32 is native there
+    got = lyapax.lyapunov_spectrum(cgl, 200, precision="float64", **kw)
+    assert got.exponents.dtype == np.float64
+    np.testing.assert_allclose(got.exponents, want.exponents, rtol=0, atol=1e-12)
+
+
+def test_numpy_arrays_hand_their_products_with_a_pair_to_the_pair():
+    z = Pair(jnp.asarray([1.0, 2.0]), jnp.asarray([3.0, 4.0]))
+    for got in (np.asarray([2.0, 3.0]) * z, z * np.asarray([2.0, 3.0])):
+        assert isinstance(got, Pair)
+        np.testing.assert_array_equal(got.re, [2.0, 6.0])
+        np.testing.assert_array_equal(got.im, [6.0, 12.0])
+    got = 1.0 - z
+    np.testing.assert_array_equal(got.re, [0.0, -1.0])
+    np.testing.assert_array_equal(got.im, [-3.0, -4.0])
 
 
 def _adaptive_problem():

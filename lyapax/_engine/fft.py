@@ -13,10 +13,8 @@ float64 from exactly reduced angles. The cost is ``O(n (n1 + n2))`` products
 at ``Precision.HIGHEST``; a prime length above ``_DENSE`` is one dense
 ``n x n`` product. Elsewhere the transforms are ``jnp.fft``'s.
 
-:class:`Pair` is a complex array as its real and imaginary parts, with the
-arithmetic a pseudo-spectral step needs, so that such a step runs unchanged
-on complex arrays or on pairs; :func:`dft`, :func:`rdft` and :func:`irdft`
-are the transforms on pairs.
+:func:`dft`, :func:`rdft` and :func:`irdft` are the transforms of complex
+arrays kept as real pairs (:class:`~lyapax._engine.pairs.Pair`).
 """
 
 from __future__ import annotations
@@ -24,13 +22,13 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine.pairs import Pair
 from lyapax._engine.precision import HIGHEST, emulated_float64
 
-__all__ = ["Pair", "autocorrelation", "dft", "irdft", "rdft"]
+__all__ = ["autocorrelation", "dft", "irdft", "rdft"]
 
 #: Longest transform done as one dense product (the factors of a longer one
 #: are chosen near its square root).
@@ -51,58 +49,6 @@ def autocorrelation(x: Any, n_lags: int) -> Any:
     power = re**2 + im**2
     back, _ = _dft(power, jnp.zeros_like(power), 1)
     return back[..., 1 : n_lags + 1] / (2 * n)
-
-
-class Pair(eqx.Module):
-    """A complex array as two real ones, ``re + i im`` (same shape and
-    dtype), where complex numbers do not exist (a TPU's float64). ``+``,
-    ``-`` and ``*`` with a pair, a real array or a number; ``/`` by a real
-    one."""
-
-    re: Any
-    im: Any
-
-    @classmethod
-    def of(cls, z: Any, dtype: Any) -> Pair:
-        """The parts of a host complex (or real) array ``z`` as ``dtype``
-        arrays, without making a complex array where they will live."""
-        z = np.asarray(z)
-        return cls(jnp.asarray(z.real, dtype), jnp.asarray(np.imag(z), dtype))
-
-    def complex(self) -> Any:
-        """The complex array (where complex numbers exist)."""
-        return jnp.asarray(self.re) + 1j * jnp.asarray(self.im)
-
-    def __add__(self, other: Any) -> Pair:
-        if isinstance(other, Pair):
-            return Pair(self.re + other.re, self.im + other.im)
-        return Pair(self.re + other, self.im)
-
-    __radd__ = __add__
-
-    def __neg__(self) -> Pair:
-        return Pair(-self.re, -self.im)
-
-    def __sub__(self, other: Any) -> Pair:
-        return self + (-other)
-
-    def __rsub__(self, other: Any) -> Pair:
-        return (-self) + other
-
-    def __mul__(self, other: Any) -> Pair:
-        if isinstance(other, Pair):
-            return Pair(
-                self.re * other.re - self.im * other.im,
-                self.re * other.im + self.im * other.re,
-            )
-        return Pair(self.re * other, self.im * other)
-
-    __rmul__ = __mul__
-
-    def __truediv__(self, other: Any) -> Pair:
-        if isinstance(other, Pair):
-            raise TypeError("Pair / Pair is not defined (no step needs it)")
-        return Pair(self.re / other, self.im / other)
 
 
 def dft(z: Pair, inverse: bool = False) -> Pair:

@@ -28,6 +28,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array
 
+from lyapax._engine.pairs import Pair
+
 __all__ = [
     "HIGHEST",
     "EMULATED_FLOAT64",
@@ -195,10 +197,13 @@ def check_precision(precision: Any) -> None:
 def cast_floats(tree: Any, dtype: Any) -> Any:
     """``tree`` with every floating array leaf cast to ``dtype`` and every
     complex one to ``dtype``'s complex counterpart (a pseudo-spectral step's
-    coefficients); other leaves, Python numbers included, as they are.
-    ``tree`` itself when no leaf needs it, so that what is cached by identity
-    (the split of a step) stays cached."""
+    coefficients), or to a :class:`~lyapax._engine.pairs.Pair` of ``dtype``
+    arrays where that dtype is emulated float64 (a TPU has no complex128);
+    other leaves, Python numbers included, as they are. ``tree`` itself when
+    no leaf needs it, so that what is cached by identity (the split of a
+    step) stays cached."""
     wide = jnp.result_type(dtype, jnp.complex64)
+    pairs = emulated_float64(dtype)
 
     def target(leaf: Any) -> Any:
         kind = getattr(leaf, "dtype", None)
@@ -215,6 +220,8 @@ def cast_floats(tree: Any, dtype: Any) -> Any:
 
     def cast(x: Any) -> Any:
         to = target(x)
+        if to is not None and pairs and jnp.issubdtype(to, jnp.complexfloating):
+            return Pair(jnp.real(x).astype(dtype), jnp.imag(x).astype(dtype))
         return x if to is None else jnp.asarray(x, to)
 
     return jax.tree.map(cast, tree)

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 
 from lyapax._engine import fft as fourier
 from lyapax._engine.abstract import AbstractStep
-from lyapax._engine.fft import Pair
+from lyapax._engine.pairs import Pair
 from lyapax._engine.precision import emulated_float64
 
 

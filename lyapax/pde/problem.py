@@ -24,7 +24,7 @@ import numpy as np
 
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem, EngineView
-from lyapax._engine.fft import Pair
+from lyapax._engine.pairs import Pair
 from lyapax._engine.precision import emulated_float64
 from lyapax._engine.problem import ODEProblem, with_state0
 from lyapax.pde._coefficients import etdrk4_coefficients, ifrk4_coefficients
@@ -175,15 +175,18 @@ def semilinear_problem(
         )
     u0 = validate.as_state("state0", state0)
     dt = validate.as_dt(dt)
-    if emulated_float64(u0.dtype) and validate.is_traced((linear, dt)):
+    if emulated_float64(u0.dtype) and validate.is_traced(
+        (linear, dt, nonlinear_multiplier)
+    ):
         # The coefficients of a traced symbol are computed in the program,
         # in complex arithmetic, which a TPU's float64 does not have.
         raise ValueError(
-            f"lyapax.pde: a {u0.dtype} problem whose symbol or dt is traced "
-            "(problem_family, jax.vmap) cannot be built on a TPU, whose float64 "
-            "emulation has no complex128 for the integrator's coefficients: "
-            "sweep in float32 (a float32 state0 or precision='float32'/'mixed'), "
-            "build one problem per parameter value, or sweep on the CPU"
+            f"lyapax.pde: a {u0.dtype} problem whose symbol, multiplier or dt "
+            "is traced (problem_family, jax.vmap) cannot be built on a TPU, "
+            "whose float64 emulation has no complex128 for the integrator's "
+            "coefficients: give the family a float32 state0 (the sweep's "
+            "precision= casts only after the problem is built), build one "
+            "problem per parameter value, or sweep on the CPU"
         )
     d = int(u0.shape[0])
     n, n_fields, complex_field = _layout(linear, d)
