@@ -26,7 +26,8 @@ are read after the rounds, the dispatch/device split from its later rounds
 :func:`instrument` turns an item's pytest-benchmark ``BenchmarkFixture``
 into this fixture and labels it with its backend and size.  The pieces of
 ``BenchmarkFixture`` used here that are not documented API (its ``stats``,
-``extra_info``, ``enabled``, ``has_error``, ``_make_runner``) are checked
+``extra_info``, ``enabled``, ``has_error``, ``_make_runner``,
+``_calibrate_timer``, ``_max_time``, ``_min_rounds``) are checked
 by ``tests/test_plugin``.
 """
 
@@ -34,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import numbers
 import time
 import warnings
@@ -187,6 +189,17 @@ def _record_split(fixture: Any, split: measure.SplitSamples) -> None:
         fixture.extra_info["time_split"] = measure.time_split(split)
 
 
+def _planned_rounds(fixture: Any, duration: float) -> int:
+    """The rounds pytest-benchmark runs after a calibration of ``duration``
+    seconds a round (its own rule: ``max_time / duration``, at least
+    ``min_rounds``)."""
+    max_time = float(getattr(fixture, "_max_time", 0.0) or 0.0)
+    least = int(getattr(fixture, "_min_rounds", 1) or 1)
+    if duration <= 0 or not math.isfinite(duration):
+        return least
+    return max(math.ceil(max_time / duration), least)
+
+
 def _finish_rounds(fixture: Any) -> None:
     """Let the rounds' watch write its entries (turns, observers)."""
     watch: RoundsWatch | None = getattr(fixture, _WATCH_ATTR, None)
@@ -306,6 +319,9 @@ def jax_fixture_class() -> type:
             split = measure.SplitSamples() if extras else None
             if self.enabled and setup is None:
                 _record_transfers(self, tuple(args or ()), dict(kwargs or {}))
+            watch: RoundsWatch | None = getattr(self, _WATCH_ATTR, None)
+            if watch is not None and isinstance(rest.get("rounds", 1), int):
+                watch.plan(rest.get("rounds", 1))
             try:
                 result = super().pedantic(
                     _blocking(self, target, first, split),
@@ -338,6 +354,13 @@ def jax_fixture_class() -> type:
             runner = super()._make_runner(function_to_benchmark, args, kwargs)
             watch = getattr(self, _WATCH_ATTR, None)
             return runner if watch is None else watch.wrap(runner)
+
+        def _calibrate_timer(self, runner):
+            calibrated = super()._calibrate_timer(runner)
+            watch: RoundsWatch | None = getattr(self, _WATCH_ATTR, None)
+            if watch is not None:
+                watch.plan(_planned_rounds(self, calibrated[0]))
+            return calibrated
 
     return JaxBenchmarkFixture
 

@@ -7,10 +7,16 @@ Every round pytest-benchmark runs (calibration, warm-up and timed rounds,
 - **Turns.**  With several backends interleaved (the default; see
   ``run/turns.py``), only the worker that holds the turn runs anything, so
   two backends never share cores; a worker gives the turn away between two
-  rounds once it has held it for :attr:`Turns.slice_s`, and waits for it to
-  come back.  The global number of each turn is recorded per timed round
-  (``extra_info["turns"]``), so that the rounds of two backends taken in
-  neighbouring turns can be compared as pairs (``report/stats.py``).
+  rounds once it has held it for :attr:`Turns.slice_s`, or once it has run
+  its share of the rounds pytest-benchmark planned (:meth:`RoundsWatch.plan`:
+  the rounds spread over at least :attr:`Turns.min_turns` turns), and waits
+  for it to come back.  The share matters when the calibration's single
+  call was slower than the rounds (a cold first call, a moment of load):
+  pytest-benchmark then plans a fraction of ``--benchmark-max-time``, and
+  time slices alone would give too few turns to pair.  The global number
+  of each turn is recorded per timed round (``extra_info["turns"]``), so
+  that the rounds of two backends taken in neighbouring turns can be
+  compared as pairs (``report/stats.py``).
 - **Observers.**  A measurement that needs to see the rounds (the machine's
   state, compiles during the rounds) is a :class:`RoundObserver`: it is told
   when this worker's rounds start running and when they stop (a turn given
@@ -36,6 +42,9 @@ class Turns(abc.ABC):
     """
 
     slice_s: ClassVar[float] = 0.02  # seconds a worker runs rounds before yielding
+    # Turns over which a benchmark's planned rounds are spread at least: twice
+    # the pairs report/stats.py needs for a verdict (MIN_PAIRS).
+    min_turns: ClassVar[int] = 16
     ticket: int = 0
     waited_s: float = 0.0  # seconds spent waiting for turns, in total
     progress: int = 0  # tests this worker has started: the furthest behind goes first
@@ -88,11 +97,21 @@ class RoundsWatch:
         self.round_turns: list[int] = []
         self._running = False
         self._since = 0.0
+        self._per_turn = 0  # rounds per turn at most (0: no plan, time slices only)
+        self._in_turn = 0
+
+    def plan(self, rounds: int) -> None:
+        """pytest-benchmark will run ``rounds`` rounds (its calibration is
+        done, or ``pedantic`` was asked for them): in interleaved mode, each
+        turn runs at most ``rounds / min_turns`` of them."""
+        self._per_turn = max(1, rounds // self.turns.min_turns)
+        self._in_turn = 0
 
     def _begin(self) -> None:
         if not self.turns.held:
             self.turns.hold()
         self._since = time.perf_counter()
+        self._in_turn = 0
         for observer in self.observers:
             observer.start()
         self._running = True
@@ -110,9 +129,12 @@ class RoundsWatch:
         self.round_turns.append(self.turns.ticket)
         for observer in self.observers:
             observer.round_done()
-        if time.perf_counter() - self._since >= self.turns.slice_s:
+        interleaved = self.turns.mode == "interleaved"
+        self._in_turn += 1
+        share_done = interleaved and 0 < self._per_turn <= self._in_turn
+        if share_done or time.perf_counter() - self._since >= self.turns.slice_s:
             self._pause()
-            if self.turns.mode == "interleaved":
+            if interleaved:
                 self.turns.release()
                 self.turns.hold()
 

@@ -173,13 +173,22 @@ def _next_quiet(
         (s, v, g) for s, v, g in zip(sizes, verdicts, logs, strict=True) if v in (a, b)
     ]
     if not decided:
-        if sizes and all(v == NOISE for v in verdicts):
+        # Undecided and not within noise: too few rounds (or turns) to judge.
+        few = [s for s, v in zip(sizes, verdicts, strict=True) if v != NOISE]
+        if sizes and not few:
             # Two labels of one machine (an A/A run) end here: say what was
             # found, not only that nothing was.
             at = ", ".join(map(str, sizes))
             text = (
                 f"no crossing in the measured range: within noise at every "
                 f"{size_label} measured ({at}): no verdict to search from"
+            )
+        elif few:
+            at = ", ".join(map(str, few))
+            text = (
+                f"too few rounds to judge at {size_label} {at}: no verdict to "
+                "search from (more rounds: --benchmark-max-time, "
+                "--benchmark-min-rounds)"
             )
         else:
             text = "the noise test decided no size: no verdict to search from"

@@ -54,6 +54,17 @@ def test_pytest_benchmark_attributes_the_plugin_relies_on(pytester):
     for attribute in ("self.stats", "self.extra_info", "self.has_error", "self._mode"):
         assert attribute in source
     assert isinstance(BenchmarkFixture.enabled, property)
+    # The rounds planned after calibration (fixture.py's _planned_rounds
+    # repeats pytest-benchmark's rule, so the turns spread them).
+    for attribute in ("self._max_time", "self._min_rounds"):
+        assert attribute in source
+    assert list(inspect.signature(BenchmarkFixture._calibrate_timer).parameters) == [
+        "self",
+        "runner",
+    ]
+    raw = inspect.getsource(BenchmarkFixture._raw)
+    assert "self._calibrate_timer(runner)" in raw
+    assert "ceil(self._max_time / duration)" in raw
     bs = pytester.parseconfigure("-p", "no:xdist")._benchmarksession
     for attribute in (
         "disabled",

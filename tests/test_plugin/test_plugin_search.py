@@ -53,7 +53,7 @@ def _section(data, name):
 
 
 def _assert_bracketed_at_100(entry):
-    assert entry["status"] == "bracketed", entry
+    assert entry["status"] == "bracketed", (entry["summary"], entry)
     lo, hi = entry["bracket"]
     assert lo <= 100 <= hi and hi <= lo * 1.25**2, entry
     assert entry["summary"] == f"cpu2 faster from problem size in [{lo}, {hi}]"

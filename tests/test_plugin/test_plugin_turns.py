@@ -7,7 +7,7 @@ import time
 import pytest
 from support.deadlines import timeout_s
 
-from pytest_lyapax.measuring.rounds import NoTurns, RoundsWatch
+from pytest_lyapax.measuring.rounds import NoTurns, RoundsWatch, Turns
 from pytest_lyapax.report import stats
 from pytest_lyapax.run import turns as turns_module
 from pytest_lyapax.run.scheduling import BackendScheduling
@@ -121,6 +121,53 @@ def test_the_watch_yields_between_rounds_and_records_each_timed_rounds_turn():
     assert turns.events.count("release") == 4  # the turn offered after each round
     assert info["rounds_mode"] == "interleaved"
     assert info["turns"] == [2, 3, 4]  # the last three rounds' turns
+
+
+class _LongSlices(_Recorded):
+    slice_s = 3600.0  # time never ends a turn here: only the planned share does
+
+
+def test_planned_rounds_are_spread_over_at_least_min_turns():
+    # A cold calibration call makes pytest-benchmark plan a fraction of
+    # --benchmark-max-time; the turns then follow the rounds, not the clock.
+    turns = _LongSlices()
+    watch = RoundsWatch(turns)
+    runner = watch.wrap(lambda loops: 1.0)
+    runner(None)  # calibration: no plan yet, and the slice is long
+    assert turns.events == ["hold"]
+    rounds = 5 * turns.min_turns + 3
+    watch.plan(rounds)
+    for _ in range(rounds):
+        runner(None)
+    info = {}
+    watch.finish(info, [1.0] * rounds)
+    per_turn = rounds // turns.min_turns
+    assert per_turn == 5
+    assert len(set(info["turns"])) == -(-rounds // per_turn)  # ceil: 17 turns
+    assert len(set(info["turns"])) >= turns.min_turns
+    # Fewer rounds than min_turns: one round a turn.
+    watch = RoundsWatch(turns := _LongSlices())
+    runner = watch.wrap(lambda loops: 1.0)
+    watch.plan(3)
+    for _ in range(3):
+        runner(None)
+    watch.finish(info, [1.0] * 3)
+    assert info["turns"] == [1, 2, 3]
+
+
+def test_a_plan_changes_nothing_when_rounds_are_not_interleaved():
+    class Sequential(_LongSlices):
+        @property
+        def mode(self):
+            return "sequential"
+
+    turns = Sequential()
+    watch = RoundsWatch(turns)
+    runner = watch.wrap(lambda loops: 1.0)
+    watch.plan(64)
+    for _ in range(64):
+        runner(None)
+    assert turns.events == ["hold"]  # held once, never given away
 
 
 def test_sign_test_p_is_exact():
@@ -276,6 +323,10 @@ def test_two_labels_interleave_their_rounds_and_a_real_2x_is_found(
         # other's first and last.
         assert not set(a["turns"]) & set(b["turns"])
         assert any(min(b["turns"]) < t < max(b["turns"]) for t in a["turns"])
+        # Enough turns to pair, however the calibration came out.
+        for side in (a, b):
+            if len(side["turns"]) >= Turns.min_turns:
+                assert len(set(side["turns"])) >= Turns.min_turns, side["turns"]
     summary = (report / "summary.md").read_text()
     assert "cpu faster at" in summary.replace("\\", ""), summary
     # The sequential mode: no turns, and the report says which mode measured.

@@ -42,10 +42,17 @@ def test_within_noise_everywhere_says_so_and_adds_no_size():
         "no crossing in the measured range: within noise at every d measured "
         "(20, 50, 100): no verdict to search from"
     )
+    none = plan.next_crossover_size([], [], [], "a", "b", (5, 1000), "d")
+    assert none.text == "the noise test decided no size: no verdict to search from"
+    # Too few rounds is said as such, with what gives more.
     few = plan.next_crossover_size(
-        [20, 50], ["noise", "few-rounds"], [0.0, 0.1], "a", "b", (5, 1000), "d"
+        [20, 50], ["noise", "too few rounds"], [0.0, 0.1], "a", "b", (5, 1000), "d"
     )
-    assert few.text == "the noise test decided no size: no verdict to search from"
+    assert few.status == plan.UNRELIABLE and few.bracket is None
+    assert few.text == (
+        "too few rounds to judge at d 50: no verdict to search from (more "
+        "rounds: --benchmark-max-time, --benchmark-min-rounds)"
+    )
 
 
 def test_one_winner_steps_where_its_lead_shrinks_then_the_other_way():
