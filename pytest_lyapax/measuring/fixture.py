@@ -189,15 +189,18 @@ def _record_split(fixture: Any, split: measure.SplitSamples) -> None:
         fixture.extra_info["time_split"] = measure.time_split(split)
 
 
-def _planned_rounds(fixture: Any, duration: float) -> int:
+def _planned_rounds(fixture: Any, duration: float, iterations: int) -> int:
     """The rounds pytest-benchmark runs after a calibration of ``duration``
-    seconds a round (its own rule: ``max_time / duration``, at least
-    ``min_rounds``)."""
+    seconds a round of ``iterations`` calls (its own rule: ``max_time /
+    duration``, at least ``min_rounds``; its warm-up rounds first, if any)."""
     max_time = float(getattr(fixture, "_max_time", 0.0) or 0.0)
-    least = int(getattr(fixture, "_min_rounds", 1) or 1)
-    if duration <= 0 or not math.isfinite(duration):
-        return least
-    return max(math.ceil(max_time / duration), least)
+    rounds = int(getattr(fixture, "_min_rounds", 1) or 1)
+    if duration > 0 and math.isfinite(duration):
+        rounds = max(math.ceil(max_time / duration), rounds)
+    warmup = int(getattr(fixture, "_warmup", 0) or 0)
+    if warmup:
+        rounds += min(rounds, max(1, warmup // max(iterations, 1)))
+    return rounds
 
 
 def _finish_rounds(fixture: Any) -> None:
@@ -320,8 +323,13 @@ def jax_fixture_class() -> type:
             if self.enabled and setup is None:
                 _record_transfers(self, tuple(args or ()), dict(kwargs or {}))
             watch: RoundsWatch | None = getattr(self, _WATCH_ATTR, None)
-            if watch is not None and isinstance(rest.get("rounds", 1), int):
-                watch.plan(rest.get("rounds", 1))
+            rounds, warmup = rest.get("rounds", 1), rest.get("warmup_rounds", 0)
+            if (
+                watch is not None
+                and isinstance(rounds, int)
+                and isinstance(warmup, int)
+            ):
+                watch.plan(rounds + warmup)
             try:
                 result = super().pedantic(
                     _blocking(self, target, first, split),
@@ -359,7 +367,7 @@ def jax_fixture_class() -> type:
             calibrated = super()._calibrate_timer(runner)
             watch: RoundsWatch | None = getattr(self, _WATCH_ATTR, None)
             if watch is not None:
-                watch.plan(_planned_rounds(self, calibrated[0]))
+                watch.plan(_planned_rounds(self, calibrated[0], calibrated[1]))
             return calibrated
 
     return JaxBenchmarkFixture

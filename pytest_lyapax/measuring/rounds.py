@@ -99,13 +99,19 @@ class RoundsWatch:
         self._since = 0.0
         self._per_turn = 0  # rounds per turn at most (0: no plan, time slices only)
         self._in_turn = 0
+        self._left = 0  # planned rounds not run yet
 
     def plan(self, rounds: int) -> None:
         """pytest-benchmark will run ``rounds`` rounds (its calibration is
         done, or ``pedantic`` was asked for them): in interleaved mode, each
-        turn runs at most ``rounds / min_turns`` of them."""
+        turn runs at most ``rounds / min_turns`` of them.  After the last
+        one the turn is kept, whatever the time, to end the test: a worker
+        that gave it away there would wait while the other backend, behind
+        in turns, ran all its rounds, and the two tests would end in the
+        other order."""
         self._per_turn = max(1, rounds // self.turns.min_turns)
         self._in_turn = 0
+        self._left = rounds
 
     def _begin(self) -> None:
         if not self.turns.held:
@@ -131,6 +137,9 @@ class RoundsWatch:
             observer.round_done()
         interleaved = self.turns.mode == "interleaved"
         self._in_turn += 1
+        self._left = max(self._left - 1, 0)
+        if self._per_turn and not self._left:
+            return  # the last planned round: the test ends in this turn
         share_done = interleaved and 0 < self._per_turn <= self._in_turn
         if share_done or time.perf_counter() - self._since >= self.turns.slice_s:
             self._pause()

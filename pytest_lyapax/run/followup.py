@@ -100,9 +100,10 @@ def run(
     env: dict[str, str],
     extra: Sequence[str] = (),
     timeout_s: float | None = None,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str]:
     """Run the test of ``fullname`` at ``sizes`` on ``labels``: its
-    records and points (out of memory) from the follow-up run's report.
+    records and points (out of memory) from the follow-up run's report, and
+    why it measured nothing ("" when it measured something).
     ``timeout_s``: the most it may take (at least 30 s; None: an hour); a run
     cut there measured nothing."""
     root = config.rootpath
@@ -124,23 +125,40 @@ def run(
         ]
         points_file = Path(tmp) / "points.json"
         full_env = {**os.environ, CHILD_ENV: str(points_file), **env}
+        limit = 3600 if timeout_s is None else max(timeout_s, 30.0)
         try:
-            subprocess.run(
+            proc = subprocess.run(
                 cmd,
                 cwd=config.invocation_params.dir,
                 env=full_env,
                 capture_output=True,
                 text=True,
-                timeout=3600 if timeout_s is None else max(timeout_s, 30.0),
+                timeout=limit,
             )
-        except (OSError, subprocess.SubprocessError):
-            return [], []
+        except subprocess.TimeoutExpired:
+            return [], [], f"cut after {limit:.0f} s"
+        except (OSError, subprocess.SubprocessError) as exc:
+            return [], [], f"not started: {exc}"
         data = _json_of(Path(tmp) / "benchmark.json")
         points = _json_of(points_file)
     benchmarks = data.get("benchmarks") if isinstance(data, dict) else None
     records = [r for r in benchmarks or [] if isinstance(r, dict)]
     points = points if isinstance(points, list) else []
-    return records, [p for p in points if isinstance(p, dict)]
+    why = "" if records else why_nothing(proc.returncode, proc.stdout, proc.stderr)
+    return records, [p for p in points if isinstance(p, dict)], why
+
+
+def why_nothing(returncode: int, stdout: str, stderr: str, limit: int = 300) -> str:
+    """Why a follow-up run wrote no record, in one line: its exit code and
+    its first failure or error line (else the last line it printed)."""
+    lines = [line.strip() for line in stdout.splitlines() if line.strip()]
+    said = next((x for x in lines if x.startswith(("FAILED ", "ERROR "))), None)
+    if said is None:
+        errors = [line.strip() for line in stderr.splitlines() if line.strip()]
+        said = (errors or lines or ["no output"])[-1]
+    if len(said) > limit:
+        said = said[: limit - 3] + "..."
+    return f"exit code {returncode}: {said}"
 
 
 def _json_of(path: Path) -> Any:

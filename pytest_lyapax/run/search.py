@@ -157,6 +157,8 @@ class SearchHooks:
         # Set when a Ctrl-C or SIGTERM (stopsignal.py) stops a follow-up run:
         # the searches end there, and the report keeps what they found.
         self.stopped: str | None = None
+        # Why the last follow-up run wrote no record ("": it wrote some).
+        self.nothing_because = ""
         self._saved: tuple[Any, str] | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -237,16 +239,18 @@ class SearchHooks:
         timeout_s: float | None = None,
     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """:func:`followup.run`, with ``timeout_s`` what is left of the
-        search's budget (None: no budget); a Ctrl-C or SIGTERM (stopsignal.py)
+        search's budget (None: no budget); why it measured nothing in
+        :attr:`nothing_because`; a Ctrl-C or SIGTERM (stopsignal.py)
         ends the follow-up run and sets :attr:`stopped`."""
         try:
-            return followup.run(
+            records, points, self.nothing_because = followup.run(
                 self.config, fullname, sizes, labels, env, extra, timeout_s
             )
         except KeyboardInterrupt as stop:
             # subprocess.run has ended the child (and so freed its chip).
             self.stopped = f"interrupted ({stop or 'Ctrl-C'}) during a follow-up run"
             return [], []
+        return records, points
 
     def _mark(self, records: list[dict[str, Any]], key: str, how: str) -> list:
         kept = []
@@ -404,7 +408,7 @@ class SearchHooks:
                     plan.UNRELIABLE,
                     bracket=decision.bracket,
                     text=f"the follow-up run at {', '.join(map(str, sizes))} "
-                    "measured nothing",
+                    f"measured nothing ({self.nothing_because or 'no record of it'})",
                 )
                 break
             if again:
@@ -564,6 +568,8 @@ class SearchHooks:
             ]
             if lost:
                 stopped = f"the follow-up run at {lost[0]} measured nothing"
+                if self.nothing_because:
+                    stopped += f" ({self.nothing_because})"
                 too_big[lost[0]] = stopped
                 break
         entry = plan.ceiling_entry(

@@ -56,7 +56,7 @@ def test_pytest_benchmark_attributes_the_plugin_relies_on(pytester):
     assert isinstance(BenchmarkFixture.enabled, property)
     # The rounds planned after calibration (fixture.py's _planned_rounds
     # repeats pytest-benchmark's rule, so the turns spread them).
-    for attribute in ("self._max_time", "self._min_rounds"):
+    for attribute in ("self._max_time", "self._min_rounds", "self._warmup"):
         assert attribute in source
     assert list(inspect.signature(BenchmarkFixture._calibrate_timer).parameters) == [
         "self",
@@ -65,6 +65,7 @@ def test_pytest_benchmark_attributes_the_plugin_relies_on(pytester):
     raw = inspect.getsource(BenchmarkFixture._raw)
     assert "self._calibrate_timer(runner)" in raw
     assert "ceil(self._max_time / duration)" in raw
+    assert "int(self._warmup / iterations)" in raw
     bs = pytester.parseconfigure("-p", "no:xdist")._benchmarksession
     for attribute in (
         "disabled",

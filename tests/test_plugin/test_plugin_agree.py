@@ -371,7 +371,9 @@ def test_benchmark_result_disagreement_is_a_warning(default_run):
 @pytest.mark.slow
 def test_strict_later_reference_and_no_agree(project, run_pytest):
     # The reference runs second: the comparison waits for it, and a strict
-    # benchmark disagreement then fails the session.
+    # benchmark disagreement then fails the session. One backend after the
+    # other, so that it is second for certain: with rounds interleaved, which
+    # of two tests ends first follows the turns, which a load can reorder.
     proc, data, _ = _run(
         run_pytest,
         project,
@@ -380,6 +382,7 @@ def test_strict_later_reference_and_no_agree(project, run_pytest):
         "bench",
         "--jax-agree-strict",
         "--jax-reference-backend=cpu2",
+        "--jax-sequential",
     )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "disagreement found after the test ran" in proc.stdout

@@ -481,3 +481,49 @@ def test_a_series_the_second_label_did_not_measure_is_still_searched(
     if entry["status"] == "unreliable":  # busy rounds decide nothing
         pytest.skip(f"the noise test could not decide: {entry['summary']}")
     assert entry["added"], entry  # it measured sizes of its own
+
+
+def test_why_a_follow_up_run_measured_nothing_is_one_line():
+    from pytest_lyapax.run.followup import why_nothing
+
+    out = "x\n=== summary ===\nFAILED t.py::test_a[cpu-160] - ValueError: no\n"
+    assert why_nothing(1, out, "") == (
+        "exit code 1: FAILED t.py::test_a[cpu-160] - ValueError: no"
+    )
+    assert why_nothing(4, "", "ERROR: usage\n\n") == "exit code 4: ERROR: usage"
+    assert why_nothing(5, "no tests ran in 0.01s\n", "") == (
+        "exit code 5: no tests ran in 0.01s"
+    )
+    assert why_nothing(-9, "", "") == "exit code -9: no output"
+    assert len(why_nothing(1, "FAILED " + "y" * 500, "")) == len("exit code 1: ") + 300
+
+
+FAILS_BEYOND = CROSSING.replace(
+    "def test_cost(benchmark, jax_backend, jax_size):\n",
+    "def test_cost(benchmark, jax_backend, jax_size):\n"
+    "    if jax_size not in (20, 40):\n"
+    "        raise ValueError('not defined at ' + str(jax_size))\n",
+)
+
+
+@pytest.mark.slow
+def test_a_follow_up_run_that_measures_nothing_says_why(pytester, run_pytest):
+    source = FAILS_BEYOND.format(
+        cpu="1e-7 * n * n", cpu2="5e-4 + 5e-6 * n", lo=4, hi=1000
+    )
+    pytester.makepyfile(test_cost=source)
+    report = pytester.path / "r"
+    proc, data = run_pytest(
+        pytester.path,
+        report,
+        *TWO_LABELS,
+        "--jax-busy=ignore",
+        f"--jax-report-dir={report}",
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (entry,) = _section(data, "crossover_search")
+    if entry["added"] == [] and "measured nothing" not in entry["summary"]:
+        pytest.skip(f"no follow-up run was asked for: {entry['summary']}")
+    assert entry["status"] == "unreliable", entry
+    assert "measured nothing (exit code 1: FAILED " in entry["summary"], entry
+    assert "ValueError: not defined at " in entry["summary"], entry

@@ -3,6 +3,7 @@ the concurrent scheduler and a run with two labels of one CPU."""
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from support.deadlines import timeout_s
@@ -145,6 +146,9 @@ def test_planned_rounds_are_spread_over_at_least_min_turns():
     assert per_turn == 5
     assert len(set(info["turns"])) == -(-rounds // per_turn)  # ceil: 17 turns
     assert len(set(info["turns"])) >= turns.min_turns
+    # After the last planned round the turn is kept: the test ends in it.
+    assert turns.events[-1] == "hold"
+    assert turns.events.count("release") == len(set(info["turns"])) - 1
     # Fewer rounds than min_turns: one round a turn.
     watch = RoundsWatch(turns := _LongSlices())
     runner = watch.wrap(lambda loops: 1.0)
@@ -153,6 +157,23 @@ def test_planned_rounds_are_spread_over_at_least_min_turns():
         runner(None)
     watch.finish(info, [1.0] * 3)
     assert info["turns"] == [1, 2, 3]
+    assert turns.events == ["hold", "release", "hold", "release", "hold"]
+
+
+def test_the_planned_rounds_follow_pytest_benchmarks_rule():
+    from pytest_lyapax.measuring.fixture import _planned_rounds
+
+    def fixture(max_time, min_rounds, warmup=False):
+        return SimpleNamespace(
+            _max_time=max_time, _min_rounds=min_rounds, _warmup=warmup
+        )
+
+    assert _planned_rounds(fixture(0.5, 5), 1e-3, 1) == 500
+    assert _planned_rounds(fixture(0.0, 5), 1e-3, 1) == 5  # --benchmark-max-time=0
+    assert _planned_rounds(fixture(0.5, 5), 0.0, 1) == 5  # nothing measured
+    # Warm-up rounds run first: min(rounds, warmup iterations / iterations).
+    assert _planned_rounds(fixture(0.5, 5, 100000), 1e-3, 10) == 1000
+    assert _planned_rounds(fixture(0.5, 5, 30), 1e-3, 10) == 503
 
 
 def test_a_plan_changes_nothing_when_rounds_are_not_interleaved():
