@@ -137,10 +137,12 @@ class RoundsWatch:
             observer.round_done()
         interleaved = self.turns.mode == "interleaved"
         self._in_turn += 1
+        last = self._left == 1
         self._left = max(self._left - 1, 0)
-        if self._per_turn and not self._left:
+        if last:
             return  # the last planned round: the test ends in this turn
-        share_done = interleaved and 0 < self._per_turn <= self._in_turn
+        # Rounds beyond the plan (none expected) yield by time alone.
+        share_done = interleaved and self._left > 0 and self._per_turn <= self._in_turn
         if share_done or time.perf_counter() - self._since >= self.turns.slice_s:
             self._pause()
             if interleaved:

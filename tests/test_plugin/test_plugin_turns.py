@@ -158,6 +158,15 @@ def test_planned_rounds_are_spread_over_at_least_min_turns():
     watch.finish(info, [1.0] * 3)
     assert info["turns"] == [1, 2, 3]
     assert turns.events == ["hold", "release", "hold", "release", "hold"]
+    # Rounds beyond the plan are not held forever: the time slice still yields.
+    slices = _LongSlices()
+    slices.slice_s = 0.0
+    watch = RoundsWatch(slices)
+    runner = watch.wrap(lambda loops: 1.0)
+    watch.plan(1)
+    for _ in range(3):
+        runner(None)
+    assert slices.events == ["hold", "release", "hold", "release", "hold"]
 
 
 def test_the_planned_rounds_follow_pytest_benchmarks_rule():
