@@ -144,6 +144,15 @@ def pytest_collectstart(collector: pytest.Collector) -> None:
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config) -> None:
+    # The last module collected may have enabled x64 when imported: the
+    # suite's own hooks that read the dtype after collection see the run's.
+    dtype = config.stash.get(DTYPE_KEY, None)
+    if dtype is not None:
+        set_process_dtype(dtype)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before the test's fixtures: a previous test's flag does not carry over.
     dtype = item.config.stash.get(DTYPE_KEY, None)

@@ -251,7 +251,21 @@ def detect_process_label(session: LyapaxSession) -> tuple[str | None, str]:
         return None, f"JAX_PLATFORMS={env!r}"
     import jax  # deferred: only in-process runs may initialise JAX here
 
-    actual = jax.default_backend()
+    try:
+        actual = jax.default_backend()
+    except RuntimeError as exc:
+        # An accelerator held by another process (a TPU admits one) or broken:
+        # say so once, not as an internal error of the session.
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        asked = ", ".join(
+            f"JAX_PLATFORMS={b.platform} for {b.label!r}" for b in backends
+        )
+        raise pytest.UsageError(
+            "pytest-lyapax: this process runs the tests (no xdist workers), and "
+            f"JAX's default backend could not start here: {type(exc).__name__}: "
+            f"{first}. Name the platform to run in this process ({asked}), or "
+            "let workers run the labels (-n N with pytest-xdist)"
+        ) from exc
     for backend in backends:
         if backend.expected == actual:
             return backend.label, f"JAX default backend {actual!r}"

@@ -417,3 +417,32 @@ def test_without_a_backend_only_one_dtype_is_accepted(pytester):
         )
     result = pytester.runpytest_subprocess("--jax-precision=float64")
     result.assert_outcomes(passed=1)
+
+
+def test_a_module_collected_last_that_enables_x64_leaves_the_asked_dtype(pytester):
+    """The suite's own hooks that read the dtype once collection has ended
+    (this repository's skip markers) see the run's dtype, not the flag of
+    the last module imported."""
+    pytester.makeconftest(
+        """
+import pathlib
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+
+def pytest_collection_modifyitems(items):
+    pathlib.Path("x64_after_collection").write_text(str(jax.config.jax_enable_x64))
+"""
+    )
+    pytester.makepyfile(
+        test_a="def test_a():\n    pass\n",
+        test_z="import jax\njax.config.update('jax_enable_x64', True)\n\n\n"
+        "def test_z():\n    pass\n",
+    )
+    result = pytester.runpytest_subprocess("--jax-precision=float32", "-p", "no:xdist")
+    result.assert_outcomes(passed=2)
+    assert (pytester.path / "x64_after_collection").read_text() == "False"
+    result = pytester.runpytest_subprocess("--jax-precision=float64", "-p", "no:xdist")
+    assert (pytester.path / "x64_after_collection").read_text() == "True"

@@ -458,3 +458,36 @@ def test_plugin_stays_out_of_the_way_without_backends(pytester):
     result.stdout.fnmatch_lines(["*test_backend PASSED*", "*test_sizes[[]2[]] PASSED*"])
     result.stdout.no_fnmatch_line("*pytest-lyapax*")
     assert not pytester.path.joinpath("lyapax-report").exists()
+
+
+def test_a_default_backend_that_cannot_start_is_a_usage_error(pytester, monkeypatch):
+    """Without workers this process runs the tests; where JAX's default
+    backend cannot start (a TPU held by another process), the run stops
+    with what to do instead of an internal error."""
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    pytester.makeconftest(
+        """
+import jax
+
+
+def _refuse():
+    raise RuntimeError(
+        "Unable to initialize backend 'tpu': ABORTED: Internal error when "
+        "accessing libtpu multi-process lockfile."
+    )
+
+
+jax.default_backend = _refuse
+"""
+    )
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = pytester.runpytest_subprocess("--jax-backend=cpu", "-p", "no:xdist")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [
+            "*JAX's default backend could not start here: RuntimeError: Unable to "
+            "initialize backend 'tpu'*Name the platform to run in this process "
+            "(JAX_PLATFORMS=cpu for 'cpu')*"
+        ]
+    )
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
