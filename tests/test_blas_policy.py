@@ -150,6 +150,10 @@ def test_every_public_entry_point_is_listed():
     assert len(blas_threads.ENTRY_POINTS) >= len(CALLS)
 
 
+ON_CPU = "the OpenBLAS policy holds where JAX computes on the CPU"
+
+
+@pytest.mark.cpu_backend_only(ON_CPU)
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_entry_point_goes_through_the_blas_policy(name, monkeypatch):
     monkeypatch.setattr(blas_threads, "one_blas_thread", _raising)
@@ -157,6 +161,7 @@ def test_entry_point_goes_through_the_blas_policy(name, monkeypatch):
         CALLS[name]()
 
 
+@pytest.mark.cpu_backend_only(ON_CPU)
 def test_a_sweep_holds_openblas_to_one_thread_and_restores_it():
     # End to end: the count is 1 while a sweep traces its rows' step, and the
     # previous count is back after the call.

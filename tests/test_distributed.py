@@ -38,7 +38,10 @@ def _free_port() -> int:
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS",)}
-    env.update(JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, **extra)
+    # The tree first, and whatever path this process was given (where JAX
+    # itself is found through PYTHONPATH, as on the lent TPU's machine).
+    path = [str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env.update(JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(path), **extra)
     return env
 
 

@@ -265,6 +265,7 @@ def test_tall_frame_householder_qr_agrees_with_lapack():
     )
 
 
+@pytest.mark.cpu_backend_only("the OpenBLAS policy holds where JAX computes on the CPU")
 def test_runs_hold_openblas_to_one_thread_and_restore_it():
     # The engine's single runs on CPU set every loaded OpenBLAS to one thread
     # while their programs execute (its threads compete with XLA's), and put

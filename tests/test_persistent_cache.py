@@ -15,7 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import lyapax
+
+#: Where this process holds a TPU its children cannot open it.
+pytestmark = pytest.mark.not_on_tpu(
+    "the programs are compared in two child processes, and the chip admits "
+    "one process (this one)"
+)
 
 ROOT = Path(lyapax.__file__).parents[1]
 

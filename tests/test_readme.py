@@ -9,6 +9,12 @@ import sys
 import numpy as np
 import pytest
 
+#: Where this process holds a TPU its children cannot open it.
+pytestmark = pytest.mark.not_on_tpu(
+    "the README's code runs in a child process, and the chip admits one "
+    "process (this one)"
+)
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 #: The guides that left the README, in its former order.

@@ -67,6 +67,18 @@ def test_a_process_on_a_tpu_skips_what_cannot_run_there(monkeypatch):
     assert _skips(item) == ["not on a TPU: a child process on the CPU"]
 
 
+def test_an_accelerator_skips_what_holds_on_the_cpu_backend_only(monkeypatch):
+    item = _Item(cpu_backend_only=("the OpenBLAS policy",))
+    monkeypatch.setattr(markers.jax, "default_backend", lambda: "cpu")
+    markers.skip_what_this_run_cannot_check([item])
+    assert item.added == []
+    for backend in ("tpu", "gpu"):
+        item = _Item(cpu_backend_only=("the OpenBLAS policy",))
+        monkeypatch.setattr(markers.jax, "default_backend", lambda b=backend: b)
+        markers.skip_what_this_run_cannot_check([item])
+        assert _skips(item) == [f"on {backend}, not the CPU: the OpenBLAS policy"]
+
+
 def test_a_machine_without_ip_sockets_skips_what_needs_one(monkeypatch):
     item = _Item(needs_ip_socket=("binds a port",))
     monkeypatch.setattr(markers, "ip_sockets_allowed", lambda: None)

@@ -8,6 +8,9 @@
 - ``@pytest.mark.not_on_tpu("why")``: the test cannot run in a process that
   holds a TPU (the chip admits one process: a child process computes on
   the CPU there); skipped there with the reason.
+- ``@pytest.mark.cpu_backend_only("why")``: the test checks what lyapax does
+  where JAX's default backend is the CPU (its OpenBLAS thread policy);
+  skipped where it is an accelerator, with the reason.
 - ``@pytest.mark.needs_ip_socket("why")``: the test opens an IP socket,
   which some machines allow none of, not even on loopback (the lent TPU's);
   skipped there with the reason.
@@ -25,11 +28,14 @@ import pytest
 from pytest_lyapax.run.sandbox import ip_sockets_allowed
 from support.precision import float64_run
 
+NAMES = ("float64_only", "not_on_tpu", "cpu_backend_only", "needs_ip_socket")
 LINES = (
     "float64_only(reason): checks what only float64 has; skipped in a "
     "float32 run (--jax-precision=float32) with the reason",
     "not_on_tpu(reason): cannot run in a process that holds a TPU; skipped "
     "there with the reason",
+    "cpu_backend_only(reason): checks what holds where JAX's default backend "
+    "is the CPU; skipped on an accelerator with the reason",
     "needs_ip_socket(reason): opens an IP socket; skipped on a machine that "
     "allows none, with the reason",
 )
@@ -48,13 +54,16 @@ def skip_what_this_run_cannot_check(items: list[pytest.Item]) -> None:
             elif name == "not_on_tpu":
                 tpu = jax.default_backend() == "tpu"
                 asked[name] = "not on a TPU" if tpu else None
+            elif name == "cpu_backend_only":
+                backend = jax.default_backend()
+                asked[name] = None if backend == "cpu" else f"on {backend}, not the CPU"
             else:
                 none = ip_sockets_allowed()
                 asked[name] = f"no IP socket on this machine ({none})" if none else None
         return asked[name]
 
     for item in items:
-        for name in ("float64_only", "not_on_tpu", "needs_ip_socket"):
+        for name in NAMES:
             marker = item.get_closest_marker(name)
             if marker is not None and (why := why_not(name)) is not None:
                 item.add_marker(pytest.mark.skip(f"{why}: {_reason(marker, item)}"))
