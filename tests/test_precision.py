@@ -549,3 +549,59 @@ def test_float32_inputs_compute_in_float32_where_x64_is_on(entry):
     # The leading output agrees with the float64 run to float32's accuracy
     # over a short run (chaotic orbits part slowly at first).
     np.testing.assert_allclose(f32[0], f64[0], rtol=0, atol=2e-2)
+
+
+def _primitives(fn, x):
+    return {eqn.primitive.name for eqn in jax.make_jaxpr(fn)(x).jaxpr.eqns}
+
+
+def test_on_a_tpu_float32_growths_take_their_log_from_a_series(monkeypatch):
+    """A TPU's float32 log is up to ~4000 ulp off near 1 (docs/method.md):
+    there a float32 growth's log comes from frexp and a series, within a
+    few ulp; the CPU and every other dtype keep ``jnp.log``."""
+    from lyapax._engine import precision as prec
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate(
+        [rng.uniform(0.9, 1.1, 4000), np.exp(rng.uniform(-80.0, 80.0, 4000))]
+    ).astype(np.float32)
+    exact = np.log(x.astype(np.float64))
+    ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    # Shapes not traced before: JAX keeps a trace per function and shape.
+    assert "log" in _primitives(prec.growth_log, jnp.zeros(13, jnp.float32))
+    monkeypatch.setattr(prec, "_platform", lambda: "tpu")
+    assert "log" not in _primitives(prec.growth_log, jnp.zeros(14, jnp.float32))
+    if float64_run():
+        assert "log" in _primitives(prec.growth_log, jnp.zeros(15, jnp.float64))
+    got = np.asarray(prec.growth_log(jnp.asarray(x)), np.float64)
+    assert np.max(np.abs(got - exact) / ulp) <= 3.0  # 2.8 measured on CPU
+    edges = prec.growth_log(jnp.array([0.0, np.inf, np.nan, 1.0, 0.5], jnp.float32))
+    np.testing.assert_array_equal(
+        np.asarray(edges), np.float32([-np.inf, np.inf, np.nan, 0.0, -np.log(2.0)])
+    )
+
+
+def test_a_float32_run_on_a_tpu_takes_its_growths_logs_from_the_series(monkeypatch):
+    from lyapax._engine import precision as prec
+
+    def field(x):
+        return jnp.stack([-2.0 * x[0] + x[1], -x[1]])
+
+    problem = ode_problem(field, jnp.array([1.0, 1.0], jnp.float32), dt=0.01)
+    plain = np.asarray(
+        lyapunov_spectrum(problem, n_steps=2000, renorm_every=10).exponents
+    )
+    shapes = []
+    series = prec._series_log
+    monkeypatch.setattr(
+        prec, "_series_log", lambda x: shapes.append(x.shape) or series(x)
+    )
+    monkeypatch.setattr(prec, "_platform", lambda: "tpu")
+    jax.clear_caches()  # the CPU's program was traced with jnp.log
+    try:
+        on_tpu = lyapunov_spectrum(problem, n_steps=2000, renorm_every=10).exponents
+    finally:
+        jax.clear_caches()
+    assert shapes and all(s == (2,) for s in shapes)
+    assert on_tpu.dtype == jnp.float32
+    np.testing.assert_allclose(np.asarray(on_tpu), plain, rtol=0, atol=2e-6)

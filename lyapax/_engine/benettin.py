@@ -31,7 +31,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine.abstract import as_step, check_step_output
-from lyapax._engine.precision import draw_dtype, draws_on_host, host_cpu, on_host
+from lyapax._engine.precision import (
+    draw_dtype,
+    draws_on_host,
+    growth_log,
+    host_cpu,
+    on_host,
+)
 from lyapax._engine.qr import householder_qr, thin_qr
 from lyapax._engine.tree import merge_static
 from lyapax._engine.validate import under_transformation
@@ -140,7 +146,7 @@ def renormalise(Y: jax.Array, qr: str):
     diag = jnp.diagonal(R)
     # Positive diagonal keeps each column's identity continuous between blocks.
     sign = jnp.where(diag < 0, -1.0, 1.0).astype(Y.dtype)
-    return Q * sign, jnp.log(jnp.abs(diag))
+    return Q * sign, growth_log(jnp.abs(diag))
 
 
 @partial(

@@ -47,6 +47,7 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import declares_step_index
 from lyapax._engine.benettin import renormalise, tangent_step
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import growth_log
 from lyapax._engine.problem import as_problem
 from lyapax._engine.tree import merge_static, split_static
 
@@ -256,7 +257,7 @@ def _window(
         lf = jnp.log(jnp.linalg.norm(z_new - z))
         sums = _Sums(
             log_t=sums.log_t + growth,
-            log_fd=sums.log_fd + jnp.log(jnp.abs(jnp.diagonal(R_fd))),
+            log_fd=sums.log_fd + growth_log(jnp.abs(jnp.diagonal(R_fd))),
             qjq=sums.qjq + qjq,
             tr=sums.tr + tr,
             tr_var=sums.tr_var + tr_var,

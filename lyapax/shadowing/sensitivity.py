@@ -27,6 +27,7 @@ from jax.flatten_util import ravel_pytree
 
 from lyapax._engine import validate
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import growth_log
 from lyapax._engine.stats import batch_means_stderr
 from lyapax.core import lyapunov_spectrum, ode_problem
 from lyapax.integrators import get_integrator
@@ -109,7 +110,7 @@ def _run(
     shares = _lsq.segment_sensitivities(seg, a, traj.objective[1:], average)
     gradient = jnp.sum(shares, axis=0) / total
     stderr = batch_means_stderr(shares, seg_time, total)
-    logs = jnp.log(jnp.abs(jnp.diagonal(seg.R, axis1=1, axis2=2)))
+    logs = growth_log(jnp.abs(jnp.diagonal(seg.R, axis1=1, axis2=2)))
     exponents = jnp.sum(logs, axis=0) / total
     return average, gradient, stderr, exponents, jnp.any(project[1:-1])
 
