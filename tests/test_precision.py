@@ -374,6 +374,19 @@ def test_mixed_on_the_dense_kuramoto_seed_call_agrees_with_float64():
 
 
 @pytest.mark.float64_only(MIXED_SUMS)
+def test_a_mixed_runs_zero_sums_are_made_once_with_its_frame():
+    """No cast at every call: the float64 zeros a mixed run starts its sums
+    from are memoised with the frame (one program launch less per call)."""
+    first = fresh_frame(5, d=6, k=3, dtype=jnp.float32, sums=jnp.float64)
+    again = fresh_frame(5, d=6, k=3, dtype=jnp.float32, sums=jnp.float64)
+    plain = fresh_frame(5, d=6, k=3, dtype=jnp.float32)
+    assert again[1] is first[1] and again[0] is first[0]
+    np.testing.assert_array_equal(np.asarray(first[0]), np.asarray(plain[0]))
+    assert first[1].dtype == jnp.float64 and plain[1].dtype == jnp.float32
+    np.testing.assert_array_equal(np.asarray(first[1]), np.zeros(3))
+
+
+@pytest.mark.float64_only(MIXED_SUMS)
 def test_a_mixed_run_resumes_with_float64_sums():
     kw = dict(renorm_every=10, t_transient=0.0, precision="mixed")
     first = lyapax.lyapunov_spectrum(_lorenz(), n_steps=500, **kw)

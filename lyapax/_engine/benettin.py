@@ -368,8 +368,10 @@ def initial_frame(seed: Any, *, d: int, k: int, dtype: Any):
 MEMO_FRAME_ENTRIES = 1 << 16
 
 
-def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
-    """:func:`initial_frame`, memoised for integer seeds and small frames.
+def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any, sums: Any = None):
+    """:func:`initial_frame`, memoised for integer seeds and small frames;
+    ``sums`` (a mixed run's float64) is the dtype of the returned zero sums,
+    made once with the frame rather than cast at every call.
 
     The frame of a fresh run is a pure function of the seed, the shape, the
     dtype and the device it lands on; recomputing it costs a warm call of a
@@ -387,9 +389,19 @@ def fresh_frame(seed: Any, *, d: int, k: int, dtype: Any):
             # The draw's dtype is part of the key: with x64 turned off in the
             # same process a float32 frame is another (drawn in float32).
             drawn = np.dtype(draw_dtype(dtype))
-            return _memo_frame(int(seed), d, k, np.dtype(dtype), (drawn, placement()))
-        return _placed_frame(int(seed), d, k, np.dtype(dtype))
-    return initial_frame(seed, d=d, k=k, dtype=dtype)
+            where = (drawn, placement())
+            return _memo_frame(int(seed), d, k, np.dtype(dtype), where, _dtype(sums))
+        return _with_sums(_placed_frame(int(seed), d, k, np.dtype(dtype)), sums)
+    return _with_sums(initial_frame(seed, d=d, k=k, dtype=dtype), sums)
+
+
+def _dtype(dtype: Any) -> np.dtype | None:
+    return None if dtype is None else np.dtype(dtype)
+
+
+def _with_sums(frame: tuple[Any, Any], sums: Any) -> tuple[Any, Any]:
+    Y0, cum0 = frame
+    return (Y0, cum0) if sums is None else (Y0, cum0.astype(sums))
 
 
 def _placed_frame(seed: int, d: int, k: int, dtype: np.dtype):
@@ -413,6 +425,8 @@ def placement() -> tuple[Any, str]:
 
 
 @lru_cache(maxsize=16)
-def _memo_frame(seed: int, d: int, k: int, dtype: np.dtype, where: Any):
+def _memo_frame(
+    seed: int, d: int, k: int, dtype: np.dtype, where: Any, sums: np.dtype | None
+):
     del where  # part of the key only: the draw's dtype and the arrays' device
-    return _placed_frame(seed, d, k, dtype)
+    return _with_sums(_placed_frame(seed, d, k, dtype), sums)

@@ -406,8 +406,7 @@ def spectrum(
         z0, t0, step0 = view.z0, 0.0, 0
         start: Start = options.seed
         if sums is not None:  # precision="mixed": the sums in their own dtype
-            Y0, cum0 = fresh_frame(start, d=d, k=args.k, dtype=dtype)
-            start = (Y0, cum0.astype(sums))
+            start = fresh_frame(start, d=d, k=args.k, dtype=dtype, sums=sums)
     else:
         kind = view.checkpoint_type
         if kind is not None and not isinstance(resume, kind):
