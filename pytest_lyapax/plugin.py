@@ -134,30 +134,31 @@ def _hold_process_dtype(config: pytest.Config) -> None:
         set_process_dtype(dtype)
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collectstart(collector: pytest.Collector) -> None:
-    # A module that enables x64 when imported does not set the dtype of
-    # the modules collected after it.
-    dtype = collector.config.stash.get(DTYPE_KEY, None)
-    if dtype is not None:
-        set_process_dtype(dtype)
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config) -> None:
-    # The last module collected may have enabled x64 when imported: the
-    # suite's own hooks that read the dtype after collection see the run's.
+def _restore_process_dtype(config: pytest.Config) -> None:
+    # The dtype --jax-precision asked, again: the user's code may flip x64.
     dtype = config.stash.get(DTYPE_KEY, None)
     if dtype is not None:
         set_process_dtype(dtype)
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_collectstart(collector: pytest.Collector) -> None:
+    # A module that enables x64 when imported does not set the dtype of
+    # the modules collected after it.
+    _restore_process_dtype(collector.config)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config) -> None:
+    # The last module collected may have enabled x64 when imported: the
+    # suite's own hooks that read the dtype after collection see the run's.
+    _restore_process_dtype(config)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Before the test's fixtures: a previous test's flag does not carry over.
-    dtype = item.config.stash.get(DTYPE_KEY, None)
-    if dtype is not None:
-        set_process_dtype(dtype)
+    _restore_process_dtype(item.config)
 
 
 def pytest_report_header(config: pytest.Config) -> str | None:
