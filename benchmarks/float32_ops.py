@@ -25,6 +25,14 @@ jax.config.update("jax_enable_x64", False)  # before any array: all float32
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from lyapax._engine.precision import growth_log  # noqa: E402
+
+
+def _near1(u: np.ndarray) -> np.ndarray:
+    """``1 + u`` as the device's float32 sum has it, in float64."""
+    return (1 + u).astype(np.float32).astype(np.float64)
+
+
 OPS = {
     "add": (lambda x, y, u: x + y, lambda x, y, u: x + y),
     "multiply": (lambda x, y, u: x * y, lambda x, y, u: x * y),
@@ -33,6 +41,10 @@ OPS = {
     "exp": (lambda x, y, u: jnp.exp(x), lambda x, y, u: np.exp(x)),
     "expm1(u)": (lambda x, y, u: jnp.expm1(u), lambda x, y, u: np.expm1(u)),
     "log": (lambda x, y, u: jnp.log(x), lambda x, y, u: np.log(x)),
+    "log(1+u)": (lambda x, y, u: jnp.log(1 + u), lambda x, y, u: np.log(_near1(u))),
+    # What lyapax takes a growth |R_jj|'s log with on this device.
+    "glog(x)": (lambda x, y, u: growth_log(x), lambda x, y, u: np.log(x)),
+    "glog(1+u)": (lambda x, y, u: growth_log(1 + u), lambda x, y, u: np.log(_near1(u))),
     "log1p(u)": (lambda x, y, u: jnp.log1p(u), lambda x, y, u: np.log1p(u)),
     "sin": (lambda x, y, u: jnp.sin(x), lambda x, y, u: np.sin(x)),
     "cos": (lambda x, y, u: jnp.cos(x), lambda x, y, u: np.cos(x)),

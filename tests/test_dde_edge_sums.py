@@ -104,7 +104,10 @@ def test_edge_sums_equal_the_edge_form_and_its_tangents(name):
     _assert_sums_match(
         reference, edge, sums, d_sums, buf, dbuf, current, weights, params
     )
-    np.testing.assert_allclose(fast(buf)[0], sums, rtol=0, atol=tol(1e-13, OPS))
+    # Two programs: a TPU's compiler orders their float32 sums differently.
+    np.testing.assert_allclose(
+        fast(buf)[0], sums, rtol=tol(0, OPS), atol=tol(1e-13, OPS)
+    )
     assert fast(buf)[1].shape == (sums.shape[0], n, 0)
 
 

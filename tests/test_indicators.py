@@ -193,8 +193,10 @@ def cat(x):
 
 def test_cat_map_gali2_decays_at_lambda1_minus_lambda2():
     res = gali(cat, jnp.array([0.1, 0.2]), 1.0, 30, record_every=1)
-    # Past the first alignment, above rounding (float32's: GALI_2 = 0 at 10).
-    n = np.arange(3, 15 if float64_run() else 10)
+    # Past the first alignment, above rounding: float64's to n = 14; float32's
+    # GALI_2 = 0 at 10, and on a TPU its float32 directions (rsqrt, mod) bend
+    # the fit below 1e-6, so a float32 run fits n = 3..7.
+    n = np.arange(3, 15 if float64_run() else 8)
     slope = np.polyfit(n, np.log(res.history[n - 1]), 1)[0]
     np.testing.assert_allclose(-slope, 1.924847, rtol=tol(1e-3, 3e-3))
     # Small angles: SALI = 2 sin(theta / 2) and GALI_2 = sin(theta) agree.

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from support.precision import float64_run, tol, warnings_as_errors
+from support.precision import RUN, float64_run, tol, warnings_as_errors
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, rk4_step
 from lyapax.checks import InvariantReport, check_invariants
@@ -39,7 +39,9 @@ def test_lorenz_passes_every_check():
     # tr Df = -(sigma + 1 + beta) everywhere: the reference is exact
     rule = report["sum_rule"]
     assert rule.expected == pytest.approx(-(10.0 + 1.0 + 8.0 / 3.0), abs=tol(1e-7))
-    assert abs(rule.value - rule.expected) < 2e-4  # RK4 at dt = 0.01
+    # RK4 at dt = 0.01; in float32 also a run's rounding of the sum
+    bound = 2e-4 + (0.0 if float64_run() else RUN * abs(rule.expected))
+    assert abs(rule.value - rule.expected) < bound
     # the step's tangents and differences of its state update: an identity
     tangents = report["tangents"]
     np.testing.assert_allclose(tangents.value, tangents.expected, atol=tol(1e-6))

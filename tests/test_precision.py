@@ -43,10 +43,12 @@ def _seed_call(d, dtype):
 @pytest.mark.float64_only(F64_FRAME)
 @pytest.mark.parametrize(("d", "k"), [(3, 3), (20, 5), (300, 4)])
 def test_the_float64_frame_is_the_one_drawn_before(d, k):
-    # The frame at main a3bedab: QR of a float64 normal draw from the seed.
-    before, _ = jnp.linalg.qr(
-        jax.random.normal(jax.random.PRNGKey(7), (d, k), dtype=jnp.float64)
-    )
+    # The frame at main a3bedab: QR of a float64 normal draw from the seed, on
+    # the CPU (where float64 is emulated the library draws there too).
+    with jax.default_device(jax.devices("cpu")[0]):
+        before, _ = jnp.linalg.qr(
+            jax.random.normal(jax.random.PRNGKey(7), (d, k), dtype=jnp.float64)
+        )
     for frame in (
         initial_basis(7, d=d, k=k, dtype=jnp.float64),
         fresh_frame(7, d=d, k=k, dtype=jnp.float64)[0],
@@ -475,11 +477,12 @@ def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
     is (measured there); float32 there, and float64 on a CPU, do not."""
     from lyapax._engine import precision as prec
 
-    problem = ode_problem(lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01)
-    with warnings.catch_warnings():
+    with jax.default_device(jax.devices("cpu")[0]), warnings.catch_warnings():
         warnings.simplefilter("error")
-        lyapunov_spectrum(problem, n_steps=20, renorm_every=10)  # CPU: silent
-    assert prec.emulated_float64(np.float64) is False
+        on_cpu = ode_problem(lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01)
+        lyapunov_spectrum(on_cpu, n_steps=20, renorm_every=10)  # CPU: silent
+        assert prec.emulated_float64(np.float64) is False
+    problem = ode_problem(lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01)
     monkeypatch.setattr(prec.jax, "default_backend", lambda: "tpu")
     assert prec.emulated_float64(np.float64) and prec.emulated_float64(np.complex128)
     assert not prec.emulated_float64(np.float32)

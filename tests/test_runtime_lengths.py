@@ -26,6 +26,7 @@ from lyapax._engine.benettin import (
     fresh_frame,
     initial_frame,
 )
+from lyapax._engine.precision import growth_log
 from lyapax._engine.stats import batch_means_stderr, block_growths
 from lyapax._engine.tree import merge_static, split_static
 from lyapax.dde import lyapunov_spectrum_dde
@@ -72,7 +73,8 @@ def _static_reference(x0, Y0, dynamic, *, static, n_blocks, n_tr, every):
         Q, R = jnp.linalg.qr(Y)
         diag = jnp.diagonal(R)
         Q = Q * jnp.where(diag < 0, -1.0, 1.0)
-        cum = c[2] + jnp.log(jnp.abs(diag))
+        # The engine's log of a growth (a TPU's own float32 log is ~4000 ulp off)
+        cum = c[2] + growth_log(jnp.abs(diag))
         return (x, Q, cum), cum
 
     zero = jnp.zeros(Y0.shape[1])
@@ -147,7 +149,9 @@ def test_a_longer_bucket_compiles_once_and_stays_correct():
         res = lyapunov_spectrum(problem, n_steps=2 * n, renorm_every=2)
     assert compiles == []
     history, times, stderr, _ = reference(problem, 2 * n, 2)
-    np.testing.assert_allclose(res.history, history, rtol=0, atol=tol(1e-12))
+    # float32 also relative: the reference's QR is another one, and the last
+    # column's growth (the smallest) is the least accurate (6e-4 of -21.7 seen)
+    np.testing.assert_allclose(res.history, history, rtol=tol(0), atol=tol(1e-12))
     np.testing.assert_allclose(res.times, times, rtol=0, atol=tol(1e-12))
     np.testing.assert_allclose(
         res.stderr, stderr, rtol=tol(1e-12), atol=tol(1e-14, OPS)
@@ -272,8 +276,10 @@ def test_equals_the_static_program(n_steps, renorm_every, t_transient):
     n_tr = round(t_transient / 0.01 / renorm_every) if t_transient else 0
     n_tr = max(1, n_tr) if t_transient else 0
     history, times, stderr, state = reference(problem, n_steps, renorm_every, n_tr)
-    np.testing.assert_allclose(res.history, history, rtol=0, atol=tol(1e-12))
-    np.testing.assert_allclose(res.exponents, history[-1], rtol=0, atol=tol(1e-12))
+    # float32 also relative: the reference's QR is another one, and the last
+    # column's growth (the smallest) is the least accurate (6e-4 of -21.7 seen)
+    np.testing.assert_allclose(res.history, history, rtol=tol(0), atol=tol(1e-12))
+    np.testing.assert_allclose(res.exponents, history[-1], rtol=tol(0), atol=tol(1e-12))
     np.testing.assert_allclose(res.times, times, rtol=0, atol=tol(1e-12))
     np.testing.assert_allclose(res.checkpoint.state, state, rtol=0, atol=tol(1e-12))
     assert float(res.checkpoint.elapsed_time) == pytest.approx(

@@ -254,7 +254,7 @@ def _window(
         z_new, Y = tangent_step(step, z, Q, i)
         Q_new, growth = renormalise(Y, "lapack")
         _, R_fd = jnp.linalg.qr(Y_fd)
-        lf = jnp.log(jnp.linalg.norm(z_new - z))
+        lf = growth_log(jnp.linalg.norm(z_new - z))
         sums = _Sums(
             log_t=sums.log_t + growth,
             log_fd=sums.log_fd + growth_log(jnp.abs(jnp.diagonal(R_fd))),

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 
 from lyapax._engine.abstract import as_step, check_step_output
 from lyapax._engine.benettin import qr_factor
-from lyapax._engine.precision import einsum, matmul
+from lyapax._engine.precision import einsum, growth_log, matmul
 from lyapax._engine.tree import merge_static
 
 __all__ = [
@@ -197,14 +197,14 @@ def backward_pass(R: jax.Array, lengths: Any, *, saves_cap: int) -> dict[str, An
         # diagonal (upper_inverse writes them), so the product is too.
         step_back = matmul(inverse[j], C)  # R_{j+1}^{-1} C_{j+1}
         norms = jnp.linalg.norm(step_back, axis=0)
-        G = jax.lax.dynamic_update_index_in_dim(G, -jnp.log(norms), j, 0)
+        G = jax.lax.dynamic_update_index_in_dim(G, -growth_log(norms), j, 0)
         return step_back / norms, Cs, G
 
     C0 = jnp.eye(k, dtype=R.dtype)
     Cs = jnp.zeros((saves_cap + 1, k, k), R.dtype)
     G = jnp.zeros(R.shape[:2], R.dtype)
     _, Cs, G = jax.lax.fori_loop(0, n_blocks, body, (C0, Cs, G))
-    logs = jnp.log(jnp.diagonal(R, axis1=1, axis2=2))
+    logs = growth_log(jnp.diagonal(R, axis1=1, axis2=2))
     return {"C": Cs, "growth": G, "logs": logs}
 
 

@@ -16,6 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from lyapax._engine.precision import growth_log
 from lyapax.integrators import ButcherTableau, rk_stage_update
 
 
@@ -99,7 +100,7 @@ def singular_summary(F: Any) -> tuple[Any, Any, Any]:
     """
     d = F.shape[0]
     if d == 1:
-        return (jnp.log(jnp.abs(F[0, 0])),) * 2 + (jnp.ones((1,), F.dtype),)
+        return (growth_log(jnp.abs(F[0, 0])),) * 2 + (jnp.ones((1,), F.dtype),)
     if d == 2:
         a, b, c, e = F[0, 0], F[0, 1], F[1, 0], F[1, 1]
         s_max = 0.5 * (jnp.hypot(a + e, c - b) + jnp.hypot(a - e, b + c))
@@ -115,6 +116,7 @@ def singular_summary(F: Any) -> tuple[Any, Any, Any]:
         # C a multiple of the identity (a rotation): every direction stretches
         # equally; report the first axis.
         v = jnp.where(norm > 0, v / jnp.where(norm > 0, norm, 1.0), jnp.eye(2)[0])
-        return jnp.log(s_max), jnp.log(jnp.abs(det)) - jnp.log(s_max), _sign_fixed(v)
+        log_max = growth_log(s_max)
+        return log_max, growth_log(jnp.abs(det)) - log_max, _sign_fixed(v)
     _, s, vh = jnp.linalg.svd(F)
-    return jnp.log(s[0]), jnp.log(s[-1]), _sign_fixed(vh[0])
+    return growth_log(s[0]), growth_log(s[-1]), _sign_fixed(vh[0])

@@ -34,6 +34,7 @@ from jaxtyping import ArrayLike, Float
 from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import growth_log
 from lyapax._engine.shapes import Scalar, StepFn
 from lyapax._internal.rows import ProblemFamily, resolve, row_view, run_rows
 
@@ -182,7 +183,7 @@ def _log_mean_exp(x: np.ndarray, n: int) -> np.ndarray:
 def log_expanding_volume(Y: jax.Array) -> jax.Array:
     """``ln G(Y)``: the sum of ``ln sigma_i`` over singular values > 1."""
     sigma = jnp.linalg.svd(Y, compute_uv=False)
-    return jnp.sum(jnp.log(jnp.maximum(sigma, 1.0)))
+    return jnp.sum(growth_log(jnp.maximum(sigma, 1.0)))
 
 
 def record_capacity(n_steps: int) -> int:

@@ -45,6 +45,7 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, initial_basis
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import growth_log
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._internal.rows import ProblemFamily, row_view, run_rows, unbatch
 from lyapax.indicators._orbits import record, resolve_orbit_rows
@@ -225,7 +226,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, *, static, capacity):
             norm = jnp.sqrt(jnp.sum(w * w))
             w = w / norm
             k = (i + 1).astype(dtype)
-            sums, y, mean_y = _update(sums, k, jnp.log(norm))
+            sums, y, mean_y = _update(sums, k, growth_log(norm))
             hist, mhist = record((hist, mhist), (y, mean_y), i + 1, every)
             return z, w, sums, hist, mhist
 

@@ -25,7 +25,7 @@ from functools import partial
 import jax
 import jax.numpy as jnp
 
-from lyapax._engine.precision import matmul
+from lyapax._engine.precision import growth_log, matmul
 
 #: Distances held at once by one chunk of the neighbour search.
 _CHUNK_DISTANCES = 2**22
@@ -113,7 +113,7 @@ def divergence_curve(
         d = jnp.linalg.norm(X[neighbours + k] - X[refs + k][:, None, :], axis=-1)
         mean = jnp.sum(d * weight, axis=1) / jnp.maximum(n_used, 1.0)
         ok = (n_used > 0) & (mean > 0)
-        logs = jnp.where(ok, jnp.log(jnp.where(ok, mean, 1.0)), 0.0)
+        logs = jnp.where(ok, growth_log(jnp.where(ok, mean, 1.0)), 0.0)
         count = jnp.sum(ok)
         return jnp.sum(logs) / jnp.maximum(count, 1), count
 

@@ -37,7 +37,7 @@ from lyapax._engine import validate
 from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity
 from lyapax._engine.blas_threads import holds_one_blas_thread
-from lyapax._engine.precision import standard_normal
+from lyapax._engine.precision import growth_log, standard_normal
 from lyapax._engine.run import transient_blocks
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
 from lyapax._engine.stats import running_stderr
@@ -196,7 +196,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, bounds, *, static, capa
             z, w, log_rescaled, count, i = c
             dist, pulled = _separate(z, w, d0)
             out = (dist < lower) | (dist > upper)
-            log_rescaled = log_rescaled + jnp.where(out, jnp.log(dist / d0), 0.0)
+            log_rescaled = log_rescaled + jnp.where(out, growth_log(dist / d0), 0.0)
             w = jnp.where(out, pulled, w)
             return (z, w, log_rescaled, count + out.astype(jnp.int32), i), dist, out
 
@@ -214,7 +214,7 @@ def _kernel(dynamic, params, states, seeds, dt, lengths, bounds, *, static, capa
             c, buf = loop
             c, dist, out = check(jax.lax.fori_loop(0, every, advance, c))
             # After a rescaling the separation is d0 again: ln(d0 / d0) = 0.
-            total = c[2] + jnp.where(out, 0.0, jnp.log(dist / d0))
+            total = c[2] + jnp.where(out, 0.0, growth_log(dist / d0))
             return c, buf.at[j, 0].set(total)
 
         buf = jnp.zeros((capacity, 1), z0.dtype)

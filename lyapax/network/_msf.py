@@ -33,6 +33,7 @@ from jax.sharding import PartitionSpec
 from lyapax._engine import run, validate
 from lyapax._engine.benettin import Lengths, capacity, initial_frame
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.precision import growth_log
 from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.summary import finish
 from lyapax._engine.tree import merge_static, split_static
@@ -114,7 +115,7 @@ def _renormalise(V: jax.Array):
     diag = jnp.diagonal(R, axis1=-2, axis2=-1)
     size = jnp.abs(diag)
     phase = jnp.where(size > 0, diag / jnp.where(size > 0, size, 1.0), 1.0)
-    return Q * phase[:, None, :].astype(Q.dtype), jnp.log(size)
+    return Q * phase[:, None, :].astype(Q.dtype), growth_log(size)
 
 
 @partial(jax.jit, static_argnames=("static", "method", "capacity"))

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from lyapax._engine.precision import matmul, standard_normal
+from lyapax._engine.precision import growth_log, matmul, standard_normal
 from lyapax._engine.qr import thin_qr
 from lyapax.integrators import ode_step
 
@@ -122,7 +122,7 @@ def flow_projections(traj: Trajectory, segment_time: Any) -> jax.Array:
     size = 1.0 + jnp.max(jnp.abs(traj.states), axis=1)
     moving = speeds * segment_time > 1e-6 * size
     t = jnp.linspace(0.0, 1.0, speeds.shape[0])
-    logs = jnp.log(jnp.maximum(speeds, jnp.finfo(speeds.dtype).tiny))
+    logs = growth_log(jnp.maximum(speeds, jnp.finfo(speeds.dtype).tiny))
     tc = t - jnp.mean(t)
     trend = jnp.sum(tc * (logs - jnp.mean(logs))) / jnp.maximum(
         jnp.sum(tc * tc), 1e-300
