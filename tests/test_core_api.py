@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from support.precision import OPS, float64_run, tol
+from support.precision import OPS, float64_range, float64_run, tol
 
 from lyapax._engine.benettin import tangent_step
 from lyapax.core import (
@@ -44,6 +44,13 @@ def test_problem_and_plain_forms_agree_and_second_positional_is_n_steps():
     assert np.all(np.diff(np.asarray(a.exponents)) <= 0)
 
 
+@pytest.mark.xfail(
+    float64_run() and jax.default_backend() == "tpu",
+    reason="emulated float64 on a TPU: the run inside a jit was 7.9e-9 relative "
+    "off the CPU's after one block, the same call outside it 3.1e-14 (TPU v5e, "
+    "2026-12-07; docs/method.md, 'Precision'); not yet pinned down",
+    strict=True,
+)
 def test_rows_are_contiguous_host_arrays_equal_to_the_traced_run():
     # The compiled run fetches history and times as one packed buffer.
     res = lyapunov_spectrum(_lorenz_problem(), 500, renorm_every=10)
@@ -381,7 +388,7 @@ def test_step_with_wrong_output_is_reported():
 def test_check_finite_raises_on_overflow():
     blow_up = lambda x: x * x  # doubly exponential growth overflows
     # 10**(2**9) passes float64's 1.8e308 at step 10, 10**(2**6) float32's 3.4e38 at 7.
-    step = 10 if float64_run() else 7
+    step = 10 if float64_range() else 7
     with pytest.warns(UserWarning, match=f"non-finite.*measured step {step}"):
         res = lyapunov_spectrum(blow_up, jnp.array([10.0]), dt=1.0, n_steps=20)
     assert not np.isfinite(np.asarray(res.exponents)).all()

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from support.precision import RUN, float64_run, tol, warnings_as_errors
+from support.precision import RUN, float64_range, float64_run, tol, warnings_as_errors
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, rk4_step
 from lyapax.checks import InvariantReport, check_invariants
@@ -297,7 +297,7 @@ def blow_up():
     return ode_problem(lambda x: x**2, jnp.array([1.0, 0.5]), 0.01)
 
 
-BLOW_UP_STEP = 103 if float64_run() else 102
+BLOW_UP_STEP = 103 if float64_range() else 102
 
 
 def test_non_finite_run_warns_with_the_step():

@@ -54,7 +54,11 @@ def test_the_float64_frame_is_the_one_drawn_before(d, k):
         fresh_frame(7, d=d, k=k, dtype=jnp.float64)[0],
     ):
         assert frame.dtype == jnp.float64
-        np.testing.assert_array_equal(np.asarray(frame), np.asarray(before))
+        if jax.default_backend() == "cpu":
+            np.testing.assert_array_equal(np.asarray(frame), np.asarray(before))
+        else:  # drawn by a compiled host program: its last bit may differ
+            # from eager ops on that host's CPU (3.9e-16 on the TPU v5e's)
+            np.testing.assert_allclose(frame, before, rtol=0, atol=1e-15)
 
 
 @pytest.mark.float64_only(F64_FRAME)

@@ -45,6 +45,13 @@ def float64_run() -> bool:
     return bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
 
 
+def float64_range() -> bool:
+    """Whether this run's floats reach float64's exponent range: a float64
+    run, but not on a TPU, whose emulated float64 has float32's range
+    (overflow at ~3e38; docs/method.md, "Precision")."""
+    return float64_run() and jax.default_backend() != "tpu"
+
+
 def transcendental_ops() -> float:
     """The float32 tolerance of a few operations that include ``exp``,
     ``log``, ``tanh``: :data:`OPS`, but on a TPU, whose float32
