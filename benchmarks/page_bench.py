@@ -16,12 +16,16 @@ call with the same arguments, now certainly compiled, and reports
 
 With ``--trials N`` each size runs in N fresh processes and the medians are
 reported (single millisecond timings on a shared machine are noisy).
+``--control`` adds, in alternating fresh processes, the same sequence with
+the warm-up made with the timed call's own lengths (``ctrl_ratio``): what a
+process's second call costs whatever its lengths, so ``ratio`` above
+``ctrl_ratio`` is what new run lengths add.
 
 Only the public API is used, exactly as the page imports it. The machine and
 its load decide the absolute numbers; compare ratios. Run::
 
     python benchmarks/page_bench.py [--sizes 20,200,2000] [--repeats 3]
-                                    [--trials 1] [--quick]
+                                    [--trials 1] [--control] [--quick]
 """
 
 from __future__ import annotations
@@ -38,8 +42,9 @@ SIZES = (20, 50, 100, 200, 500, 1000, 2000)
 MARK = "PAGE_BENCH "
 
 
-def worker(n_nodes: int, n_steps: int, repeats: int) -> None:
-    """The page's worker body (CPU), then ``repeats`` warm timed calls."""
+def worker(n_nodes: int, n_steps: int, repeats: int, control: bool = False) -> None:
+    """The page's worker body (CPU), then ``repeats`` warm timed calls;
+    ``control``: the warm-up made with the timed call's lengths."""
     os.environ["JAX_PLATFORMS"] = "cpu"
     import jax
     import jax.numpy as jnp
@@ -73,7 +78,10 @@ def worker(n_nodes: int, n_steps: int, repeats: int) -> None:
         dt=dt,
     )
 
-    warm = lyapunov_spectrum(problem, n_steps=10, k=5, renorm_every=5, t_transient=0.0)
+    warm_steps, warm_every = (n_steps, 10) if control else (10, 5)
+    warm = lyapunov_spectrum(
+        problem, n_steps=warm_steps, k=5, renorm_every=warm_every, t_transient=0.0
+    )
     jax.block_until_ready(warm.exponents)
 
     def timed() -> tuple[float, float]:
@@ -96,7 +104,7 @@ def worker(n_nodes: int, n_steps: int, repeats: int) -> None:
     print(MARK + json.dumps(payload), flush=True)
 
 
-def run_size(n_nodes: int, n_steps: int, repeats: int) -> dict:
+def run_size(n_nodes: int, n_steps: int, repeats: int, control: bool = False) -> dict:
     """One size in a fresh process (JAX compiles nothing across processes)."""
     proc = subprocess.run(
         [
@@ -106,6 +114,7 @@ def run_size(n_nodes: int, n_steps: int, repeats: int) -> dict:
             str(n_nodes),
             str(n_steps),
             str(repeats),
+            str(int(control)),
         ],
         capture_output=True,
         text=True,
@@ -122,13 +131,16 @@ def run_size(n_nodes: int, n_steps: int, repeats: int) -> dict:
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--worker":
-        worker(int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]))
+        worker(*map(int, sys.argv[2:5]), control=sys.argv[5] == "1")
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--trials", type=int, default=1, help="processes per size")
+    parser.add_argument(
+        "--control", action="store_true", help="also warm up with the timed lengths"
+    )
     parser.add_argument("--quick", action="store_true", help="smoke run (CI)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args()
@@ -136,22 +148,30 @@ def main() -> None:
     if args.quick:
         sizes, args.repeats, args.trials = [20], 2, 1
     rows = []
-    print(f"{'d':>6} {'page_s':>9} {'warm_s':>9} {'ratio':>7} {'cpu_ratio':>9}")
+    head = f"{'d':>6} {'page_s':>9} {'warm_s':>9} {'ratio':>7} {'cpu_ratio':>9}"
+    print(head + (f" {'ctrl_ratio':>10}" if args.control else ""))
     for n_nodes in sizes:
-        trials = [
-            run_size(n_nodes, args.steps, args.repeats) for _ in range(args.trials)
-        ]
+        trials, controls = [], []
+        for _ in range(args.trials):  # page and control alternate
+            trials.append(run_size(n_nodes, args.steps, args.repeats))
+            if args.control:
+                controls.append(run_size(n_nodes, args.steps, args.repeats, True))
         row = {"d": n_nodes, "trials": len(trials)}
         for key in ("page_s", "warm_s", "page_cpu_s", "warm_cpu_s"):
             row[key] = statistics.median(t[key] for t in trials)
         row["ratio"] = row["page_s"] / row["warm_s"]
         row["cpu_ratio"] = row["page_cpu_s"] / row["warm_cpu_s"]
-        rows.append(row)
-        print(
+        line = (
             f"{row['d']:>6} {row['page_s']:>9.4f} {row['warm_s']:>9.4f} "
-            f"{row['ratio']:>7.2f} {row['cpu_ratio']:>9.2f}",
-            flush=True,
+            f"{row['ratio']:>7.2f} {row['cpu_ratio']:>9.2f}"
         )
+        if controls:
+            row["ctrl_ratio"] = statistics.median(c["page_s"] for c in controls) / (
+                statistics.median(c["warm_s"] for c in controls)
+            )
+            line += f" {row['ctrl_ratio']:>10.2f}"
+        rows.append(row)
+        print(line, flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(rows, fh, indent=2)
