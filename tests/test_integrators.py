@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from support.precision import OPS, tol
+from support.precision import OPS, float64_run, tol
 
 from lyapax.integrators import (
     euler_step,
@@ -41,9 +41,19 @@ def _error(builder, n, t_end=4.0, x0=0.1):
             rk6_step,
             6,
             8,
-            marks=pytest.mark.float64_only(
-                "Vern6's errors here (below 1e-9) are under float32's rounding"
-            ),
+            marks=[
+                pytest.mark.float64_only(
+                    "Vern6's errors here (below 1e-9) are under float32's rounding"
+                ),
+                pytest.mark.xfail(
+                    float64_run() and jax.default_backend() == "tpu",
+                    reason="emulated float64 on a TPU: a constant minus a "
+                    "one-element array ('1.0 - x' here) was measured 1.8e-8 "
+                    "relative off (TPU v5e, 2026-12-07; measured order 2.86; "
+                    "docs/method.md, 'Precision')",
+                    strict=True,
+                ),
+            ],
         ),
     ],
 )

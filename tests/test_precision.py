@@ -587,14 +587,18 @@ def test_on_a_tpu_float32_growths_take_their_log_from_a_series(monkeypatch):
     ).astype(np.float32)
     exact = np.log(x.astype(np.float64))
     ulp = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    on_tpu = prec._platform() == "tpu"
     # Shapes not traced before: JAX keeps a trace per function and shape.
+    monkeypatch.setattr(prec, "_platform", lambda: "cpu")
     assert "log" in _primitives(prec.growth_log, jnp.zeros(13, jnp.float32))
     monkeypatch.setattr(prec, "_platform", lambda: "tpu")
     assert "log" not in _primitives(prec.growth_log, jnp.zeros(14, jnp.float32))
     if float64_run():
         assert "log" in _primitives(prec.growth_log, jnp.zeros(15, jnp.float64))
     got = np.asarray(prec.growth_log(jnp.asarray(x)), np.float64)
-    assert np.max(np.abs(got - exact) / ulp) <= 3.0  # 2.8 measured on CPU
+    # Measured: 2.8 ulp on the CPU; on the TPU v5e, whose float32 divide
+    # and multiplies round differently, 3.8 (benchmarks/float32_ops.py).
+    assert np.max(np.abs(got - exact) / ulp) <= (4.0 if on_tpu else 3.0)
     # Gradients through it (a differentiated exponent) are 1/x.
     some = jnp.array([0.3, 0.99, 1.7, 123.0], jnp.float32)
     slopes = jax.vmap(jax.grad(prec.growth_log))(some)

@@ -32,6 +32,7 @@ from lyapax._engine.benettin import (
 from lyapax._engine.options import RunOptions
 from lyapax._engine.precision import (
     EMULATED_FLOAT64,
+    as_run_time_values,
     emulated_float64,
     precision_view,
 )
@@ -708,9 +709,10 @@ def _traced_run(
     """The run inside a caller's trace (a user's ``jit``, ``vmap`` or ``grad``):
     lengths compiled in as constants, loops that reverse mode can differentiate."""
     sizes = args.kernel_lengths(traced=True)
+    dynamic, z0, Y0, cum0 = as_run_time_values((run.dynamic, run.z0, Y0, cum0))
     out = run_benettin(
-        run.dynamic,
-        run.z0,
+        dynamic,
+        z0,
         Y0,
         cum0,
         jnp.asarray(run.step0, jnp.int32),

@@ -16,6 +16,7 @@ from lyapax._engine.abstract import AbstractProblem
 from lyapax._engine.benettin import capacity, fresh_frame
 from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.options import RunOptions
+from lyapax._engine.precision import as_run_time_values
 from lyapax._engine.problem import resolve_step_call
 from lyapax._engine.progress import Bar, TextSink
 from lyapax._engine.shapes import Scalar, Seed, StateLike, StepFn
@@ -386,6 +387,7 @@ def _traced(dynamic, static, z0, Y0, plan: _Plan, qr: str) -> CovariantResult:
     forward segment for the transient, one for the window (buffers of the
     exact sizes), the backward pass and ``V = Q C`` on the device."""
     s, every = plan.s, plan.every
+    dynamic, z0, Y0 = as_run_time_values((dynamic, z0, Y0))
     fwd = partial(forward_segment, dynamic, static=static, qr=qr)
     state, Y, step = z0, Y0, jnp.int32(0)
     if plan.n_transient:
