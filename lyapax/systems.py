@@ -61,8 +61,12 @@ def linear_system(A: Any) -> Bound:
     return Bound(_linear_rhs, {"A": A})
 
 
+# Written "-x + 1.0", not "1.0 - x" (the same bits on a CPU): a TPU's
+# emulated float64 computes a constant minus a one-element array 1.8e-8 off,
+# and the negation's form was measured exact there (docs/method.md,
+# "Precision").
 def _logistic(x, p):
-    return p["r"] * x * (1.0 - x)
+    return p["r"] * x * (-x + 1.0)
 
 
 def logistic_map(r: float = 4.0) -> Bound:
@@ -71,7 +75,7 @@ def logistic_map(r: float = 4.0) -> Bound:
 
 
 def _tent(x, p):
-    return jnp.where(x < 0.5, 2.0 * x, 2.0 * (1.0 - x))
+    return jnp.where(x < 0.5, 2.0 * x, 2.0 * (-x + 1.0))  # see _logistic
 
 
 def tent_map() -> Bound:
@@ -79,8 +83,8 @@ def tent_map() -> Bound:
     return Bound(_tent, {})
 
 
-def _henon(x, p):
-    return jnp.stack([1.0 - p["a"] * x[0] ** 2 + x[1], p["b"] * x[0]])
+def _henon(x, p):  # "-(...) + 1.0": see _logistic
+    return jnp.stack([-(p["a"] * x[0] ** 2) + 1.0 + x[1], p["b"] * x[0]])
 
 
 def henon_map(a: float = 1.4, b: float = 0.3) -> Bound:
@@ -129,7 +133,7 @@ def lorenz96(F: float = 8.0) -> Bound:
 
 def _double_gyre(t, x, p):
     s = p["eps"] * jnp.sin(p["omega"] * t)
-    f = s * x[0] ** 2 + (1.0 - 2.0 * s) * x[0]
+    f = s * x[0] ** 2 + (-(2.0 * s) + 1.0) * x[0]  # see _logistic
     dfdx = 2.0 * s * x[0] + 1.0 - 2.0 * s
     u = -jnp.pi * p["A"] * jnp.sin(jnp.pi * f) * jnp.cos(jnp.pi * x[1])
     v = jnp.pi * p["A"] * jnp.cos(jnp.pi * f) * jnp.sin(jnp.pi * x[1]) * dfdx
