@@ -495,6 +495,44 @@ def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
     assert "precision='float32' or 'mixed'" in str(seen[0].message)
 
 
+@pytest.mark.float64_only("float64 arrays exist with x64 on only")
+def test_a_tpu_float64_run_names_a_constant_minus_a_state_element(monkeypatch):
+    """Emulated float64 computed ``28.0 - x`` of a one-element ``x`` 1.8e-8
+    off on the TPU v5e (docs/method.md, "Precision"): a float64 run there
+    names such a subtraction in the step, also inside a nested ``jit``; the
+    library's Lorenz, whose parameters enter as run-time values, and the
+    negation's form ``-x + 28.0`` are silent."""
+    from lyapax._engine import precision as prec
+
+    def field(x):
+        return jnp.stack(
+            [10.0 * (x[1] - x[0]), x[0] * (28.0 - x[2]) - x[1], x[0] * x[1] - x[2]]
+        )
+
+    def rewritten(x):
+        return jnp.stack(
+            [10.0 * (x[1] - x[0]), x[0] * (-x[2] + 28.0) - x[1], x[0] * x[1] - x[2]]
+        )
+
+    x0 = jnp.array([1.0, 1.0, 1.0])
+    assert prec.constant_minus_element(field, x0) == "28.0 - x"
+    assert prec.constant_minus_element(jax.jit(field), x0) == "28.0 - x"
+    assert prec.constant_minus_element(rewritten, x0) is None
+    assert prec.constant_minus_element(lambda x: 28.0 - x, jnp.ones(3)) is None
+    monkeypatch.setattr(prec.jax, "default_backend", lambda: "tpu")
+
+    def messages(rhs):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            lyapunov_spectrum(ode_problem(rhs, x0, dt=0.01), 20, renorm_every=10)
+        return [str(w.message) for w in seen if "the step computes" in str(w.message)]
+
+    (named,) = messages(field)
+    assert "28.0 - x" in named and "-x + c" in named
+    assert messages(rewritten) == []
+    assert messages(lorenz()) == []
+
+
 def _f32_and_f64(run):
     """``run(dtype)``'s output arrays in float32 and in float64."""
     return [[np.asarray(a) for a in run(dtype)] for dtype in (np.float32, np.float64)]

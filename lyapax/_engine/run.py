@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import finite, progress, validate
-from lyapax._engine.abstract import AbstractProblem, EngineView
+from lyapax._engine.abstract import AbstractProblem, EngineView, as_step
 from lyapax._engine.benettin import (
     BenettinState,
     KernelOutput,
@@ -33,6 +33,7 @@ from lyapax._engine.options import RunOptions
 from lyapax._engine.precision import (
     EMULATED_FLOAT64,
     as_run_time_values,
+    constant_minus_element,
     emulated_float64,
     precision_view,
 )
@@ -47,7 +48,13 @@ from lyapax._engine.shapes import (
     Times,
 )
 from lyapax._engine.summary import finish, finish_program, keep_rows, split_rows
-from lyapax._engine.tree import Static, leaf_shapes, read_fields, split_static
+from lyapax._engine.tree import (
+    Static,
+    leaf_shapes,
+    merge_static,
+    read_fields,
+    split_static,
+)
 
 __all__ = [
     "LyapunovCheckpoint",
@@ -232,6 +239,31 @@ def default_k(view: EngineView, k: Any, resume: Any, stacklevel: int) -> Any:
     return view.n_state
 
 
+def _warn_constant_minus(view: EngineView, stacklevel: int) -> None:
+    """Name a constant minus a state element in the step's program, which a
+    TPU's emulated float64 computes about 1.8e-8 off. The step's parameters
+    and ``dt`` enter as run-time values, as they do in the run."""
+    dynamic, static = split_static(view.step)
+
+    def advance(dyn: list[Any], z: Any, step: Any) -> Any:
+        return as_step(merge_static(dyn, static)).advance(z, step)
+
+    try:
+        found = constant_minus_element(advance, dynamic, view.z0, jnp.int32(0))
+    except Exception:  # a diagnosis: the run itself says what is wrong, if anything
+        return
+    if found is not None:
+        warnings.warn(
+            f"the step computes {found} with x of one element (such as a "
+            "state's x[i]): a TPU's emulated float64 computes a constant minus "
+            "a one-element array about 1.8e-8 relative off (measured: 28.0 - x "
+            "at x = 2.1); write it as -x + c, or pass c as a parameter "
+            "(docs/method.md, 'Precision')",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
 def run_args(
     options: RunOptions,
     *,
@@ -339,6 +371,8 @@ def setup_run(
         min_transient_steps=min_transient_steps,
         stacklevel=stacklevel + 1,
     )
+    if view is not None and emulated_float64(view.z0.dtype):
+        _warn_constant_minus(view, stacklevel + 1)
     if view is not None and view.check_steps is not None:
         # The global index after the run's last step: a resumed run goes on
         # from its checkpoint's counter.
