@@ -60,11 +60,14 @@ def read_edges(
 
 def _hermite_weights(theta: jax.Array):
     """Cubic Hermite basis on [0, 1]: weights of y0, m0*h, y1, m1*h."""
-    one_m = 1.0 - theta
+    # "-theta + 1.0" is "1.0 - theta" to the bit, and exact in a TPU's
+    # emulated float64, which computes a constant minus a one-element array
+    # 1.8e-8 off (docs/method.md, "Precision").
+    one_m = -theta + 1.0
     return (
         (1.0 + 2.0 * theta) * one_m**2,
         theta * one_m**2,
-        theta**2 * (3.0 - 2.0 * theta),
+        theta**2 * (-(2.0 * theta) + 3.0),
         theta**2 * (theta - 1.0),
     )
 

@@ -227,7 +227,9 @@ class RingStep(eqx.Module):
     def _read_at(
         self, buf: Buffer, t: Step, c: float, slope_now: Any = None
     ) -> Delayed:
-        position = c - jnp.asarray(self.delay, dtype=buf.dtype)
+        # -delay + c, not c - delay: the same bits, and a TPU's emulated float64
+        # computes a constant minus a one-element array 1.8e-8 off (docs/method.md).
+        position = -jnp.asarray(self.delay, dtype=buf.dtype) + c
         if self.edges:
             return _history.hermite_edges(buf, t, position, self.dt, slope_now)
         return _history.hermite_uniform(buf, t, position, self.dt, slope_now)
