@@ -531,6 +531,16 @@ def test_a_tpu_float64_run_names_a_constant_minus_a_state_element(monkeypatch):
     assert "28.0 - x" in named and "-x + c" in named
     assert messages(rewritten) == []
     assert messages(lorenz()) == []
+    # The library's own steps: a delay equation's interpolated reads (the
+    # Hermite weights and the stage's read position) and the logistic map.
+    dde = lyapax.dde_problem(
+        lyapax.systems.mackey_glass(), jnp.array([1.2]), 2.0, 0.1, interpolate=True
+    )
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        lyapax.lyapunov_spectrum_dde(dde, 20, k=2, renorm_every=10)
+        lyapunov_spectrum(lyapax.systems.logistic_map(3.8), jnp.array([0.3]), 1.0, 20)
+    assert not [w for w in seen if "the step computes" in str(w.message)]
 
 
 def _f32_and_f64(run):
