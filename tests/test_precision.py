@@ -499,9 +499,10 @@ def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
 def test_a_tpu_float64_run_names_a_constant_minus_a_state_element(monkeypatch):
     """Emulated float64 computed ``28.0 - x`` of a one-element ``x`` 1.8e-8
     off on the TPU v5e (docs/method.md, "Precision"): a float64 run there
-    names such a subtraction in the step, also inside a nested ``jit``; the
-    library's Lorenz, whose parameters enter as run-time values, and the
-    negation's form ``-x + 28.0`` are silent."""
+    names such a subtraction in the step, also inside a nested ``jit``, at
+    every run (searched once per step structure); the library's Lorenz,
+    whose parameters enter as run-time values, and the negation's form
+    ``-x + 28.0`` are silent."""
     from lyapax._engine import precision as prec
 
     def field(x):
@@ -527,8 +528,20 @@ def test_a_tpu_float64_run_names_a_constant_minus_a_state_element(monkeypatch):
             lyapunov_spectrum(ode_problem(rhs, x0, dt=0.01), 20, renorm_every=10)
         return [str(w.message) for w in seen if "the step computes" in str(w.message)]
 
+    from lyapax._engine import run as run_module
+
+    searched = []
+    search = run_module.constant_minus_element
+
+    def counted(*args):
+        searched.append(args[0])
+        return search(*args)
+
+    monkeypatch.setattr(run_module, "constant_minus_element", counted)
     (named,) = messages(field)
     assert "28.0 - x" in named and "-x + c" in named
+    # The search traces the step once per structure; every run names it.
+    assert messages(field) == [named] and len(searched) == 1
     assert messages(rewritten) == []
     assert messages(lorenz()) == []
     # The library's own steps: a delay equation's interpolated reads (the

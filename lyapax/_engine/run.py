@@ -244,14 +244,18 @@ def _warn_constant_minus(view: EngineView, stacklevel: int) -> None:
     TPU's emulated float64 computes about 1.8e-8 off. The step's parameters
     and ``dt`` enter as run-time values, as they do in the run."""
     dynamic, static = split_static(view.step)
-
-    def advance(dyn: list[Any], z: Any, step: Any) -> Any:
-        return as_step(merge_static(dyn, static)).advance(z, step)
-
+    # The search traces the step (~5 ms): once per step structure, as the run
+    # compiles once per structure.
+    key = (static, leaf_shapes(dynamic), jnp.shape(view.z0), jnp.result_type(view.z0))
     try:
-        found = constant_minus_element(advance, dynamic, view.z0, jnp.int32(0))
-    except Exception:  # a diagnosis: the run itself says what is wrong, if anything
-        return
+        found = _CONSTANT_MINUS_FOUND[key]
+    except KeyError:
+        found = _search_constant_minus(dynamic, static, view.z0)
+        if len(_CONSTANT_MINUS_FOUND) >= _CONSTANT_MINUS_KEPT:
+            del _CONSTANT_MINUS_FOUND[next(iter(_CONSTANT_MINUS_FOUND))]
+        _CONSTANT_MINUS_FOUND[key] = found
+    except TypeError:  # a static leaf that cannot be hashed: search every call
+        found = _search_constant_minus(dynamic, static, view.z0)
     if found is not None:
         warnings.warn(
             f"the step computes {found} with x of one element (such as a "
@@ -262,6 +266,21 @@ def _warn_constant_minus(view: EngineView, stacklevel: int) -> None:
             UserWarning,
             stacklevel=stacklevel + 1,
         )
+
+
+def _search_constant_minus(dynamic: list[Any], static: Any, z0: Any) -> str | None:
+    def advance(dyn: list[Any], z: Any, step: Any) -> Any:
+        return as_step(merge_static(dyn, static)).advance(z, step)
+
+    try:
+        return constant_minus_element(advance, dynamic, z0, jnp.int32(0))
+    except Exception:  # a diagnosis: the run itself says what is wrong, if anything
+        return None
+
+
+#: What :func:`_warn_constant_minus` found, by step structure (oldest dropped).
+_CONSTANT_MINUS_FOUND: dict[Any, str | None] = {}
+_CONSTANT_MINUS_KEPT = 64
 
 
 def run_args(
