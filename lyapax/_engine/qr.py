@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
-__all__ = ["SMALL_D", "SMALL_K", "householder_qr", "thin_qr"]
+__all__ = ["SMALL_D", "SMALL_K", "householder_qr", "power_of_two_split", "thin_qr"]
 
 #: Frames with at most this many columns use :func:`householder_qr`...
 SMALL_K = 8
@@ -141,9 +141,22 @@ def _inverse_power_of_two_float_only(m: Float[Array, ""]) -> Float[Array, ""]:
     (all exact): no integer bit tricks, whose 64-bit forms the TPU's float64
     emulation rejects ("shift-right-arithmetic with different element types"),
     and no ``frexp``/``ldexp``, which JAX builds from the same bit tricks and
-    ``pow``. The exponent is found by binary search: ``m`` is scaled into
-    ``[1, 2)`` by ``2**(+-2**i)`` for ``i`` from high to low, and the same
-    factors multiply into the answer.
+    ``pow``. See :func:`power_of_two_split`.
+    """
+    return power_of_two_split(m)[0]
+
+
+def power_of_two_split(
+    m: Float[Array, "*s"],
+) -> tuple[Float[Array, "*s"], Float[Array, "*s"]]:
+    """``(2**-e, e)`` with ``2**e <= m < 2**(e+1)``, elementwise, ``e`` a
+    float of ``m``'s dtype and clamped as in
+    :func:`_inverse_power_of_two_float_only`, found without integer bit
+    tricks (``frexp`` where the TPU's float64 emulation has none).
+
+    The exponent is found by binary search: ``m`` is scaled into ``[1, 2)``
+    by ``2**(+-2**i)`` for ``i`` from high to low, and the same factors
+    multiply into the answer; ``e`` sums the steps (small integers, exact).
     """
     dtype = m.dtype
     bias = int(jnp.finfo(dtype).maxexp) - 1  # 1023 for float64, 127 for float32
@@ -152,18 +165,25 @@ def _inverse_power_of_two_float_only(m: Float[Array, ""]) -> Float[Array, ""]:
     hi = jnp.asarray(2.0 ** (bias - 1), dtype)
     s = jnp.where(m < lo, lo, m)
     s = jnp.where(s <= hi, s, hi)
-    factor = jnp.ones((), dtype)
+    factor = jnp.ones(m.shape, dtype)
+    exponent = jnp.zeros(m.shape, dtype)
     one = jnp.ones((), dtype)
     for i in reversed(range(bias.bit_length())):
         step = 2**i
         # Greedy on the binary digits of |e|: every product stays a normal
         # power of two (or a normal s), so each multiplication is exact.
-        down = jnp.where(s >= jnp.asarray(2.0**step, dtype), 2.0**-step, one)
-        up = jnp.where(s < jnp.asarray(2.0 ** (1 - step), dtype), 2.0**step, one)
+        above = s >= jnp.asarray(2.0**step, dtype)
+        below = s < jnp.asarray(2.0 ** (1 - step), dtype)
+        down = jnp.where(above, 2.0**-step, one)
+        up = jnp.where(below, 2.0**step, one)
         by = (down * up).astype(dtype)
         s = s * by
         factor = factor * by
-    return factor
+        exponent = exponent + (
+            jnp.where(above, step, 0).astype(dtype)
+            - jnp.where(below, step, 0).astype(dtype)
+        )
+    return factor, exponent
 
 
 def _reflect(
