@@ -22,6 +22,15 @@ def test_a_float64_run_keeps_the_float64_tolerance_and_float32_takes_its_own():
         assert not precision.float64_run()
 
 
+def test_emulated_float64_widens_the_float64_tolerance(monkeypatch):
+    # A TPU's float64 rounds each add and multiply ~1e-14 relative.
+    monkeypatch.setattr(precision.jax, "default_backend", lambda: "tpu")
+    with jax.enable_x64(True):
+        assert tol(1e-12) == 1e-12 * precision.EMULATED
+    with jax.enable_x64(False):
+        assert tol(1e-12) == RUN  # float32 is native there
+
+
 class _Item:
     """What the markers' rule reads of a collected test."""
 
