@@ -124,8 +124,8 @@ def _series_log(x: Array) -> Array:
 
 
 # log(m) in float64 by the same series: with |s| <= 0.1716 the first term
-# left out (s^22 / 23) is below 1e-17 of the first. ln 2 in two parts (the
-# first's low 32 bits zero, so e * _LN2_HI64 is exact for every exponent).
+# left out (s^22 / 23) is below 1e-17 of the first. ln 2 in two parts: the
+# first has 32 significant bits, so e * _LN2_HI64 is exact for every exponent.
 _ATANH_SERIES64 = tuple(1.0 / (2 * j + 1) for j in range(11))
 _LN2_HI64 = 6.93147180369123816490e-01
 _LN2_LO64 = 1.90821492927058770002e-10
