@@ -118,3 +118,28 @@ def test_an_unknown_name_is_an_attribute_error():
 
 def test_a_public_submodule_is_an_attribute():
     assert lyapax.systems is importlib.import_module("lyapax.systems")
+
+
+_FIRST_RUN = """
+import json, sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+before = "scipy" in sys.modules
+from lyapax import lyapunov_spectrum, ode_problem
+from lyapax.systems import lorenz
+problem = ode_problem(lorenz(), jnp.array([1.0, 1.0, 1.0]), dt=0.01)
+lyapunov_spectrum(problem, n_steps=20, renorm_every=10).exponents.block_until_ready()
+print(json.dumps({"before": before, "after": "scipy" in sys.modules}))
+"""
+
+
+def test_the_readme_call_on_a_cpu_needs_no_lapack_lowering():
+    # A small frame's QR is NumPy's, and a d <= 16 renormalisation the fused
+    # QR: the first call lowers no LAPACK custom call, whose lowering imports
+    # SciPy (0.1 s of a second process's first call with the compile cache).
+    code = "import os\nos.environ['JAX_PLATFORMS'] = 'cpu'\n" + _FIRST_RUN
+    loaded = _fresh(code)
+    if loaded["before"]:
+        pytest.skip("this JAX imports SciPy itself")
+    assert not loaded["after"]

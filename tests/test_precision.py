@@ -84,14 +84,18 @@ def test_where_float64_is_emulated_the_frame_is_drawn_on_the_host_cpu(
     import lyapax._engine.benettin as benettin
 
     places = []
-    draw = benettin.initial_frame
 
-    def spy(*args, **kwargs):
-        places.append(jax.config.jax_default_device)
-        return draw(*args, **kwargs)
+    def spy(draw):
+        def where(*args, **kwargs):
+            places.append(jax.config.jax_default_device)
+            return draw(*args, **kwargs)
+
+        return where
 
     cpu_frame = np.asarray(initial_basis(11, d=d, k=k, dtype=jnp.float64))
-    monkeypatch.setattr(benettin, "initial_frame", spy)
+    # A small float64 draw is factored by NumPy, a larger one in the program.
+    for name in ("initial_frame", "_normal_draw"):
+        monkeypatch.setattr(benettin, name, spy(getattr(benettin, name)))
     _pretend_float64_is_emulated(monkeypatch)
     benettin._memo_frame.cache_clear()
     try:

@@ -36,6 +36,7 @@ from lyapax._engine.precision import (
     draws_on_host,
     growth_log,
     host_cpu,
+    lands_on_cpu,
     on_host,
 )
 from lyapax._engine.qr import householder_qr, thin_qr
@@ -411,11 +412,34 @@ def _placed_frame(seed: int, d: int, k: int, dtype: np.dtype):
     float32 run's first call 22 s against 3 s from the cache), and drawn on
     the CPU the frame is the CPU's, bit for bit, so runs on either start from
     the same frame."""
-    if not draws_on_host(dtype):
+    host = draws_on_host(dtype)
+    if host or lands_on_cpu():
+        drawn = np.dtype(draw_dtype(dtype))
+        small = d * k <= MEMO_FRAME_ENTRIES  # larger QRs block differently
+        if drawn == np.float64 and dtype in _HOST_QR_DTYPES and small:
+            with jax.default_device(host_cpu()):
+                M = np.asarray(_normal_draw(seed, d=d, k=k, dtype=drawn))
+            # NumPy's LAPACK QR of the float64 draw: the same geqrf/orgqr as
+            # JAX's CPU QR (bit for bit on the builds tried), and it needs neither a lowering of
+            # LAPACK's custom calls nor SciPy's import, which a second
+            # process paid on its first call even with the compile cache on.
+            Y0 = np.linalg.qr(M)[0].astype(dtype)
+            return jax.device_put(Y0), jax.device_put(np.zeros((k,), dtype))
+    if not host:
         return initial_frame(seed, d=d, k=k, dtype=dtype)
     with jax.default_device(host_cpu()):
         Y0, cum0 = initial_frame(seed, d=d, k=k, dtype=dtype)
     return jax.device_put(np.asarray(Y0)), jax.device_put(np.asarray(cum0))
+
+
+#: Frames taken from NumPy's QR by :func:`_placed_frame` (IEEE rounding of
+#: the float64 frame by NumPy's ``astype``, as by XLA's convert).
+_HOST_QR_DTYPES = frozenset({np.dtype(np.float64), np.dtype(np.float32)})
+
+
+@partial(jax.jit, static_argnames=("d", "k", "dtype"))
+def _normal_draw(seed: Any, *, d: int, k: int, dtype: Any) -> Any:
+    return jax.random.normal(jax.random.PRNGKey(seed), (d, k), dtype=dtype)
 
 
 def placement() -> tuple[Any, str]:

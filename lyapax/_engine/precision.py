@@ -428,6 +428,11 @@ def emulated_float64(dtype: Any) -> bool:
     return _platform() == "tpu"
 
 
+def lands_on_cpu() -> bool:
+    """Whether new arrays land on a CPU (:func:`_platform`)."""
+    return _platform() == "cpu"
+
+
 def _platform() -> str:
     """The platform new arrays land on (``jax_default_device``, else JAX's
     default backend)."""
