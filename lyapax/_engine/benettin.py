@@ -420,9 +420,10 @@ def _placed_frame(seed: int, d: int, k: int, dtype: np.dtype):
             with jax.default_device(host_cpu()):
                 M = np.asarray(_normal_draw(seed, d=d, k=k, dtype=drawn))
             # NumPy's LAPACK QR of the float64 draw: the same geqrf/orgqr as
-            # JAX's CPU QR (bit for bit on the builds tried), and it needs neither a lowering of
-            # LAPACK's custom calls nor SciPy's import, which a second
-            # process paid on its first call even with the compile cache on.
+            # JAX's CPU QR (bit for bit on the builds tried), and it needs
+            # neither a lowering of LAPACK's custom calls nor SciPy's import,
+            # which a second process paid on its first call even with the
+            # compile cache on.
             Y0 = np.linalg.qr(M)[0].astype(dtype)
             return jax.device_put(Y0), jax.device_put(np.zeros((k,), dtype))
     if not host:
