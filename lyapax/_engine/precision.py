@@ -109,17 +109,29 @@ def growth_log(x: Any) -> Array:
 
 
 def _series_log(x: Array) -> Array:
+    """``log(x)`` of a float32 ``x`` from ``frexp`` and the series."""
     mantissa, exponent = jnp.frexp(x)  # x = mantissa * 2**exponent, [0.5, 1)
     low = mantissa < np.float32(np.sqrt(0.5))
     m = jnp.where(low, mantissa * 2, mantissa)
     e = (exponent - low.astype(exponent.dtype)).astype(x.dtype)
+    return _atanh_log(x, m, e, _ATANH_SERIES, (_LN2_HI, _LN2_LO))
+
+
+def _atanh_log(
+    x: Array, m: Array, e: Array, series: tuple, ln2: tuple[float, float]
+) -> Array:
+    """``e ln 2 + log m`` with ``log m = 2 atanh s``, ``s = (m - 1)/(m + 1)``
+    (``m`` in ``[sqrt(1/2), sqrt(2))``), in ``x``'s dtype: the series' tail in
+    Horner form, ln 2 in two parts; ``-inf`` at 0, ``nan`` below, ``inf``
+    and ``nan`` kept."""
+    c = x.dtype.type
     s = (m - 1) / (m + 1)  # m - 1 is exact (Sterbenz)
     z = s * s
-    poly = jnp.full_like(z, _ATANH_SERIES[-1])
-    for c in _ATANH_SERIES[-2::-1]:
-        poly = poly * z + np.float32(c)
-    out = e * np.float32(_LN2_HI) + (e * np.float32(_LN2_LO) + 2 * s * poly)
-    out = jnp.where(x == 0, -jnp.inf, out)
+    poly = jnp.full_like(z, series[-1])
+    for coefficient in series[-2::-1]:
+        poly = poly * z + c(coefficient)
+    out = e * c(ln2[0]) + (e * c(ln2[1]) + 2 * s * poly)
+    out = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, out))
     return jnp.where(jnp.isfinite(x), out, x)  # inf stays inf, nan stays nan
 
 
@@ -141,14 +153,7 @@ def _series_log64(x: Array) -> Array:
     high = m >= np.sqrt(2.0)
     m = jnp.where(high, m * 0.5, m)
     e = jnp.where(high, e + 1.0, e)
-    s = (m - 1.0) / (m + 1.0)  # m - 1 is exact (Sterbenz)
-    z = s * s
-    poly = jnp.full_like(z, _ATANH_SERIES64[-1])
-    for c in _ATANH_SERIES64[-2::-1]:
-        poly = poly * z + c
-    out = e * _LN2_HI64 + (e * _LN2_LO64 + 2.0 * s * poly)
-    out = jnp.where(x == 0, -jnp.inf, jnp.where(x < 0, jnp.nan, out))
-    return jnp.where(jnp.isfinite(x), out, x)  # inf stays inf, nan stays nan
+    return _atanh_log(x, m, e, _ATANH_SERIES64, (_LN2_HI64, _LN2_LO64))
 
 
 def float_power(x: Any, n: Any) -> Array:
