@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine.benettin import placement
-from lyapax._engine.precision import float_power
+from lyapax._engine.precision import float_cos, float_power, float_sin
 from lyapax._engine.problem import ODEProblem
 from lyapax._engine.tree import Bound
 from lyapax._engine.validate import float_params
@@ -133,11 +133,13 @@ def lorenz96(F: float = 8.0) -> Bound:
 
 
 def _double_gyre(t, x, p):
-    s = p["eps"] * jnp.sin(p["omega"] * t)
+    # float_sin/float_cos: jnp.sin/jnp.cos but on a TPU in float64, whose
+    # own are float32-accurate for the scalars here.
+    s = p["eps"] * float_sin(p["omega"] * t)
     f = s * x[0] ** 2 + (-(2.0 * s) + 1.0) * x[0]  # see _logistic
     dfdx = 2.0 * s * x[0] + 1.0 - 2.0 * s
-    u = -jnp.pi * p["A"] * jnp.sin(jnp.pi * f) * jnp.cos(jnp.pi * x[1])
-    v = jnp.pi * p["A"] * jnp.cos(jnp.pi * f) * jnp.sin(jnp.pi * x[1]) * dfdx
+    u = -jnp.pi * p["A"] * float_sin(jnp.pi * f) * float_cos(jnp.pi * x[1])
+    v = jnp.pi * p["A"] * float_cos(jnp.pi * f) * float_sin(jnp.pi * x[1]) * dfdx
     return jnp.stack([u, v])
 
 

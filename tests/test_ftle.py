@@ -254,7 +254,7 @@ def test_shared_transcendentals_keep_values_and_tangents():
     "sincos is the FTLE field's float64 path (float32 never takes it)"
 )
 def test_fast_sincos_matches_the_library_and_refuses_what_it_cannot_reduce():
-    from lyapax.finite_time._sincos import LIMIT, sincos
+    from lyapax._engine.sincos import LIMIT, sincos
 
     x = np.concatenate(
         [

@@ -25,8 +25,8 @@ import jax
 import jax.numpy as jnp
 from jax.extend.core import Literal
 
+from lyapax._engine.sincos import sincos
 from lyapax._internal.fusion import computed_once
-from lyapax.finite_time._sincos import sincos
 
 
 def _shared(value_and_slope: Any) -> Any:
@@ -67,7 +67,7 @@ _RULES = {
     "exp": _shared(_exp),
     "tanh": _shared(_tanh),
 }
-#: float64 ``sin``/``cos`` from :func:`~lyapax.finite_time._sincos.sincos`.
+#: float64 ``sin``/``cos`` from :func:`~lyapax._engine.sincos.sincos`.
 _FAST_TRIG = {"sin": _shared(sincos), "cos": _shared(_fast_cos)}
 
 
@@ -95,7 +95,7 @@ def shared_transcendentals(rhs: Any, fast_trig: bool = False) -> Any:
     Other primitives are bound as they are (inside nested calls, such as a
     ``jax.jit``-decorated helper, nothing changes). ``fast_trig``: float64
     ``sin``/``cos`` (value and derivative from one evaluation) by
-    :func:`~lyapax.finite_time._sincos.sincos`, ``nan`` beyond its range
+    :func:`~lyapax._engine.sincos.sincos`, ``nan`` beyond its range
     (float32 ones too where x64 is on: those rounded)."""
 
     x64 = jax.config.jax_enable_x64  # type: ignore[attr-defined]

@@ -28,7 +28,7 @@ from jaxtyping import Array, ArrayLike, Float
 from lyapax._engine import fft as fourier
 from lyapax._engine import validate
 from lyapax._engine.blas_threads import holds_one_blas_thread
-from lyapax._engine.precision import cumsum, draw_dtype
+from lyapax._engine.precision import cumsum, draw_dtype, float_cos, float_sin
 
 __all__ = ["ZeroOneResult", "zero_one_test"]
 
@@ -87,7 +87,7 @@ def _k_of_frequency(phi: jax.Array, c: jax.Array, n_cut: int) -> jax.Array:
     n = phi.shape[0]
     j = jnp.arange(1, n + 1, dtype=phi.dtype)
     # The walk z = p + i q in its real parts: a TPU's float64 has no complex.
-    pq = cumsum(phi * jnp.stack([jnp.cos(c * j), jnp.sin(c * j)]), axis=-1)
+    pq = cumsum(phi * jnp.stack([float_cos(c * j), float_sin(c * j)]), axis=-1)
     # sum_{j<=N-m} |z_{j+m} - z_j|^2 = S[N-m] + (S[N] - S[m]) - 2 R(m), with
     # S the running sum of |z|^2 and R(m) = sum_j p_j p_{j+m} + q_j q_{j+m}.
     sq = jnp.concatenate([jnp.zeros(1, phi.dtype), cumsum(jnp.sum(pq**2, axis=0))])
@@ -95,7 +95,9 @@ def _k_of_frequency(phi: jax.Array, c: jax.Array, n_cut: int) -> jax.Array:
     m = jnp.arange(1, n_cut + 1)
     msd = (sq[n - m] + sq[n] - sq[m] - 2.0 * corr) / (n - m)
     mean = jnp.mean(phi)
-    osc = mean**2 * (1.0 - jnp.cos(m * c)) / (1.0 - jnp.cos(c))
+    # "-cos + 1.0": a TPU's float64 computes a constant minus one element
+    # 1.8e-8 off (docs/method.md, "Precision"); the same bits elsewhere.
+    osc = mean**2 * (-float_cos(m * c) + 1.0) / (-float_cos(c) + 1.0)
     d = msd - osc
     x = m.astype(phi.dtype) - jnp.mean(m.astype(phi.dtype))
     dd = d - jnp.mean(d)

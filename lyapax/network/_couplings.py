@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Float
 
 from lyapax._engine import _legacy
+from lyapax._engine.precision import float_cos, float_sin
 from lyapax._engine.validate import float_leaf
 from lyapax._internal.fusion import computed_apart
 
@@ -223,7 +224,7 @@ class SigmoidalCoupling(AbstractSummedCoupling):
 
 
 def _sin_cos(theta: Rows) -> tuple[Rows, Rows]:
-    return jnp.sin(theta), jnp.cos(theta)
+    return float_sin(theta), float_cos(theta)
 
 
 class KuramotoCoupling(AbstractSummedCoupling):
@@ -242,7 +243,7 @@ class KuramotoCoupling(AbstractSummedCoupling):
         # Apart: fused, sin and cos were evaluated again for every element of
         # each (n, k) tangent term that reads them.
         sin, cos = computed_apart(_sin_cos, weights, theta)
-        ca, sa = jnp.cos(self.alpha), jnp.sin(self.alpha)
+        ca, sa = float_cos(self.alpha), float_sin(self.alpha)
         # sin/cos(theta + alpha) by the addition theorem: no extra transcendentals.
         return sin, cos, sin * ca + cos * sa, cos * ca - sin * sa
 
@@ -287,7 +288,7 @@ class KuramotoCoupling(AbstractSummedCoupling):
         """Per-source terms summed over the edges: ``sin``, ``cos`` of
         ``theta + alpha`` stacked on the first axis (``2 n_cvar`` rows)."""
         shifted = theta + self.alpha
-        return jnp.concatenate([jnp.sin(shifted), jnp.cos(shifted)], axis=0)
+        return jnp.concatenate([float_sin(shifted), float_cos(shifted)], axis=0)
 
     def source_slopes(self, terms: Any, n_cvar: int) -> Any:
         """Slopes of :meth:`sources` from its values ``terms (..., 2 m, n)``:
@@ -308,7 +309,7 @@ class KuramotoCoupling(AbstractSummedCoupling):
         ``sin(a - b) = sin a cos b - cos a sin b``."""
         m = current.shape[0]
         g = self._gain(weights, params)
-        return g * (jnp.cos(current) * sums[:m] - jnp.sin(current) * sums[m:])
+        return g * (float_cos(current) * sums[:m] - float_sin(current) * sums[m:])
 
 
 def linear_coupling(a: Any = 1.0, b: Any = 0.0, G_default: Any = 1.0) -> LinearCoupling:

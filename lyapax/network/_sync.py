@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lyapax._engine.precision import float_cos, float_sin
 from lyapax._engine.problem import ODEProblem
 from lyapax._internal.checks import as_weights
 from lyapax.network._couplings import (
@@ -319,8 +320,8 @@ def synchronous_coupling(coupling: Any, params: Any, n: int, r: Any, s_cvar: Any
         return coupling._out(r * s_cvar, params)
     if isinstance(coupling, KuramotoCoupling):
         g = read_G(params, coupling.G_default) / n
-        value = r * g * jnp.sin(coupling.alpha) * jnp.ones_like(s_cvar)
-        return value, g * jnp.cos(coupling.alpha) * jnp.ones_like(s_cvar)
+        value = r * g * float_sin(coupling.alpha) * jnp.ones_like(s_cvar)
+        return value, g * float_cos(coupling.alpha) * jnp.ones_like(s_cvar)
     raise TypeError(
         "transversal_exponents supports the built-in linear_coupling, "
         "sigmoidal_coupling and kuramoto_coupling (whose linearisation at a "

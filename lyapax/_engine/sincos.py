@@ -1,4 +1,5 @@
-"""``sin`` and ``cos`` together from plain arithmetic, for FTLE fields on XLA:CPU.
+"""``sin`` and ``cos`` together from plain arithmetic: FTLE fields on XLA:CPU, and
+small float64 arrays on a TPU (:func:`lyapax._engine.precision.float_sin`).
 
 XLA:CPU evaluates a float64 ``sin`` or ``cos`` as one scalar library call per
 element, which also keeps the loop around it from being vectorised; in an
