@@ -105,9 +105,9 @@ def growth_log(x: Any) -> Array:
     short series in adds, multiplies and one divide (each within 2.4 ulp
     there). Emulated float64 ``log`` of one-element arrays there was up to
     1e-8 off (4e-9 relative at ``x`` of 0.083-0.093, against 1e-14 for its
-    adds and multiplies), so
-    a float64 ``x`` there takes :func:`_series_log64`. Elsewhere, and for
-    every other dtype, ``jnp.log`` as before."""
+    adds and multiplies), so a float64 ``x`` there takes
+    :func:`_series_log64`. Elsewhere, and for every other dtype, ``jnp.log``
+    as before."""
     x = jnp.asarray(x)
     if x.dtype not in (jnp.float32, jnp.float64) or _platform() != "tpu":
         return jnp.log(x)
@@ -224,8 +224,9 @@ def float_sin(x: Any) -> Array:
     """``jnp.sin(x)``, except for a float64 array of fewer than 8 elements on
     a TPU, whose emulated ``sin`` is float32-accurate (4.2e-8 relative for
     one element, measured on a TPU v5e): there from :func:`sincos`'s
-    polynomials (``|x| <= 2**18`` reduced exactly in the chip's 48-bit
-    pairs; beyond its range the chip's ``sin``)."""
+    polynomials, whose reduction is exact in the chip's 48-bit pairs for
+    ``|x|`` below about 4e5 and loses bits beyond; above ``2**22`` the
+    chip's ``sin``."""
     x = jnp.asarray(x)
     if not _small_emulated(x):
         return jnp.sin(x)
