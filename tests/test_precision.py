@@ -815,7 +815,6 @@ def test_on_a_tpu_float64_small_sines_come_from_polynomials(monkeypatch):
     from lyapax import systems
     from lyapax._engine import precision as prec
 
-    on_tpu = prec._platform() == "tpu"
     gyre = systems.double_gyre()
     point, t = jnp.array([0.7, 0.3]), jnp.float64(3.3)
     with jax.default_device(jax.devices("cpu")[0]):
