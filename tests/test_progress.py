@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.precision import assert_same_numbers
 
 from lyapax import lyapunov_spectrum
 from lyapax._engine import progress, run
@@ -34,9 +35,9 @@ def test_a_run_in_pieces_with_a_bar_gives_the_numbers_of_one_call(monkeypatch):
     shown = lyapunov_spectrum(HENON, X0, 1.0, 4000, progress=bar, **KW)
     for field in ("exponents", "history", "times", "trajectory", "stderr"):
         got, want = getattr(shown, field), getattr(plain, field)
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want), err_msg=field)
+        assert_same_numbers(got, want, err_msg=field)
     for got, want in zip(shown.checkpoint, plain.checkpoint, strict=True):
-        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+        assert_same_numbers(got, want)
     line = last_line(bar.getvalue())
     assert "lyapunov_spectrum: 100%" in line and "4040/4040" in line  # + transient
 

@@ -39,7 +39,13 @@ def test_public_modules_export_what_they_list(module):
 def test_version_is_defined_once_and_matches_the_distribution():
     version_module = importlib.import_module("lyapax.__version__")
     assert version_module.__version__ == lyapax.__version__
-    assert importlib.metadata.version("lyapax") == lyapax.__version__
+    try:
+        installed = importlib.metadata.version("lyapax")
+    except importlib.metadata.PackageNotFoundError:
+        # As on the lent TPU, where the tree runs from PYTHONPATH; CI and
+        # README's set-up install it, and check the version here.
+        pytest.skip("lyapax is not installed: the tree runs from its path")
+    assert installed == lyapax.__version__
 
 
 @pytest.mark.parametrize("package", ["lyapax", "pytest_lyapax"])

@@ -26,8 +26,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import jax
+import numpy as np
 
 #: float32 tolerances, relative (absolute for numbers of order one), by what
 #: the compared numbers went through.  float32 rounds at 6e-8 relative:
@@ -74,6 +76,24 @@ def tol(float64: float, float32: float = RUN) -> float:
     if not float64_run():
         return max(float64, float32)
     return float64 * EMULATED if jax.default_backend() == "tpu" else float64
+
+
+def emulated_float64() -> bool:
+    """Whether this run's float64 is emulated (a float64 run on a TPU)."""
+    return float64_run() and jax.default_backend() == "tpu"
+
+
+def assert_same_numbers(got: Any, want: Any, err_msg: str = "") -> None:
+    """``got`` equal to ``want`` bit for bit, as two programs of one
+    computation give on a CPU and in a float32 run on a TPU; where float64
+    is emulated, programs that differ only in their static lengths (a run in
+    pieces against one call) round differently, 2.1e-15 relative on the
+    lent TPU v5e, so there within ``tol(1e-16)`` relative."""
+    got, want = np.asarray(got), np.asarray(want)
+    if emulated_float64() and np.issubdtype(want.dtype, np.floating):
+        np.testing.assert_allclose(got, want, rtol=tol(1e-16), atol=0, err_msg=err_msg)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=err_msg)
 
 
 @contextmanager
