@@ -227,29 +227,36 @@ def _guarded_sincos(x: Array) -> tuple[Array, Array]:
     return jnp.where(inside, s, jnp.sin(x)), jnp.where(inside, c, jnp.cos(x))
 
 
-# The slope of each from the same polynomials as its value: differentiating
-# the polynomials instead doubled the field's program (an FTLE field's
-# tangents), whose emulated float64 compile time follows its size.
-@jax.custom_jvp
-def _poly_sin(x: Array) -> Array:
-    return _guarded_sincos(x)[0]
+def _with_own_slope(value_and_slope: Callable[[Array], tuple[Array, Array]]) -> Any:
+    """``f(x)`` with ``f'(x) dx`` from the same ``value_and_slope(x)``:
+    differentiating the polynomials instead doubled the field's program (an
+    FTLE field's tangents), whose emulated float64 compile time follows its
+    size."""
+
+    @jax.custom_jvp
+    def f(x: Array) -> Array:
+        return value_and_slope(x)[0]
+
+    @f.defjvp
+    def _jvp(primals: Any, tangents: Any) -> Any:
+        value, slope = value_and_slope(primals[0])
+        return value, slope * tangents[0]
+
+    return f
 
 
-@_poly_sin.defjvp
-def _poly_sin_jvp(primals: Any, tangents: Any) -> Any:
-    s, c = _guarded_sincos(primals[0])
-    return s, c * tangents[0]
+def _sin_and_slope(x: Array) -> tuple[Array, Array]:
+    s, c = _guarded_sincos(x)
+    return s, c
 
 
-@jax.custom_jvp
-def _poly_cos(x: Array) -> Array:
-    return _guarded_sincos(x)[1]
+def _cos_and_slope(x: Array) -> tuple[Array, Array]:
+    s, c = _guarded_sincos(x)
+    return c, -s
 
 
-@_poly_cos.defjvp
-def _poly_cos_jvp(primals: Any, tangents: Any) -> Any:
-    s, c = _guarded_sincos(primals[0])
-    return c, -s * tangents[0]
+_poly_sin = _with_own_slope(_sin_and_slope)
+_poly_cos = _with_own_slope(_cos_and_slope)
 
 
 def float_sin(x: Any) -> Array:
