@@ -200,5 +200,4 @@ def lyapunov_spectrum(
         static_renorm_every=static_renorm_every,
         progress=progress,
     )
-    # stacklevel 3: past holds_one_blas_thread's wrapper to the caller's line.
-    return run.spectrum(problem, n_steps, options, stacklevel=3, precision=precision)
+    return run.spectrum(problem, n_steps, options, precision=precision)

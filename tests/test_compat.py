@@ -6,6 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from support.precision import tol
+from support.warned import assert_warned_here
 
 import lyapax
 from lyapax import kaplan_yorke_dimension, lyapunov_spectrum, ode_problem, systems
@@ -118,8 +119,9 @@ def test_tau_eff_published_signature_and_new_name():
 
 
 def test_resolve_tau_steps_warn_tol():
-    with pytest.warns(UserWarning, match="tau_steps=32"):
+    with pytest.warns(UserWarning, match="tau_steps=32") as record:
         assert resolve_tau_steps(0.317, 0.01) == 32
+    assert_warned_here(record, "tau_steps=32")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert resolve_tau_steps(0.317, 0.01, warn_tol=0.01) == 32  # 0.95% off

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from support.precision import OPS, float64_range, float64_run, tol
+from support.warned import assert_warned_here
 
 from lyapax._engine.benettin import tangent_step
 from lyapax.core import (
@@ -413,8 +414,9 @@ def test_check_finite_raises_on_overflow():
     blow_up = lambda x: x * x  # doubly exponential growth overflows
     # 10**(2**9) passes float64's 1.8e308 at step 10, 10**(2**6) float32's 3.4e38 at 7.
     step = 10 if float64_range() else 7
-    with pytest.warns(UserWarning, match=f"non-finite.*measured step {step}"):
+    with pytest.warns(UserWarning, match=f"non-finite.*measured step {step}") as w:
         res = lyapunov_spectrum(blow_up, jnp.array([10.0]), dt=1.0, n_steps=20)
+    assert_warned_here(w, "non-finite")
     assert not np.isfinite(np.asarray(res.exponents)).all()
     with pytest.raises(FloatingPointError, match="non-finite"):
         lyapunov_spectrum(

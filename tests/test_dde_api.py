@@ -1,11 +1,13 @@
 """The public DDE API: resume, compile cache, compatibility builders, bad input."""
 
+import re
 import warnings
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.warned import assert_warned_here
 
 import lyapax
 from lyapax import systems
@@ -259,17 +261,42 @@ def test_tau_resolution_warns_and_reports_the_delay_used():
         assert resolve_tau_steps(0.3, 0.01) == 30  # 29.999... counts as whole
         assert effective_tau(0.317, 0.01) == pytest.approx(0.32)
         assert effective_tau(0.317, 0.01, interpolate=True) == pytest.approx(0.317)
-    with pytest.warns(UserWarning, match="not a multiple"):
+    with pytest.warns(UserWarning, match="not a multiple") as record:
         problem = dde_problem(systems.linear_scalar_dde(), 1.0, 0.317, 0.01)
+    assert_warned_here(record, "not a multiple")
     assert problem.tau_steps == 32 and problem.tau_eff == pytest.approx(0.32)
+
+
+def test_per_edge_delays_off_the_grid_say_so_at_the_callers_line():
+    """Per-edge ``tau`` rounded to whole steps warns with the largest change,
+    naming the line that built the problem (dense and sparse weights)."""
+    n = 3
+    W = np.ones((n, n)) - np.eye(n)
+    tau = np.full((n, n), 0.0317)
+    for sparse in (False, True):
+        with pytest.warns(UserWarning, match="not multiples of dt") as record:
+            problem = network_dde_problem(
+                lambda x, c, p: -x + c,
+                Network(jnp.asarray(W), (0,), sparse=sparse),
+                linear_coupling(),
+                {"G": 0.1},
+                jnp.ones(n),
+                0.01,
+                tau=tau,
+            )
+        assert_warned_here(record, "not multiples of dt")
+        change = re.search(r"max change ([0-9.e-]+)", str(record[0].message))
+        assert float(change.group(1)) == pytest.approx(0.0017)  # 3.17 steps -> 3
+        assert problem.horizon == 4
 
 
 def test_default_k_is_capped_with_a_message(mg):
     with (
-        pytest.warns(UserWarning, match=r"k=1 exponents.*dimension 43"),
+        pytest.warns(UserWarning, match=r"k=1 exponents.*dimension 43") as record,
         pytest.raises(ValueError, match="n_steps"),
     ):
         lyapunov_spectrum_dde(mg, 15, renorm_every=10)
+    assert_warned_here(record, "k not given")
 
 
 LIN = systems.linear_scalar_dde()

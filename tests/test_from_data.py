@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from support.precision import tol
+from support.warned import assert_warned_here
 
 from lyapax import rk4_step, simulate_trajectory
 from lyapax.indicators import (
@@ -86,8 +87,9 @@ def test_lorenz_largest_exponent(lorenz_x, estimator):
 @pytest.mark.parametrize("estimator", [lyapunov_rosenstein, lyapunov_kantz])
 def test_noise_has_no_linear_region(estimator):
     noise = np.random.default_rng(0).normal(size=2000)
-    with pytest.warns(NoLinearRegionWarning, match="no linear region"):
+    with pytest.warns(NoLinearRegionWarning, match="no linear region") as record:
         res = estimator(noise, dimension=3, lag=1, horizon=20)
+    assert_warned_here(record, "no linear region")
     assert not res.fit.found and "no window" in res.fit.reason
     assert np.isnan(res.exponent)
     assert np.isfinite(res.divergence).all()  # the curve is still there to look at

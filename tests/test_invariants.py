@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from support.precision import RUN, float64_range, float64_run, tol, warnings_as_errors
+from support.warned import assert_warned_here
 
 from lyapax import ODEProblem, lyapunov_spectrum, ode_problem, rk4_step
 from lyapax.checks import InvariantReport, check_invariants
@@ -175,8 +176,9 @@ def test_state_update_and_tangent_that_disagree_are_flagged():
     problem = ODEProblem(_MismatchedStep(0.01), jnp.ones(3), 0.01)
     result = lyapunov_spectrum(problem, 5_000, renorm_every=10, t_transient=20.0)
     # no vector field is known: the sum rule reads ln|det| of the step
-    with pytest.warns(UserWarning, match="sum_rule"):
+    with pytest.warns(UserWarning, match="sum_rule") as record:
         report = check_invariants(problem, result)
+    assert_warned_here(record, "sum_rule")
     assert {"tangents", "sum_rule"} <= set(report.failed)
     assert "ln|det" in report["sum_rule"].note
 
@@ -302,8 +304,9 @@ BLOW_UP_STEP = 103 if float64_range() else 102
 
 def test_non_finite_run_warns_with_the_step():
     step = BLOW_UP_STEP
-    with pytest.warns(UserWarning, match=f"non-finite.*at measured step {step}"):
+    with pytest.warns(UserWarning, match=f"non-finite.*at measured step {step}") as w:
         result = lyapunov_spectrum(blow_up(), 1_000)
+    assert_warned_here(w, "non-finite")
     assert result.nonfinite.step_range == (step, step)
     assert result.nonfinite.time_range == pytest.approx((step / 100 - 0.01, step / 100))
     assert not np.isfinite(np.asarray(result.exponents)).all()
@@ -354,8 +357,9 @@ def test_sweep_names_its_non_finite_rows():
     def step(x, p):
         return x + 0.01 * p["c"] * x**2
 
-    with pytest.warns(UserWarning, match="1 of 3 sweep rows.*rows 2"):
+    with pytest.warns(UserWarning, match="1 of 3 sweep rows.*rows 2") as record:
         res = sweep_lyapunov_spectrum(
             step, jnp.array([1.0]), {"c": jnp.array([-1.0, 0.0, 1.0])}, 0.01, 1_000
         )
+    assert_warned_here(record, "sweep rows")
     assert np.isfinite(np.asarray(res.exponents[:2])).all()

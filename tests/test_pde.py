@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from support.precision import OPS, tol
+from support.warned import assert_warned_here
 
 from lyapax import lyapunov_spectrum
 from lyapax.pde import (
@@ -123,8 +124,9 @@ def test_bad_input_names_the_argument():
         semilinear_problem(sym, _zero, u0, 0.0)
     with pytest.raises(ValueError, match="nonlinear_multiplier"):
         semilinear_problem(sym, _zero, u0, 0.1, nonlinear_multiplier=np.ones(3))
-    with pytest.warns(UserWarning, match="lose precision"):
+    with pytest.warns(UserWarning, match="lose precision") as record:
         semilinear_problem(sym + 30.0, _zero, u0, 1.0)
+    assert_warned_here(record, "lose precision")
 
 
 # Published spectra of KS at L = 22 (the first ten exponents):

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from support.precision import float64_run, tol
+from support.warned import assert_warned_here
 
 import lyapax
 from lyapax import lyapunov_spectrum, ode_problem
@@ -479,6 +480,14 @@ def test_without_x64_float64_and_mixed_fall_back_to_float32():
         assert resolve(None, np.float64) == (np.float64, None)
 
 
+def test_a_float32_run_without_x64_says_so_at_the_callers_line():
+    with jax.enable_x64(False):
+        x0 = jnp.array([1.0, 1.0, 1.0], jnp.float32)
+        with pytest.warns(UserWarning, match="jax_enable_x64 is off") as seen:
+            lyapunov_spectrum(ode_problem(lorenz(), x0, dt=0.01), 20, renorm_every=10)
+    assert_warned_here(seen, "jax_enable_x64 is off")
+
+
 @pytest.mark.float64_only("float64 arrays exist with x64 on only")
 def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
     """A float64 run whose arrays land on a TPU says what emulated float64
@@ -497,6 +506,22 @@ def test_float64_on_a_tpu_warns_what_the_emulation_gives(monkeypatch):
     with pytest.warns(UserWarning, match="float64 on a TPU is emulated") as seen:
         lyapunov_spectrum(problem, n_steps=20, renorm_every=10)
     assert "precision='float32' or 'mixed'" in str(seen[0].message)
+    assert_warned_here(seen, "emulated")
+    with pytest.warns(UserWarning, match="float64 on a TPU is emulated") as seen:
+        lyapax.sweep.sweep_lyapunov_spectrum(
+            lambda x, p: x + 0.01 * p["c"] * x * (1.0 - x),
+            jnp.array([0.5]),
+            {"c": jnp.array([1.0, 0.5])},
+            1.0,
+            20,
+            renorm_every=10,
+        )
+    assert_warned_here(seen, "emulated")
+    with pytest.warns(UserWarning, match="float64 on a TPU is emulated") as seen:
+        lyapax.run_until_converged(
+            problem, tol=1e-9, max_steps=40, chunk_steps=20, renorm_every=10
+        )
+    assert_warned_here(seen, "emulated")  # each chunk's run: the caller's line
 
 
 @pytest.mark.float64_only("float64 arrays exist with x64 on only")
@@ -530,7 +555,11 @@ def test_a_tpu_float64_run_names_a_constant_minus_a_state_element(monkeypatch):
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always")
             lyapunov_spectrum(ode_problem(rhs, x0, dt=0.01), 20, renorm_every=10)
-        return [str(w.message) for w in seen if "the step computes" in str(w.message)]
+        assert_warned_here(seen, "emulated")
+        named = [str(w.message) for w in seen if "the step computes" in str(w.message)]
+        if named:
+            assert_warned_here(seen, "the step computes")
+        return named
 
     from lyapax._engine import run as run_module
 

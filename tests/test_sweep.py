@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from support.warned import assert_warned_here
 
 import lyapax.sweep._setup as sweep_mod
 from lyapax.core import ODEProblem, lyapunov_spectrum, ode_problem
@@ -161,8 +162,9 @@ def test_second_sweep_with_new_numbers_does_not_recompile(henon_sweep):
 
 def test_large_trajectory_warns_before_allocating(monkeypatch):
     monkeypatch.setattr(sweep_mod, "TRAJECTORY_WARN_BYTES", 1000)
-    with pytest.warns(UserWarning, match="GiB of trajectory on the device"):
+    with pytest.warns(UserWarning, match="GiB of trajectory on the device") as record:
         sweep_lyapunov_spectrum(henon_step, HENON_X0, PARAMS, 1.0, N_STEPS, **KW)
+    assert_warned_here(record, "GiB of trajectory")
     with pytest.warns(UserWarning, match="on the host"):
         _henon_to_host()
 

@@ -12,12 +12,12 @@ final state.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from lyapax._engine import validate
+from lyapax._engine.warn import warn_at_caller
 
 __all__ = ["NonFinite", "nonfinite_report", "warn_nonfinite_rows", "warn_or_raise"]
 
@@ -110,9 +110,7 @@ def _message(where: NonFinite) -> str:
     )
 
 
-def warn_or_raise(
-    where: NonFinite | None, *, check_finite: bool, stacklevel: int
-) -> None:
+def warn_or_raise(where: NonFinite | None, *, check_finite: bool) -> None:
     """``FloatingPointError`` for non-finite estimates with ``check_finite``,
     else a ``UserWarning`` (also for a non-finite final state alone)."""
     if where is None:
@@ -121,10 +119,10 @@ def warn_or_raise(
     if check_finite and not where.state_only:
         raise FloatingPointError("non-finite Lyapunov estimates: " + message)
     hint = " result.nonfinite says when; check_finite=True raises instead."
-    warnings.warn(message + hint, UserWarning, stacklevel=stacklevel + 1)
+    warn_at_caller(message + hint)
 
 
-def warn_nonfinite_rows(history: Any, *, stacklevel: int) -> None:
+def warn_nonfinite_rows(history: Any) -> None:
     """A ``UserWarning`` naming the sweep rows whose final estimates are
     non-finite (``history (n, n_blocks, k)`` on the host; no-op under a trace)."""
     if validate.is_traced(history):
@@ -137,11 +135,9 @@ def warn_nonfinite_rows(history: Any, *, stacklevel: int) -> None:
     first = [int(np.argmax(b)) for b in blocks]
     shown = ", ".join(f"{r} (block {f})" for r, f in zip(bad[:10], first, strict=False))
     more = "" if bad.size <= 10 else f" and {bad.size - 10} more"
-    warnings.warn(
+    warn_at_caller(
         f"{bad.size} of {last.shape[0]} sweep rows became non-finite (nan or inf): "
         f"rows {shown}{more}, with the first non-finite renormalisation block "
         "of each. The step may be too large for those parameters (reduce dt), "
-        "or their solutions blow up.",
-        UserWarning,
-        stacklevel=stacklevel + 1,
+        "or their solutions blow up."
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -55,6 +54,7 @@ from lyapax._engine.tree import (
     read_fields,
     split_static,
 )
+from lyapax._engine.warn import warn_at_caller
 
 __all__ = [
     "LyapunovCheckpoint",
@@ -220,7 +220,7 @@ def transient_blocks(
     return t_transient, max(blocks, math.ceil(min_steps / renorm_every))
 
 
-def default_k(view: EngineView, k: Any, resume: Any, stacklevel: int) -> Any:
+def default_k(view: EngineView, k: Any, resume: Any) -> Any:
     """``k`` as given; else the checkpoint's, else the present-state size (with
     a warning when the phase space is larger, as for delay equations)."""
     if k is not None:
@@ -229,17 +229,15 @@ def default_k(view: EngineView, k: Any, resume: Any, stacklevel: int) -> Any:
         return int(jnp.shape(resume.Y)[1])
     d = int(view.z0.shape[0])
     if view.n_state < d:
-        warnings.warn(
+        warn_at_caller(
             f"k not given: computing the leading k={view.n_state} exponents (the "
             "size of the present state); the discretised phase space (state + "
-            f"history buffer) has dimension {d}. Pass k= to choose.",
-            UserWarning,
-            stacklevel=stacklevel + 1,
+            f"history buffer) has dimension {d}. Pass k= to choose."
         )
     return view.n_state
 
 
-def _warn_constant_minus(view: EngineView, stacklevel: int) -> None:
+def _warn_constant_minus(view: EngineView) -> None:
     """Name a constant minus a state element in the step's program, which a
     TPU's emulated float64 computes about 1.8e-8 off. The step's parameters
     and ``dt`` enter as run-time values, as they do in the run."""
@@ -257,14 +255,12 @@ def _warn_constant_minus(view: EngineView, stacklevel: int) -> None:
     except TypeError:  # a static leaf that cannot be hashed: search every call
         found = _search_constant_minus(dynamic, static, view.z0)
     if found is not None:
-        warnings.warn(
+        warn_at_caller(
             f"the step computes {found} with x of one element (such as a "
             "state's x[i]): a TPU's emulated float64 computes a constant minus "
             "a one-element array about 1.8e-8 relative off (measured: 28.0 - x "
             "at x = 2.1); write it as -x + c, or pass c as a parameter "
-            "(docs/method.md, 'Precision')",
-            UserWarning,
-            stacklevel=stacklevel + 1,
+            "(docs/method.md, 'Precision')"
         )
 
 
@@ -292,7 +288,6 @@ def run_args(
     k: Any,
     dtype: Any = None,
     min_transient_steps: int = 0,
-    stacklevel: int = 2,
 ) -> RunArgs:
     """The run sizes of ``options`` for a phase space of size ``d`` (``k``
     already defaulted).
@@ -318,14 +313,12 @@ def run_args(
         options.t_transient, dt, renorm_every, min_transient_steps
     )
     if dtype == jnp.float32 and not jax.config.jax_enable_x64:  # type: ignore[attr-defined]
-        warnings.warn(
+        warn_at_caller(
             "state0 is float32 and jax_enable_x64 is off: exponents will carry "
-            "single-precision errors; call jax.config.update('jax_enable_x64', True)",
-            UserWarning,
-            stacklevel=stacklevel + 1,
+            "single-precision errors; call jax.config.update('jax_enable_x64', True)"
         )
     if emulated_float64(dtype):
-        warnings.warn(EMULATED_FLOAT64, UserWarning, stacklevel=stacklevel + 1)
+        warn_at_caller(EMULATED_FLOAT64)
     return RunArgs(
         n_steps,
         k,
@@ -350,7 +343,6 @@ def setup_run(
     *,
     n_steps: Any,
     batched: bool,
-    stacklevel: int,
     d: int | None = None,
     dt: Any = None,
     dtype: Any = None,
@@ -361,7 +353,6 @@ def setup_run(
     view), the renormalisation's QR method, the checked run sizes
     (:func:`run_args`). ``d``, ``dt``, ``dtype`` and ``min_transient_steps``
     default to the view's (a run without a view passes all four).
-    ``stacklevel`` is that of a warning raised in the caller of this function.
 
     Raises:
         TypeError / ValueError: as :func:`run_args`; no view and no ``d`` or
@@ -379,7 +370,7 @@ def setup_run(
         )
     k = options.k
     if k is None:
-        k = d if view is None else default_k(view, k, options.resume, stacklevel + 1)
+        k = d if view is None else default_k(view, k, options.resume)
     args = run_args(
         options,
         d=d,
@@ -388,10 +379,9 @@ def setup_run(
         k=k,
         dtype=dtype,
         min_transient_steps=min_transient_steps,
-        stacklevel=stacklevel + 1,
     )
     if view is not None and emulated_float64(view.z0.dtype):
-        _warn_constant_minus(view, stacklevel + 1)
+        _warn_constant_minus(view)
     if view is not None and view.check_steps is not None:
         # The global index after the run's last step: a resumed run goes on
         # from its checkpoint's counter.
@@ -434,14 +424,12 @@ def spectrum(
     n_steps: Any,
     options: RunOptions,
     *,
-    stacklevel: int,
     precision: Any = None,
 ) -> LyapunovResult:
     """Validate the run, start it (fresh or from ``options.resume``), run the
     kernel.
 
-    ``stacklevel`` is that of a warning raised in the caller of this function;
-    ``precision`` that of :func:`lyapax._engine.precision.resolve`.
+    ``precision`` is that of :func:`lyapax._engine.precision.resolve`.
     """
     view = problem.for_engine()
     view, sums = precision_view(view, precision)
@@ -453,7 +441,6 @@ def spectrum(
         n_steps=n_steps,
         min_transient_steps=0 if resume is not None else None,
         batched=False,
-        stacklevel=stacklevel + 1,
     )
     dtype = view.z0.dtype
     if resume is None:
@@ -481,7 +468,7 @@ def spectrum(
     execution = Execution.of(
         options, "lyapunov_spectrum", dynamic, z0, start, step0, view.dt, t0
     )
-    out, est = execution.run(begin, args, method, stacklevel=stacklevel + 1)
+    out, est = execution.run(begin, args, method)
     checkpoint = make_checkpoint(view, out, est.elapsed, view.dt)
     n_saved = args.n_saved
     trajectory = save_at = None
@@ -498,9 +485,7 @@ def spectrum(
         dt=view.dt,
         state_finite=est.state_finite,
     )
-    finite.warn_or_raise(
-        nonfinite, check_finite=options.check_finite, stacklevel=stacklevel + 1
-    )
+    finite.warn_or_raise(nonfinite, check_finite=options.check_finite)
     # -- end non-finite runs --
     return LyapunovResult(
         est.exponents,
@@ -582,14 +567,12 @@ class RunOutput(NamedTuple):
         return cls(state, Y, cum, step, saved)
 
 
-def warn_traced_progress(caller: str, stacklevel: int) -> None:
+def warn_traced_progress(caller: str) -> None:
     """A progress bar was asked for under a caller's trace: say it is off."""
-    warnings.warn(
+    warn_at_caller(
         f"{caller}(progress=...) has no effect under jax.jit/jax.vmap/jax.grad: "
         "the run's loop is part of the caller's program and cannot report from "
-        "it; call it outside the transformation for a progress bar",
-        UserWarning,
-        stacklevel=stacklevel + 1,
+        "it; call it outside the transformation for a progress bar"
     )
 
 
@@ -626,13 +609,13 @@ class Execution(NamedTuple):
         return cls(in_trace, options.progress, options.renorm.static, caller)
 
     def run(
-        self, run: RunStart, args: RunArgs, qr: str, *, stacklevel: int
+        self, run: RunStart, args: RunArgs, qr: str
     ) -> tuple[RunOutput, RunEstimates]:
         """The kernel's output and the estimates of ``run``."""
         Y0, cum0 = _start_frame(run.start, run.z0, args.k)
         if self.in_trace:
             if self.progress is not None:
-                warn_traced_progress(self.caller, stacklevel + 1)
+                warn_traced_progress(self.caller)
             return _traced_run(run, args, qr, Y0, cum0)
         total = args.n_blocks + args.n_transient_blocks
         with progress.Bar(

@@ -114,7 +114,7 @@ class RunFile:
         view = problem.for_engine()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the first chunk warns, if anything
-            k = int(run.default_k(view, k, None, stacklevel=1))
+            k = int(run.default_k(view, k, None))
         d = int(view.z0.shape[0])
         dtype = view.z0.dtype
         dynamic, static = split_static(view.step)

@@ -34,7 +34,6 @@ can fail ``tangents`` on a step that lands within ``h ~ 1e-5`` of it.
 
 from __future__ import annotations
 
-import warnings
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -50,6 +49,7 @@ from lyapax._engine.blas_threads import holds_one_blas_thread
 from lyapax._engine.precision import growth_log
 from lyapax._engine.problem import as_problem
 from lyapax._engine.tree import merge_static, split_static
+from lyapax._engine.warn import warn_at_caller
 
 __all__ = ["Check", "InvariantReport", "check_invariants"]
 
@@ -434,10 +434,8 @@ def check_invariants(
             for c in checks
             if c.passed is False
         )
-        warnings.warn(
-            f"invariant check(s) failed: {', '.join(report.failed)}. {details}",
-            UserWarning,
-            stacklevel=2,
+        warn_at_caller(
+            f"invariant check(s) failed: {', '.join(report.failed)}. {details}"
         )
     return report
 

@@ -164,15 +164,13 @@ def covariant_vectors(
         qr=qr,
         progress=progress,
     )
-    args, method = run.setup_run(
-        options, view, n_steps=n_steps, batched=False, stacklevel=2
-    )
+    args, method = run.setup_run(options, view, n_steps=n_steps, batched=False)
     plan = _plan(args, d, view.dt, t_backward, save_every)
     Y0, _ = fresh_frame(seed, d=d, k=plan.k, dtype=z0.dtype)
     dynamic, static = split_static(view.step)
     if validate.under_transformation(dynamic, z0, Y0, view.dt):
         if options.progress is not None:
-            run.warn_traced_progress("covariant_vectors", 2)
+            run.warn_traced_progress("covariant_vectors")
         return _traced(dynamic, static, z0, Y0, plan, method)
     seg = memory.segments(d, plan.k, plan.n_saved, z0.dtype.itemsize)
     need = memory.footprints(

@@ -70,9 +70,7 @@ def network_weights(weights: Any, densify: bool, per_edge: bool, n_cvar: int) ->
     return as_weights(weights, dense=True)
 
 
-def sparse_edge_delays(
-    W: EllWeights, dt: Any, *, tau: Any, delay_steps: Any, stacklevel: int
-) -> Delays:
+def sparse_edge_delays(W: EllWeights, dt: Any, *, tau: Any, delay_steps: Any) -> Delays:
     """Grid per-edge delays on the slots of sparse weights (``tau`` or
     ``delay_steps``: an ``(n, n)`` dense or sparse matrix, read on the edges)."""
     steps = _delays.edge_delay_steps(
@@ -81,7 +79,6 @@ def sparse_edge_delays(
         tau=tau,
         delay_steps=delay_steps,
         interpolate=False,
-        stacklevel=stacklevel + 1,
         at=lambda matrix: values_at_slots(matrix, W),
     )
     horizon = _delays.horizon_for(float(np.max(steps, initial=0.0)))
@@ -89,17 +86,13 @@ def sparse_edge_delays(
     return Delays(delay, horizon, steps, steps * float(dt), True)
 
 
-def uniform_delays(tau: Any, dt: Any, interpolate: bool, stacklevel: int) -> Delays:
-    """One delay ``tau`` (model time) shared by every edge.
-
-    ``stacklevel`` (here and below) is what a warning raised in this function
-    would need to point at the user's call; each call deeper adds one.
-    """
+def uniform_delays(tau: Any, dt: Any, interpolate: bool) -> Delays:
+    """One delay ``tau`` (model time) shared by every edge."""
     dt_value = float(dt)
     if interpolate:
         q = _delays.interpolated_tau_steps(tau, dt)
         return Delays(q, _delays.horizon_for(q), q, q * dt_value, False)
-    s = _delays.grid_tau_steps(tau, dt, stacklevel=stacklevel + 1)
+    s = _delays.resolve_tau_steps(tau, dt)
     return Delays(s, s + 1, s, s * dt_value, False)
 
 
@@ -110,7 +103,6 @@ def edge_delays(
     tau: Any = None,
     delay_steps: Any = None,
     interpolate: bool,
-    stacklevel: int,
 ) -> Delays:
     """Per-edge delays from ``tau (n, n)`` (time) or ``delay_steps (n, n)``."""
     steps = _delays.edge_delay_steps(
@@ -119,7 +111,6 @@ def edge_delays(
         tau=tau,
         delay_steps=delay_steps,
         interpolate=interpolate,
-        stacklevel=stacklevel + 1,
     )
     horizon = _delays.horizon_for(float(np.max(steps, initial=0.0)))
     delay = jnp.asarray(steps, dtype=float if interpolate else jnp.int32)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from lyapax._engine import validate
+from lyapax._engine.warn import warn_at_caller
 
 # Relative tolerance for "tau is a multiple of dt": tau / dt computed in
 # floating point (0.3 / 0.01 = 29.999999999999996) must count as whole.
@@ -62,13 +63,6 @@ def resolve_tau_steps(tau: float, dt: float, warn_tol: float = 1e-6) -> int:
         ValueError: ``tau`` or ``dt`` not finite and positive, ``tau < dt / 2``
             (it would round to no delay at all), ``warn_tol`` negative.
     """
-    return grid_tau_steps(tau, dt, stacklevel=3, warn_tol=warn_tol)
-
-
-def grid_tau_steps(
-    tau: float, dt: float, *, stacklevel: int, warn_tol: float = 1e-6
-) -> int:
-    """:func:`resolve_tau_steps` whose warning points ``stacklevel`` frames up."""
     if not float(warn_tol) >= 0:
         raise ValueError(f"warn_tol must be a number >= 0; got warn_tol={warn_tol!r}")
     tau_value, dt_value = _concrete_tau(tau), _concrete_dt(dt)
@@ -80,12 +74,10 @@ def grid_tau_steps(
             "zero steps, i.e. no delay. Use a step dt <= tau."
         )
     if abs(steps * dt_value - tau_value) > float(warn_tol) * tau_value:
-        warnings.warn(
+        warn_at_caller(
             f"tau={tau_value!r} is not a multiple of dt={dt_value!r}; the delay "
             f"used is tau_steps={steps} steps, i.e. tau_eff={steps * dt_value!r}. "
-            "Pass interpolate=True to use tau exactly.",
-            UserWarning,
-            stacklevel=stacklevel,
+            "Pass interpolate=True to use tau exactly."
         )
     return steps
 
@@ -167,7 +159,6 @@ def edge_delay_steps(
     tau: Any = None,
     delay_steps: Any = None,
     interpolate: bool,
-    stacklevel: int = 3,
     at: Any = None,
 ) -> np.ndarray:
     """Per-edge delays in steps: integers (grid) or reals >= 1 (interpolated).
@@ -203,12 +194,10 @@ def edge_delay_steps(
         return np.where(live, steps, np.maximum(steps, 1.0))
     rounded = np.round(steps)
     if tau is not None and np.any(live & (rounded != steps)):
-        warnings.warn(
+        warn_at_caller(
             f"some per-edge delays are not multiples of dt={dt_value!r}; they are "
             "rounded to whole steps (max change "
             f"{float(np.max(np.abs(rounded - steps)) * dt_value)!r} time units). "
-            "Pass interpolate=True to use them exactly.",
-            UserWarning,
-            stacklevel=stacklevel,
+            "Pass interpolate=True to use them exactly."
         )
     return rounded.astype(np.int64)

@@ -144,9 +144,7 @@ def make_step_fn(
         delay, edges = None, False
         horizon = validate.as_int("horizon", horizon, minimum=1)
     elif delay_steps is not None:
-        d = build.edge_delays(
-            W, dt, delay_steps=delay_steps, interpolate=interpolate, stacklevel=3
-        )
+        d = build.edge_delays(W, dt, delay_steps=delay_steps, interpolate=interpolate)
         delay, edges = d.delay, True
         horizon = build.check_horizon(horizon, d.horizon)
     elif tau_steps is not None:

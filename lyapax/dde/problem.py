@@ -161,7 +161,7 @@ def dde_problem(
     method = build.method_name(integrator)
     dt = validate.as_dt(dt)
     X0 = build.scalar_state0(state0)
-    delays = build.uniform_delays(tau, dt, bool(interpolate), stacklevel=3)
+    delays = build.uniform_delays(tau, dt, bool(interpolate))
     cvar = tuple(range(X0.shape[0]))
     field = ScalarField(rhs_delayed)
     build.check_field(field, X0, X0.shape, {}, "rhs_delayed(x_now, x_delayed)")
@@ -263,11 +263,9 @@ def network_dde_problem(
         network.weights, generic or (per_edge and interpolate), per_edge, len(cvar)
     )
     if not per_edge:
-        delays = build.uniform_delays(tau, dt, interpolate, stacklevel=3)
+        delays = build.uniform_delays(tau, dt, interpolate)
     elif isinstance(W, EllWeights):
-        delays = build.sparse_edge_delays(
-            W, dt, tau=tau, delay_steps=delay_steps, stacklevel=3
-        )
+        delays = build.sparse_edge_delays(W, dt, tau=tau, delay_steps=delay_steps)
     else:
         delays = build.edge_delays(
             W,
@@ -275,7 +273,6 @@ def network_dde_problem(
             tau=tau,
             delay_steps=delay_steps,
             interpolate=interpolate,
-            stacklevel=3,
         )
     presum = presum_edges(edge_coupling, W, delays.horizon, interpolate, delays.edges)
     field = NetworkField(dfun, edge_coupling, W, cvar, delays.edges, presum)

@@ -98,5 +98,4 @@ def lyapunov_spectrum_dde(
         qr=qr,
         static_renorm_every=static_renorm_every,
     )
-    # stacklevel 3: past holds_one_blas_thread's wrapper to the caller's line.
-    return run.spectrum(problem, n_steps, options, stacklevel=3)
+    return run.spectrum(problem, n_steps, options)

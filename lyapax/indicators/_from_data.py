@@ -23,7 +23,6 @@ interval (per sample with the default ``dt=1``).
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
@@ -32,6 +31,7 @@ from jaxtyping import ArrayLike, Float
 
 from lyapax._engine import validate
 from lyapax._engine.blas_threads import holds_one_blas_thread
+from lyapax._engine.warn import warn_at_caller
 from lyapax.indicators._embedding import as_series, embed, embedding_size
 from lyapax.indicators._linear_fit import LinearFit, LinearRegionOptions, linear_region
 from lyapax.indicators._neighbours import (
@@ -155,12 +155,11 @@ def _estimate(
     curve, counts = np.asarray(curve), np.asarray(counts)
     fitted = linear_region(times, curve, s.fit)
     if not fitted.found:
-        warnings.warn(
+        warn_at_caller(
             f"{method}: {fitted.reason}; no exponent fitted (exponent=nan). "
             "Look at result.times and result.divergence, or pass fit=(t0, t1) "
             "to fit a stretch of your choice",
             NoLinearRegionWarning,
-            stacklevel=3,
         )
     return DivergenceResult(
         fitted.slope,

@@ -289,9 +289,7 @@ def run_msf(
     else:
         method = fixed_stage_method(integrator, "master_stability_function")
     options = run.RunOptions.of(k=k, renorm_every=renorm_every, t_transient=t_transient)
-    args = run.run_args(
-        options, d=m, dt=dt, n_steps=n_steps, k=k, dtype=x0.dtype, stacklevel=3
-    )
+    args = run.run_args(options, d=m, dt=dt, n_steps=n_steps, k=k, dtype=x0.dtype)
     dt = validate.as_dt(dt)
     dynamic, static = split_static((F, dh))
     Y0, _ = initial_frame(seed, d=m, k=args.k, dtype=x0.dtype)

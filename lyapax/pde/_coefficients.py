@@ -11,13 +11,13 @@ with NumPy when the symbol and step are concrete (at build time), with
 
 from __future__ import annotations
 
-import warnings
 from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
 
 from lyapax._engine import validate
+from lyapax._engine.warn import warn_at_caller
 
 #: points on the contour (the full circle: a complex symbol is not symmetric).
 _N_CONTOUR = 64
@@ -99,10 +99,8 @@ def _check(L: Any, dt: float, coeffs: Any) -> None:
         )
     growth = float(dt) * float(np.max(L.real))
     if growth > _MAX_GROWTH:
-        warnings.warn(
+        warn_at_caller(
             f"dt={float(dt)!r}: the fastest-growing mode grows by e^{growth:.3g} "
             f"per step (dt * max Re L > {_MAX_GROWTH:g}); the exponential "
-            "integrator's coefficients lose precision. Use a smaller dt.",
-            UserWarning,
-            stacklevel=4,
+            "integrator's coefficients lose precision. Use a smaller dt."
         )

@@ -3,11 +3,11 @@ the warning before a large saved trajectory is allocated."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 
+from lyapax._engine.warn import warn_at_caller
 from lyapax._internal import batching
 
 #: Saved trajectories larger than this many bytes (on the device per call, or
@@ -25,11 +25,9 @@ def warn_trajectory(
         device_bytes = host_bytes  # chunks stay on the device until joined
     biggest, where = (host_bytes, "host") if to_host else (device_bytes, "device")
     if biggest > TRAJECTORY_WARN_BYTES:
-        warnings.warn(
+        warn_at_caller(
             f"saving states will allocate {biggest / 2**30:.2f} GiB of trajectory "
             f"on the {where} ({plan.n} rows x {n_saved} saved states x d={d}); "
             "increase decimate, or pass batch_size with trajectory_to_host=True "
-            "to keep one chunk at a time on the device",
-            UserWarning,
-            stacklevel=3,
+            "to keep one chunk at a time on the device"
         )

@@ -188,7 +188,6 @@ def sweep_lyapunov_spectrum(
         dtype=batch.dtype,
         min_transient_steps=batch.min_transient_steps,
         batched=True,
-        stacklevel=2,
     )
     kernel_sizes = args.kernel_lengths()
     lengths = kernel_sizes.lengths
@@ -260,7 +259,7 @@ def _finish(
         "history": keep_rows(raw.history, n, axis=-2),
         "times": keep_rows(raw.times, n, axis=-1),
     }
-    finite.warn_nonfinite_rows(rows["history"], stacklevel=3)
+    finite.warn_nonfinite_rows(rows["history"])
     trajectory = save_times = None
     if args.save_states:
         trajectory = keep_rows(raw.trajectory, args.n_saved, axis=-2)
