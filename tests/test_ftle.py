@@ -9,7 +9,13 @@ import io
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from support.precision import OPS, tol, transcendental_ops
+from support.precision import (
+    OPS,
+    SMALL_TRANSCENDENTALS,
+    emulated_float64,
+    tol,
+    transcendental_ops,
+)
 
 from lyapax import systems
 from lyapax.finite_time import ftle_field, ftle_grid, grid_points
@@ -245,13 +251,22 @@ def test_shared_transcendentals_keep_values_and_tangents():
     got = jax.jit(lambda t: jax.jvp(lambda z: shared(t, z), (x,), (v,)))(0.5)
     for a, b in zip(want, got, strict=True):
         ops = transcendental_ops()  # two programs' exp, log, tanh
-        np.testing.assert_allclose(a, b, rtol=tol(1e-14, ops), atol=tol(1e-15, ops))
+        if emulated_float64():  # of one-element arrays, as x[0] is
+            rtol = atol = SMALL_TRANSCENDENTALS
+        else:
+            rtol, atol = tol(1e-14, ops), tol(1e-15, ops)
+        np.testing.assert_allclose(a, b, rtol=rtol, atol=atol)
     text = jax.jit(shared).lower(0.5, x).compile().as_text()
     assert text.count(" conditional(") == 4  # sin, cos, exp, tanh; not log
 
 
 @pytest.mark.float64_only(
     "sincos is the FTLE field's float64 path (float32 never takes it)"
+)
+@pytest.mark.cpu_backend_only(
+    "the field takes it on XLA:CPU only; where float64 is emulated (the lent "
+    "TPU v5e) it was 3.3e-9 absolute off NumPy at |x| <= 1e4, and float_sin's "
+    "small arrays there are checked in test_precision"
 )
 def test_fast_sincos_matches_the_library_and_refuses_what_it_cannot_reduce():
     from lyapax._engine.sincos import LIMIT, sincos

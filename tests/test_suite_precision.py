@@ -12,7 +12,11 @@ from support import markers, precision
 from support.precision import OPS, RUN, tol, warnings_as_errors
 
 
-def test_a_float64_run_keeps_the_float64_tolerance_and_float32_takes_its_own():
+def test_a_float64_run_keeps_the_float64_tolerance_and_float32_takes_its_own(
+    monkeypatch,
+):
+    # The rule where float64 is native (on a TPU: the next test).
+    monkeypatch.setattr(precision.jax, "default_backend", lambda: "cpu")
     with jax.enable_x64(True):
         assert tol(1e-12) == 1e-12 and tol(1e-12, OPS) == 1e-12
         assert precision.float64_run()
