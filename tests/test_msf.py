@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -64,6 +65,52 @@ def test_msf_at_zero_rossler():
         t_transient=100.0,
     )  # fmt: skip
     assert abs(msf.exponent[0] - 0.0714) < 0.005
+
+
+@pytest.mark.float64_only("complex128 is what a TPU's float64 lacks")
+def test_complex_alphas_run_as_real_pairs_where_float64_is_emulated(monkeypatch):
+    """A TPU has no complex128 (its compiler aborted the process on the MSF of
+    complex alphas in float64, on the lent v5e): there the frames and alphas
+    are real pairs and the complex QR is a real one. Pretended on a CPU: the
+    program holds no complex number, and the transversal spectrum is the
+    complex program's to rounding (x- and full-state coupling, k = 2)."""
+    from lyapax._engine import precision as prec
+    from lyapax.network import _msf
+
+    alphas = np.array([0.0, 1 + 2j, -0.5 - 3j, 2.0])
+    x0 = jnp.array([1.0, 1.0, 1.0])
+
+    def spectra():
+        return [
+            master_stability_function(
+                lorenz(), H, alphas, x0, 0.005, 2_000, k=2, t_transient=1.0
+            )
+            for H in (X_ONLY, np.eye(3))
+        ]
+
+    complex_runs = spectra()
+    programs = []
+
+    def lowered(*args, **kwargs):
+        programs.append(msf_kernel_run.lower(*args, **kwargs).as_text())
+        return msf_kernel_run(*args, **kwargs)
+
+    monkeypatch.setattr(prec.jax, "default_backend", lambda: "tpu")
+    monkeypatch.setattr(_msf, "msf_kernel_run", lowered)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the emulated-float64 warning
+        pair_runs = spectra()
+    assert len(programs) == 2 and not any("complex" in text for text in programs)
+    for got, want in zip(pair_runs, complex_runs, strict=True):
+        np.testing.assert_array_equal(got.alphas, alphas)
+        np.testing.assert_allclose(got.spectrum, want.spectrum, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(got.stderr, want.stderr, rtol=0, atol=1e-13)
+    # The pairs' real QR: Q orthonormal as a complex frame, R's diagonal.
+    V = _msf.Pair(*np.random.default_rng(0).normal(size=(2, 3, 4, 2)))
+    Q, growth = _msf._renormalise_pairs(V)
+    Qc, growth_c = _msf._renormalise(jnp.asarray(V.re + 1j * V.im))
+    np.testing.assert_allclose(Q.re + 1j * Q.im, Qc, atol=1e-14)
+    np.testing.assert_allclose(growth, growth_c, atol=1e-14)
 
 
 @pytest.mark.parametrize(

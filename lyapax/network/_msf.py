@@ -15,8 +15,12 @@ the same seeded frame): each Runge-Kutta stage evaluates ``F`` once and pushes
 every column of every frame through one vmapped ``jax.jvp``. Complex ``alpha``
 (the eigenvalues of a directed network) make the frames complex: a complex
 ``xi`` is the real ``2m``-dimensional tangent ``(Re xi, Im xi)`` and its
-exponents are those of the complex frame's QR. Run lengths are data, as in
-the engine (:mod:`lyapax._engine.benettin`): one program per structure.
+exponents are those of the complex frame's QR. Where complex numbers do not
+exist (a TPU's emulated float64 has no complex128, and its compiler aborts
+the process on one), the frames and ``alpha`` are real pairs
+(:class:`~lyapax._engine.pairs.Pair`) and the complex QR is the real QR of
+the frame's ``2m x 2k`` real form. Run lengths are data, as in the engine
+(:mod:`lyapax._engine.benettin`): one program per structure.
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from jax.sharding import PartitionSpec
 from lyapax._engine import run, validate
 from lyapax._engine.benettin import Lengths, capacity, initial_frame
 from lyapax._engine.blas_threads import holds_one_blas_thread
-from lyapax._engine.precision import growth_log
+from lyapax._engine.pairs import Pair
+from lyapax._engine.precision import emulated_float64, growth_log
 from lyapax._engine.progress import Bar, TextSink, chunks_hook
 from lyapax._engine.summary import finish
 from lyapax._engine.tree import merge_static, split_static
@@ -67,23 +72,36 @@ class MSFResult(NamedTuple):
     spectrum_stderr: Any
 
 
-def _columns(V: jax.Array) -> tuple[jax.Array, bool]:
-    """``(a, m, k)`` frames as real columns ``(c, m)``; complex frames give
-    their real and imaginary parts as separate columns."""
-    a, m, k = V.shape
-    cols = jnp.moveaxis(V, 1, 2).reshape(a * k, m)
+def _columns(V: Any) -> tuple[jax.Array, bool]:
+    """``(a, m, k)`` frames (real, complex or a :class:`Pair`) as real
+    columns ``(c, m)``; complex frames give their real and imaginary parts as
+    separate columns."""
+
+    def flat(part: jax.Array) -> jax.Array:
+        a, m, k = part.shape
+        return jnp.moveaxis(part, 1, 2).reshape(a * k, m)
+
+    if isinstance(V, Pair):
+        return jnp.concatenate([flat(V.re), flat(V.im)]), True
+    cols = flat(V)
     if jnp.iscomplexobj(cols):
         return jnp.concatenate([cols.real, cols.imag]), True
     return cols, False
 
 
-def _frames(cols: jax.Array, shape: tuple[int, ...], is_complex: bool):
-    """Inverse of :func:`_columns`."""
-    a, m, k = shape
-    if is_complex:
-        half = cols.shape[0] // 2
-        cols = cols[:half] + 1j * cols[half:]
-    return jnp.moveaxis(cols.reshape(a, k, m), 1, 2)
+def _frames(cols: jax.Array, V: Any, is_complex: bool) -> Any:
+    """Inverse of :func:`_columns`, in the form of the frames ``V``."""
+    a, m, k = V.re.shape if isinstance(V, Pair) else V.shape
+
+    def unflat(part: jax.Array) -> jax.Array:
+        return jnp.moveaxis(part.reshape(a, k, m), 1, 2)
+
+    if not is_complex:
+        return unflat(cols)
+    half = cols.shape[0] // 2
+    if isinstance(V, Pair):
+        return Pair(unflat(cols[:half]), unflat(cols[half:]))
+    return unflat(cols[:half] + 1j * cols[half:])
 
 
 class _Variational:
@@ -104,13 +122,16 @@ class _Variational:
             return fx, dfv, self.dh(x, v)
 
         fx, dfv, dhv = jax.vmap(one, out_axes=(None, 0, 0))(cols)
-        dF = _frames(dfv, V.shape, is_complex)
-        dH = _frames(dhv, V.shape, is_complex)
-        return fx, dF - self.alphas[:, None, None] * dH
+        dF = _frames(dfv, V, is_complex)
+        dH = _frames(dhv, V, is_complex)
+        alphas = jax.tree.map(lambda part: part[:, None, None], self.alphas)
+        return fx, dF - alphas * dH
 
 
-def _renormalise(V: jax.Array):
+def _renormalise(V: Any):
     """Per-frame QR with a positive real diagonal; ``log|diag R| (a, k)``."""
+    if isinstance(V, Pair):
+        return _renormalise_pairs(V)
     Q, R = jnp.linalg.qr(V)
     diag = jnp.diagonal(R, axis1=-2, axis2=-1)
     size = jnp.abs(diag)
@@ -118,19 +139,53 @@ def _renormalise(V: jax.Array):
     return Q * phase[:, None, :].astype(Q.dtype), growth_log(size)
 
 
-@partial(jax.jit, static_argnames=("static", "method", "capacity"))
+def _renormalise_pairs(V: Pair):
+    """:func:`_renormalise` of complex frames held as real pairs: the real QR
+    of each frame's real form, whose columns ``(v_j, i v_j)`` are
+    ``[Re v_j; Im v_j]`` and ``[-Im v_j; Re v_j]``. Those two are orthogonal
+    and of one length, so its ``R`` repeats ``|r_jj|`` of the complex QR and
+    its column ``2j`` is the complex ``Q``'s column ``j``, parts stacked."""
+    a, m, k = V.re.shape
+    top = jnp.stack([V.re, -V.im], axis=-1).reshape(a, m, 2 * k)
+    bottom = jnp.stack([V.im, V.re], axis=-1).reshape(a, m, 2 * k)
+    Q, R = jnp.linalg.qr(jnp.concatenate([top, bottom], axis=1))
+    diag = jnp.diagonal(R, axis1=-2, axis2=-1)[:, ::2]
+    sign = jnp.where(diag < 0, -1.0, 1.0).astype(Q.dtype)
+    Q = Q[:, :, ::2] * sign[:, None, :]
+    return Pair(Q[:, :m], Q[:, m:]), growth_log(jnp.abs(diag))
+
+
+@partial(jax.jit, static_argnames=("static", "method", "capacity", "pairs"))
 def msf_kernel_run(
-    dynamic, x0, Y0, alphas, dt, lengths, *, static, method: str, capacity: int
+    dynamic,
+    x0,
+    Y0,
+    alphas,
+    dt,
+    lengths,
+    *,
+    static,
+    method: str,
+    capacity: int,
+    pairs: bool = False,
 ):
     """One synchronous trajectory from ``x0 (m,)`` and one frame per ``alpha``
     from ``Y0 (m, k)``: ``n_transient_blocks`` blocks (growth discarded), then
     ``n_blocks`` measured. Returns ``{"exponents", "stderr"}`` ``(a, k)``
-    (descending per row) and the final state ``x``."""
+    (descending per row) and the final state ``x``. ``pairs``: ``alphas`` is
+    ``(a, 2)``, complex values as (real, imaginary) rows, and the frames are
+    real pairs (where complex numbers do not exist)."""
     F, dh = merge_static(dynamic, static)
     lengths = Lengths.unpack(lengths)
     a, (m, k) = alphas.shape[0], Y0.shape
-    frame_dtype = alphas.dtype if jnp.iscomplexobj(alphas) else x0.dtype
-    V0 = jnp.broadcast_to(Y0.astype(frame_dtype), (a, m, k))
+    V0: Any
+    if pairs:
+        alphas = Pair(alphas[:, 0], alphas[:, 1])
+        real = jnp.broadcast_to(Y0.astype(x0.dtype), (a, m, k))
+        V0 = Pair(real, jnp.zeros_like(real))
+    else:
+        frame_dtype = alphas.dtype if jnp.iscomplexobj(alphas) else x0.dtype
+        V0 = jnp.broadcast_to(Y0.astype(frame_dtype), (a, m, k))
     cum0 = jnp.zeros((a, k), x0.dtype)
     rhs = _Variational(F, dh, alphas)
     n_tr = lengths.n_transient_blocks
@@ -295,9 +350,16 @@ def run_msf(
     Y0, _ = initial_frame(seed, d=m, k=args.k, dtype=x0.dtype)
     lengths = Lengths.pack(args.n_blocks, args.n_transient_blocks, args.renorm_every, 1)
     plan = batching.Plan(alpha_rows.shape[0], batch_size, devices, True)
+    # No complex128 where float64 is emulated: complex alphas go as pairs.
+    pairs = np.iscomplexobj(alpha_rows) and emulated_float64(x0.dtype)
     kernel = partial(
-        msf_kernel_run, static=static, method=method, capacity=capacity(args.n_blocks)
+        msf_kernel_run,
+        static=static,
+        method=method,
+        capacity=capacity(args.n_blocks),
+        pairs=pairs,
     )
+    given = np.stack([alpha_rows.real, alpha_rows.imag], -1) if pairs else alpha_rows
 
     def chunk(rows):
         out = kernel(dynamic, x0, Y0, rows, dt, lengths)
@@ -306,7 +368,7 @@ def run_msf(
     spread = _spread(chunk, plan.mesh)
     with Bar(progress, plan.n, "master_stability_function", "alpha") as bar:
         hook = chunks_hook(bar)
-        exponents, stderr = plan.run(lambda rows: spread(rows), (alpha_rows,), (), hook)
+        exponents, stderr = plan.run(lambda rows: spread(rows), (given,), (), hook)
     return MSFResult(alpha_rows, exponents[:, 0], stderr[:, 0], exponents, stderr)
 
 
