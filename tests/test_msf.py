@@ -68,6 +68,11 @@ def test_msf_at_zero_rossler():
 
 
 @pytest.mark.float64_only("complex128 is what a TPU's float64 lacks")
+@pytest.mark.cpu_backend_only(
+    "pretends a TPU on a CPU and compares with the complex program, which a "
+    "TPU cannot build (test_full_state_coupling_shifts_by_re_alpha runs the "
+    "pairs there)"
+)
 def test_complex_alphas_run_as_real_pairs_where_float64_is_emulated(monkeypatch):
     """A TPU has no complex128 (its compiler aborted the process on the MSF of
     complex alphas in float64, on the lent v5e): there the frames and alphas
@@ -95,12 +100,24 @@ def test_complex_alphas_run_as_real_pairs_where_float64_is_emulated(monkeypatch)
         programs.append(msf_kernel_run.lower(*args, **kwargs).as_text())
         return msf_kernel_run(*args, **kwargs)
 
+    # The rows' devices decide (a TPU among them), not where new arrays land.
+    assert prec.emulated_float64(np.float64, "tpu")
+    assert not prec.emulated_float64(np.float64, "cpu")
+    assert not prec.emulated_float64(np.float32, "tpu")
     monkeypatch.setattr(prec.jax, "default_backend", lambda: "tpu")
+    asked = []
+
+    def emulated(dtype, platform):
+        asked.append(platform)
+        return prec.emulated_float64(dtype)
+
+    monkeypatch.setattr(_msf, "emulated_float64", emulated)
     monkeypatch.setattr(_msf, "msf_kernel_run", lowered)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the emulated-float64 warning
         pair_runs = spectra()
     assert len(programs) == 2 and not any("complex" in text for text in programs)
+    assert set(asked) == {jax.devices()[0].platform}  # the rows' device, asked
     for got, want in zip(pair_runs, complex_runs, strict=True):
         np.testing.assert_array_equal(got.alphas, alphas)
         np.testing.assert_allclose(got.spectrum, want.spectrum, rtol=0, atol=1e-13)

@@ -525,10 +525,10 @@ def _scalar_constant(v: Any, consts: dict[Any, Any]) -> float | None:
     return float(value.reshape(()))
 
 
-def emulated_float64(dtype: Any) -> bool:
+def emulated_float64(dtype: Any, platform: str | None = None) -> bool:
     """Whether a ``dtype`` run would compute in emulated float64: a float64
-    (or complex128) state on the platform that JAX places new arrays on,
-    when that platform is a TPU.
+    (or complex128) state on ``platform`` (default: the one JAX places new
+    arrays on), when that platform is a TPU.
 
     The platform is asked at every call (``jax_default_device``, else
     :func:`jax.default_backend`): JAX keeps its default backend cached until
@@ -536,7 +536,7 @@ def emulated_float64(dtype: Any) -> bool:
     would outlive a cleared backend."""
     if np.dtype(dtype) not in _WIDE:
         return False
-    return _platform() == "tpu"
+    return (platform or _platform()) == "tpu"
 
 
 def lands_on_cpu() -> bool:

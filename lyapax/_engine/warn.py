@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -35,7 +36,7 @@ def _skipped() -> tuple[str, ...]:
         module = sys.modules.get(name)
         file = getattr(module, "__file__", None)
         if file:
-            prefixes.append(str(Path(file).resolve().parent) + "/")
+            prefixes.append(str(Path(file).resolve().parent) + os.sep)
     # functools.wraps and contextlib.contextmanager wrappers of the library's.
     prefixes += [str(Path(m.__file__).resolve()) for m in (functools, contextlib)]
     return (*prefixes, _GENERATED)

@@ -350,8 +350,11 @@ def run_msf(
     Y0, _ = initial_frame(seed, d=m, k=args.k, dtype=x0.dtype)
     lengths = Lengths.pack(args.n_blocks, args.n_transient_blocks, args.renorm_every, 1)
     plan = batching.Plan(alpha_rows.shape[0], batch_size, devices, True)
-    # No complex128 where float64 is emulated: complex alphas go as pairs.
-    pairs = np.iscomplexobj(alpha_rows) and emulated_float64(x0.dtype)
+    # No complex128 where float64 is emulated: complex alphas go as pairs on
+    # the devices the rows run on (not only where new arrays land).
+    pairs = np.iscomplexobj(alpha_rows) and any(
+        emulated_float64(x0.dtype, device.platform) for device in plan.devices
+    )
     kernel = partial(
         msf_kernel_run,
         static=static,

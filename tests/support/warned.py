@@ -28,7 +28,7 @@ def assert_warned_here(record: Any, match: str) -> None:
     suite checks, the check's call of it).
 
     Raises:
-        AssertionError: none matched, or one names another line.
+        AssertionError: none matched, or one names another file.
     """
     here = Path(sys._getframe(1).f_code.co_filename).resolve()
     found = [w for w in record if re.search(match, str(w.message))]
