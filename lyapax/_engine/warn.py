@@ -38,7 +38,9 @@ def _skipped() -> tuple[str, ...]:
         if file:
             prefixes.append(str(Path(file).resolve().parent) + os.sep)
     # functools.wraps and contextlib.contextmanager wrappers of the library's.
-    prefixes += [str(Path(m.__file__).resolve()) for m in (functools, contextlib)]
+    for wrappers in (functools, contextlib):
+        if wrappers.__file__:
+            prefixes.append(str(Path(wrappers.__file__).resolve()))
     return (*prefixes, _GENERATED)
 
 
